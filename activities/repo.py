@@ -1,0 +1,219 @@
+"""Git side effects: prepare a run, lane worktrees, checkpoints, merges, delivery.
+
+The user's checkout is never touched: work happens in worktrees under the
+worker's REPOSWARM_HOME and on new branches under swarm/<run>/. Merges use
+`git merge-tree --write-tree`, which needs no working tree at all. Every
+activity here can run twice and leave the same state (Temporal delivers at
+least once).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import git
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from reposwarm import ledger
+from reposwarm.contracts import (
+    CheckpointInput,
+    DeliverInput,
+    HelperTask,
+    LaneWorktree,
+    MergeInput,
+    MergeResult,
+    PrepareInput,
+    PrepareResult,
+)
+from reposwarm.store import run_dir
+
+IDENTITY = ["-c", "user.name=reposwarm", "-c", "user.email=reposwarm@localhost", "-c", "commit.gpgsign=false"]
+
+
+def _git(cwd: str | Path) -> git.Git:
+    return git.Git(str(cwd))
+
+
+def _key(event: str) -> str:
+    info = activity.info()
+    return f"{info.workflow_id}/{info.activity_id}/{event}"
+
+
+def integration_branch(run_id: str) -> str:
+    return f"swarm/{run_id}/integration"
+
+
+def lane_branch(run_id: str, lane: str) -> str:
+    return f"swarm/{run_id}/{lane}"
+
+
+def lane_worktree_path(run_id: str, lane: str) -> Path:
+    return run_dir(run_id) / "lanes" / lane
+
+
+def _rev(g: git.Git, ref: str) -> str | None:
+    try:
+        return g.rev_parse("--verify", "--quiet", f"{ref}^{{commit}}")
+    except git.GitCommandError:
+        return None
+
+
+def _is_ancestor(g: git.Git, older: str, newer: str) -> bool:
+    try:
+        g.merge_base("--is-ancestor", older, newer)
+        return True
+    except git.GitCommandError:
+        return False
+
+
+def open_repo(path: str) -> git.Git:
+    p = Path(path)
+    if not p.is_dir():
+        raise ApplicationError(f"repository {path} does not exist", non_retryable=True)
+    try:
+        git.Repo(p)
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        raise ApplicationError(f"{path} is not a git repository", non_retryable=True) from None
+    return _git(p)
+
+
+@activity.defn
+def prepare_run(req: PrepareInput) -> PrepareResult:
+    """Resolve the base commit and create the integration branch on it."""
+    g = open_repo(req.repo_path)
+    base = _rev(g, req.base_ref)
+    if base is None:
+        raise ApplicationError(f"base {req.base_ref!r} is not a commit in {req.repo_path}", non_retryable=True)
+    branch = integration_branch(req.run_id)
+    existing = _rev(g, f"refs/heads/{branch}")
+    if existing is None:
+        if _rev(g, f"refs/heads/{req.swarm_branch}") is not None:
+            raise ApplicationError(
+                f"branch {req.swarm_branch!r} already exists in {req.repo_path}; choose another SWARM_BRANCH",
+                non_retryable=True,
+            )
+        g.branch(branch, base)
+    ledger.record(req.run_id, "prepare", key=_key("prepare"), base_sha=base, integration_branch=branch)
+    return PrepareResult(base_sha=base, integration_branch=branch)
+
+
+@activity.defn
+def create_lane_worktree(task: HelperTask) -> LaneWorktree:
+    """Give the lane a worktree on its branch, starting at task.base_sha.
+
+    A worktree that already exists is recycled (cheaper than remove + add). A
+    lane branch is only moved when its commits are already in the new base, so
+    no unmerged work is lost; otherwise it is kept under a -r<round> name.
+    """
+    g = open_repo(task.repo_path)
+    path = lane_worktree_path(task.run_id, task.lane)
+    branch = task.branch
+    current = _rev(g, f"refs/heads/{branch}")
+    if current and current != task.base_sha and not _is_ancestor(g, current, task.base_sha):
+        if activity.info().attempt == 1 or not path.exists():
+            g.branch("-f", f"{branch}-r{task.round - 1}", current)
+    if path.exists() and (path / ".git").exists():
+        wt = _git(path)
+        head = _rev(wt, "HEAD")
+        on_branch = wt.rev_parse("--abbrev-ref", "HEAD") == branch
+        # Already set up for this round (a retried activity): keep its state.
+        if not (on_branch and head and _is_ancestor(g, task.base_sha, head)):
+            wt.checkout("-f", "-B", branch, task.base_sha)
+            wt.clean("-fdx")
+    else:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        g.worktree("prune")
+        g.worktree("add", "-f", "-B", branch, str(path), task.base_sha)
+    head = _rev(_git(path), "HEAD") or task.base_sha
+    ledger.record(task.run_id, "helper_spawn", key=_key("spawn"), lane=task.lane, round=task.round,
+                  branch=branch, base_sha=task.base_sha, model=task.model)
+    return LaneWorktree(path=str(path), branch=branch, head_sha=head)
+
+
+@activity.defn
+def checkpoint_lane(req: CheckpointInput) -> str:
+    """Commit whatever the lane changed; a second run finds nothing to commit."""
+    wt = _git(lane_worktree_path(req.run_id, req.lane))
+    wt.add("-A")
+    if wt.status("--porcelain"):
+        wt.execute(["git", *IDENTITY, "commit", "-q", "--no-verify", "-m", req.message])
+    head = wt.rev_parse("HEAD")
+    ledger.record(req.run_id, "checkpoint", key=_key("checkpoint"), lane=req.lane, sha=head)
+    return head
+
+
+@activity.defn
+def describe_lane(task: HelperTask) -> dict[str, str]:
+    """Files the lane changed since its base (path -> A/M/D), plus a diff stat and head."""
+    wt = _git(lane_worktree_path(task.run_id, task.lane))
+    head = wt.rev_parse("HEAD")
+    files: dict[str, str] = {}
+    for line in wt.diff("--name-status", "--no-renames", task.base_sha, head).splitlines():
+        status, _, name = line.partition("\t")
+        files[name] = status[:1]
+    stat = wt.diff("--stat", task.base_sha, head)
+    return {"__head__": head, "__stat__": stat, **files}
+
+
+@activity.defn
+def merge_lane(req: MergeInput) -> MergeResult:
+    """Three-way merge of a lane branch into the integration branch, without a working tree."""
+    g = open_repo(req.repo_path)
+    integ_ref = f"refs/heads/{req.integration_branch}"
+    integ = _rev(g, integ_ref)
+    lane_head = _rev(g, f"refs/heads/{req.lane_branch}")
+    if integ is None or lane_head is None:
+        raise ApplicationError(f"cannot merge {req.lane_branch} into {req.integration_branch}: branch missing",
+                               non_retryable=True)
+    if _is_ancestor(g, lane_head, integ):
+        # Nothing new, or merged by an earlier attempt of this activity.
+        return MergeResult(lane=req.lane, merged=True, integration_sha=integ)
+    files = g.diff("--name-only", f"{integ}...{lane_head}").splitlines()
+    status, out, _ = g.execute(
+        ["git", "merge-tree", "--write-tree", "--name-only", "--no-messages", integ, lane_head],
+        with_extended_output=True, with_exceptions=False,
+    )
+    lines = out.splitlines()
+    if status == 1:
+        conflicts = sorted(set(lines[1:]))
+        ledger.record(req.run_id, "merge", key=_key("merge"), lane=req.lane, merged=False, conflicts=conflicts)
+        return MergeResult(lane=req.lane, merged=False, integration_sha=integ, conflicts=conflicts, files=files)
+    if status != 0:
+        raise ApplicationError(f"git merge-tree failed for lane {req.lane}: {out.strip()[:500]}")
+    tree = lines[0].strip()
+    commit = g.execute(["git", *IDENTITY, "commit-tree", tree, "-p", integ, "-p", lane_head, "-m", req.message])
+    g.update_ref(integ_ref, commit, integ)
+    ledger.record(req.run_id, "merge", key=_key("merge"), lane=req.lane, merged=True, sha=commit, files=files)
+    return MergeResult(lane=req.lane, merged=True, integration_sha=commit, files=files)
+
+
+@activity.defn
+def deliver(req: DeliverInput) -> str:
+    """Put the approved tree on the delivery branch and retire the run's working branches.
+
+    Lane and integration branches are deleted only when their commits are in
+    the delivered commit (merged); any other is kept under swarm-kept/<run>/.
+    Worktrees of the run are removed, never the user's own.
+    """
+    g = open_repo(req.repo_path)
+    target = f"refs/heads/{req.branch}"
+    existing = _rev(g, target)
+    if existing == req.integration_sha:
+        return req.branch  # delivered by an earlier attempt
+    if existing is not None:
+        raise ApplicationError(f"branch {req.branch!r} already exists in {req.repo_path}", non_retryable=True)
+    lanes_root = run_dir(req.run_id) / "lanes"
+    for wt_dir in sorted(lanes_root.glob("*")) + [run_dir(req.run_id) / "validate"]:
+        if (wt_dir / ".git").exists():
+            g.worktree("remove", "--force", str(wt_dir))
+    g.worktree("prune")
+    prefix = f"refs/heads/swarm/{req.run_id}/"
+    for line in g.for_each_ref("--format=%(refname) %(objectname)", prefix).splitlines():
+        ref, sha = line.split()
+        if not _is_ancestor(g, sha, req.integration_sha):
+            g.update_ref(f"refs/heads/swarm-kept/{req.run_id}/{ref[len(prefix):]}", sha)
+        g.update_ref("-d", ref, sha)
+    g.update_ref(target, req.integration_sha, "0" * 40)
+    ledger.record(req.run_id, "delivery", key=_key("deliver"), branch=req.branch, sha=req.integration_sha)
+    return req.branch

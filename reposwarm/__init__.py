@@ -1,0 +1,3 @@
+"""reposwarm: a swarm of coding agents making one change in a large repository, durably, on Temporal."""
+
+TASK_QUEUE = "reposwarm"

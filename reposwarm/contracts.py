@@ -1,0 +1,421 @@
+"""The typed contracts shared by the starter, the workflows and the activities.
+
+Every Temporal boundary takes one of these models in and gives one out. Names
+follow the reference design (HelperTask, FileEdit, ChangeSet, TestReport...).
+Large data (file contents, transcripts, logs) never travels in these models:
+it lives in the run's content-addressed store and is passed as a `ref`.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+
+class Contract(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# --- configuration (the lanes file, in the reference design's helpers.yaml shape) ---
+
+
+class HelperRole(Contract):
+    """One lane of the lanes file: what a helper may touch and spend."""
+
+    model: str | None = None
+    allowed_paths: list[str] = Field(min_length=1)
+    read_only_paths: list[str] = []
+    token_budget: int = Field(default=64_000, gt=0)
+    max_turns: int = Field(default=40, gt=0)
+    depends_on: list[str] = []
+
+
+class CheckProfile(Contract):
+    commands: list[list[str]] = Field(min_length=1)
+    timeout_s: float = Field(default=600, gt=0)
+
+    @field_validator("commands")
+    @classmethod
+    def _argv_lists(cls, commands: list[list[str]]) -> list[list[str]]:
+        for argv in commands:
+            if not argv or not all(isinstance(a, str) and a for a in argv):
+                raise ValueError("each command is a non-empty list of non-empty strings (an argv, no shell)")
+        return commands
+
+
+class ValidationConfig(Contract):
+    profile: str = "default"
+    profiles: dict[str, CheckProfile] = {}
+
+    @model_validator(mode="after")
+    def _profile_exists(self) -> ValidationConfig:
+        if self.profiles and self.profile not in self.profiles:
+            raise ValueError(f"profile {self.profile!r} is not one of {sorted(self.profiles)}")
+        return self
+
+
+class SwarmConfig(Contract):
+    max_parallel: int = Field(default=4, gt=0)
+    max_helper_loops: int = Field(default=3, gt=0)
+    max_consecutive_test_fails: int = Field(default=3, gt=0)
+    max_review_rounds: int = Field(default=5, gt=0)
+    model: str | None = None
+    lanes: dict[str, HelperRole] = Field(min_length=1)
+
+
+class LanesFile(Contract):
+    swarm: SwarmConfig
+    validation: ValidationConfig = ValidationConfig()
+
+
+# --- the plan ---
+
+
+class LanePlan(Contract):
+    lane: str
+    goal: str = Field(min_length=1)
+
+
+class Plan(Contract):
+    """What the planner (a model, or a plan file) decides: the contract and one goal per lane."""
+
+    interface_contract: str = Field(min_length=1)
+    lanes: list[LanePlan] = Field(min_length=1)
+    summary: str = ""
+
+    @field_validator("lanes")
+    @classmethod
+    def _unique(cls, lanes: list[LanePlan]) -> list[LanePlan]:
+        names = [lane.lane for lane in lanes]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"lane(s) planned twice: {', '.join(dupes)}")
+        return lanes
+
+
+# --- the request that starts a run ---
+
+
+class SwarmRequest(Contract):
+    run_id: str
+    repo_path: str
+    task: str = Field(min_length=1)
+    config: LanesFile
+    plan: Plan | None = None
+    model: str
+    base_ref: str = "HEAD"
+    swarm_branch: str | None = None
+    test_profile: str | None = None
+    validation_timeout_s: float | None = None
+    auto_approve: bool = False
+
+
+# --- lanes ---
+
+
+class HelperTask(Contract):
+    """One assignment for one lane, as the reference design names it."""
+
+    task_id: str
+    run_id: str
+    repo_path: str
+    lane: str
+    round: int
+    role: HelperRole
+    goal: str
+    task: str
+    interface_contract: str
+    allowed_paths: list[str] = Field(min_length=1)
+    read_only_paths: list[str] = []
+    branch: str
+    base_sha: str
+    model: str
+    max_loops: int
+    checkpoint_key: str
+    check_profile: CheckProfile | None = None
+
+
+class FileEdit(Contract):
+    path: str
+    operation: Literal["create", "modify", "delete"]
+    reason: str = Field(min_length=12)
+    content_ref: str | None = None
+
+
+class TestReport(Contract):
+    __test__ = False  # not a pytest class
+
+    passed: bool
+    failures: list[str] = []
+    flaky: list[str] = []
+    duration_s: float = 0.0
+    coverage_delta: float | None = None
+    commands: list[CommandResult] = []
+
+
+class CommandResult(Contract):
+    argv: list[str]
+    exit_code: int | None
+    timed_out: bool = False
+    duration_s: float
+    output_tail: str = ""
+    log_ref: str | None = None
+
+
+class Usage(Contract):
+    input_tokens: int = 0
+    output_tokens: int = 0
+    model_calls: int = 0
+    cost_usd: float = 0.0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            model_calls=self.model_calls + other.model_calls,
+            cost_usd=round(self.cost_usd + other.cost_usd, 6),
+        )
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+
+class ChangeSet(Contract):
+    task_id: str
+    edits: list[FileEdit] = []
+    conflicts: list[str] = []
+    test_report: TestReport | None = None
+    summary: str = ""
+    assumptions: list[str] = []
+    diff_stat: str = ""
+    head_sha: str = ""
+
+
+class LaneStatus(str, Enum):
+    done = "done"
+    budget_exhausted = "budget_exhausted"
+    failed = "failed"
+    cancelled = "cancelled"
+
+
+class LaneResult(Contract):
+    lane: str
+    status: LaneStatus
+    reason: str = ""
+    changeset: ChangeSet
+    usage: Usage = Usage()
+    turns: int = 0
+    tool_calls: int = 0
+    refusals: int = 0
+    elapsed_s: float = 0.0
+
+
+# --- model turns and tool calls (one activity each) ---
+
+
+class ToolCall(Contract):
+    id: str
+    name: str
+    arguments: dict[str, Any] | None = None  # None when the model's arguments were not a JSON object
+    raw_arguments: str = ""
+
+
+class ModelTurnInput(Contract):
+    run_id: str
+    agent: str  # "planner" or the lane name
+    round: int
+    turn: int
+    model: str
+    transcript_ref: str | None  # None for the first turn
+    new_messages: list[dict[str, Any]] = []  # appended before the call (tool results, user text)
+    tools: list[dict[str, Any]] = []
+    system: str = ""
+
+
+class ModelTurnResult(Contract):
+    transcript_ref: str
+    content: str = ""
+    tool_calls: list[ToolCall] = []
+    usage: Usage = Usage()
+    model: str = ""
+
+
+class ToolInput(Contract):
+    run_id: str
+    lane: str
+    call: ToolCall
+    allowed_paths: list[str]
+    read_only_paths: list[str] = []
+    check_profile: CheckProfile | None = None
+    default_reason: str = ""
+
+
+class ToolOutcome(Contract):
+    call_id: str
+    name: str
+    ok: bool
+    output: str  # a short preview; the model sees the whole output from output_ref
+    output_ref: str
+    refused: bool = False
+    edit: FileEdit | None = None
+
+
+class CheckpointInput(Contract):
+    run_id: str
+    lane: str
+    message: str
+
+
+class LaneWorktree(Contract):
+    path: str
+    branch: str
+    head_sha: str
+
+
+# --- merge, validation, review, delivery ---
+
+
+class MergeInput(Contract):
+    run_id: str
+    repo_path: str
+    lane: str
+    lane_branch: str
+    integration_branch: str
+    message: str
+
+
+class MergeResult(Contract):
+    lane: str
+    merged: bool
+    integration_sha: str
+    conflicts: list[str] = []
+    files: list[str] = []
+
+
+class ValidateInput(Contract):
+    run_id: str
+    repo_path: str
+    ref: str
+    profile_name: str
+    profile: CheckProfile
+
+
+class LaneReview(Contract):
+    lane: str
+    goal: str
+    status: LaneStatus
+    reason: str = ""
+    summary: str = ""
+    assumptions: list[str] = []
+    edits: list[FileEdit] = []
+    diff_stat: str = ""
+    usage: Usage = Usage()
+    turns: int = 0
+    tool_calls: int = 0
+    refusals: int = 0
+    elapsed_s: float = 0.0
+
+
+class ReviewPackage(Contract):
+    run_id: str
+    round: int
+    task: str
+    repo_path: str
+    base_sha: str
+    integration_sha: str
+    plan: Plan
+    lanes: list[LaneReview]
+    test_report: TestReport | None = None
+    conflicts: list[str] = []
+    usage: Usage = Usage()
+    previous_comments: list[str] = []
+
+
+class ReviewDecision(Contract):
+    approve: bool
+    comment: str = ""
+    reviewer: str = ""
+
+
+class Phase(str, Enum):
+    preparing = "preparing"
+    planning = "planning"
+    running_lanes = "running_lanes"
+    validating = "validating"
+    review = "review"
+    delivering = "delivering"
+    delivered = "delivered"
+    failed = "failed"
+
+
+class LaneState(Contract):
+    lane: str
+    state: str = "pending"  # pending | running | merged | done | budget_exhausted | failed | cancelled
+    goal: str = ""
+    turns: int = 0
+    tool_calls: int = 0
+    tokens: int = 0
+    reason: str = ""
+
+
+class SwarmStatus(Contract):
+    run_id: str
+    repo_path: str
+    task: str
+    phase: Phase
+    round: int
+    lanes: list[LaneState] = []
+    integration_branch: str = ""
+    integration_sha: str = ""
+    test_report: TestReport | None = None
+    review: ReviewPackage | None = None
+    decisions: list[ReviewDecision] = []
+    ignored_signals: list[str] = []
+    delivered_branch: str | None = None
+    error: str | None = None
+    usage: Usage = Usage()
+
+
+class DeliverInput(Contract):
+    run_id: str
+    repo_path: str
+    integration_sha: str
+    branch: str
+
+
+class PrepareInput(Contract):
+    run_id: str
+    repo_path: str
+    base_ref: str
+    swarm_branch: str
+
+
+class PrepareResult(Contract):
+    base_sha: str
+    integration_branch: str
+
+
+class PlanInput(Contract):
+    run_id: str
+    repo_path: str
+    base_sha: str
+    round: int
+    task: str
+    model: str
+    lanes: dict[str, HelperRole]
+    feedback: list[str] = []
+    previous_plan: Plan | None = None
+
+
+class SwarmResult(Contract):
+    run_id: str
+    delivered_branch: str
+    delivered_sha: str
+    rounds: int
+    usage: Usage
+
+
+TestReport.model_rebuild()

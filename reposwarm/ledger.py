@@ -1,0 +1,72 @@
+"""The run's JSONL ledger: one line per event, written idempotently, secrets redacted.
+
+Each line carries a key made of the workflow id, the activity id and the event;
+a retried activity writes the same keys, and a key already in the ledger is
+not written again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from reposwarm.store import run_dir
+
+_SECRET_ENV = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL)", re.I)
+_SECRET_SHAPES = re.compile(r"\b(sk-[A-Za-z0-9_-]{16,}|sk-ant-[A-Za-z0-9_-]{16,}|gh[pousr]_[A-Za-z0-9]{20,}|xox[abp]-[A-Za-z0-9-]{10,})")
+_lock = threading.Lock()
+_seen: dict[Path, set[str]] = {}
+_render = structlog.processors.JSONRenderer(sort_keys=True)
+
+
+def redact(text: str) -> str:
+    """Remove configured credentials and values that look like keys or tokens."""
+    for name, value in os.environ.items():
+        if value and len(value) >= 8 and _SECRET_ENV.search(name):
+            text = text.replace(value, f"[redacted:{name}]")
+    return _SECRET_SHAPES.sub("[redacted]", text)
+
+
+def ledger_path(run_id: str) -> Path:
+    return run_dir(run_id) / "ledger.jsonl"
+
+
+def _keys(path: Path) -> set[str]:
+    if path not in _seen:
+        keys: set[str] = set()
+        if path.exists():
+            for line in path.read_text(encoding="utf-8").splitlines():
+                try:
+                    keys.add(json.loads(line)["key"])
+                except (ValueError, KeyError):
+                    continue
+        _seen[path] = keys
+    return _seen[path]
+
+
+def record(run_id: str, event: str, *, key: str, **fields: Any) -> None:
+    path = ledger_path(run_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    entry = {"ts": round(time.time(), 3), "run": run_id, "event": event, "key": key, **fields}
+    line = redact(_render(None, event, entry))
+    with _lock:
+        keys = _keys(path)
+        if key in keys:
+            return
+        with path.open("a", encoding="utf-8") as f:
+            f.write(line + "\n")
+        keys.add(key)
+
+
+def read(run_id: str) -> list[dict[str, Any]]:
+    path = ledger_path(run_id)
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]

@@ -1,0 +1,106 @@
+"""The replay model: plays back a recorded script of model replies.
+
+Script format (YAML or JSON):
+
+    version: 1
+    planner:                 # replies for planning rounds that ask the model
+      2: {content: '{"interface_contract": "...", "lanes": [...]}'}
+      3: [{content: "not a plan"}, {content: '{...}'}]   # a list: one reply per turn
+    lanes:
+      api_layer:
+        1:                   # round
+          - content: "optional text"
+            tool_calls:
+              - {id: call_1, name: read_file, arguments: {path: services/api/app.py}}
+            usage: {input_tokens: 900, output_tokens: 40}
+          - tool_calls: [{id: call_2, name: finish, arguments: {summary: "..."}}]
+
+The reply is chosen from (agent, round, turn) alone, so a retried or replayed
+activity gets the same answer: the replay model is as deterministic as a
+recording should be. `arguments` may also be a string, played back verbatim
+as the raw JSON a model sent (to replay malformed replies).
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from reposwarm.contracts import ToolCall, Usage
+from reposwarm.models import ModelError, ModelReply, ModelRequest
+
+
+@lru_cache(maxsize=32)
+def _load(path: str, mtime: float) -> dict[str, Any]:
+    text = Path(path).read_text(encoding="utf-8")
+    data = json.loads(text) if path.endswith(".json") else yaml.safe_load(text)
+    if not isinstance(data, dict) or data.get("version") != 1:
+        raise ModelError(f"replay script {path}: expected a mapping with version: 1", retryable=False)
+    return data
+
+
+def load_script(path: str) -> dict[str, Any]:
+    p = Path(path)
+    if not p.is_file():
+        raise ModelError(f"replay script {path} does not exist on this worker", retryable=False)
+    return _load(str(p.resolve()), p.stat().st_mtime)
+
+
+def _reply(raw: dict[str, Any], where: str) -> ModelReply:
+    if not isinstance(raw, dict):
+        raise ModelError(f"{where}: a reply must be a mapping with content and/or tool_calls", retryable=False)
+    calls = []
+    for i, call in enumerate(raw.get("tool_calls") or []):
+        args = call.get("arguments", {})
+        if isinstance(args, str):
+            try:
+                parsed = json.loads(args)
+            except json.JSONDecodeError:
+                parsed = None
+            calls.append(ToolCall(id=str(call["id"]), name=str(call["name"]),
+                                  arguments=parsed if isinstance(parsed, dict) else None, raw_arguments=args))
+        else:
+            calls.append(ToolCall(id=str(call.get("id") or f"{where}-{i}"), name=str(call["name"]),
+                                  arguments=args, raw_arguments=json.dumps(args)))
+    usage = raw.get("usage") or {}
+    return ModelReply(
+        content=str(raw.get("content") or ""),
+        tool_calls=calls,
+        usage=Usage(input_tokens=int(usage.get("input_tokens", 0)), output_tokens=int(usage.get("output_tokens", 0)),
+                    model_calls=1),
+    )
+
+
+class ReplayProvider:
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    async def complete(self, request: ModelRequest) -> ModelReply:
+        script = load_script(self.path)
+        if request.agent == "planner":
+            replies = script.get("planner") or {}
+            raw = replies.get(request.round, replies.get(str(request.round)))
+            if raw is None:
+                raise ModelError(
+                    f"replay script {self.path} has no planner reply for round {request.round}", retryable=False
+                )
+            if isinstance(raw, list):  # several turns: a correction after an invalid plan
+                if request.turn >= len(raw):
+                    raise ModelError(f"replay script {self.path} has no planner turn {request.turn + 1} "
+                                     f"for round {request.round}", retryable=False)
+                raw = raw[request.turn]
+            return _reply(raw, f"planner round {request.round}")
+        lanes = script.get("lanes") or {}
+        rounds = lanes.get(request.agent) or {}
+        turns = rounds.get(request.round, rounds.get(str(request.round))) or []
+        if request.turn >= len(turns):
+            raise ModelError(
+                f"replay script {self.path} has no turn {request.turn + 1} for lane {request.agent!r} "
+                f"round {request.round} (it has {len(turns)})",
+                retryable=False,
+            )
+        return _reply(turns[request.turn], f"{request.agent} round {request.round} turn {request.turn + 1}")

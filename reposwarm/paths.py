@@ -1,0 +1,109 @@
+"""The one path policy every tool goes through: a lane's slice of the repository.
+
+Patterns are gitignore-style globs anchored at the repository root
+("services/api/" covers everything below it, "**" spans folders). A path is
+normalised, resolved through symlinks, and checked again after resolution, so
+no spelling of a path ("..", absolute, a symlink) reaches outside the slice.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from pathlib import Path
+
+import pathspec
+
+MAX_WRITE_BYTES = 1_000_000
+
+
+class PathRefused(Exception):
+    """A tool asked for a path the lane may not use; the message is shown to the model."""
+
+
+def _spec(patterns: list[str]) -> pathspec.PathSpec:
+    anchored = []
+    for pattern in patterns:
+        pattern = pattern.strip()
+        if not pattern:
+            continue
+        if pattern.startswith("./"):
+            pattern = pattern[2:]
+        anchored.append(pattern if pattern.startswith(("/", "!", "**")) else "/" + pattern)
+    return pathspec.PathSpec.from_lines("gitignore", anchored)
+
+
+class PathPolicy:
+    def __init__(self, root: str | Path, allowed: list[str], read_only: list[str] | None = None) -> None:
+        self.root = Path(root).resolve()
+        self.allowed_patterns = list(allowed)
+        self.read_only_patterns = list(read_only or [])
+        self._allowed = _spec(self.allowed_patterns)
+        self._read_only = _spec(self.read_only_patterns)
+
+    def _normalise(self, path: str) -> str:
+        if not isinstance(path, str) or not path.strip():
+            raise PathRefused("path must be a non-empty string relative to the repository root")
+        if "\x00" in path:
+            raise PathRefused("path contains a NUL byte")
+        if "\\" in path:
+            raise PathRefused(f"{path!r}: use forward slashes")
+        if path.startswith("/") or (len(path) > 1 and path[1] == ":"):
+            raise PathRefused(f"{path!r}: absolute paths are refused; give a path relative to the repository root")
+        rel = posixpath.normpath(path)
+        if rel == ".." or rel.startswith("../"):
+            raise PathRefused(f"{path!r} points outside the repository")
+        return "" if rel == "." else rel
+
+    @staticmethod
+    def _touches_git(rel: str) -> bool:
+        return ".git" in rel.split("/")
+
+    def _resolve(self, path: str) -> tuple[str, Path]:
+        rel = self._normalise(path)
+        if self._touches_git(rel):
+            raise PathRefused(f"{path!r}: .git is never readable or writable through tools")
+        target = self.root / rel if rel else self.root
+        # Resolve symlinks (of the path or any parent) and check where it really lands.
+        real = target.resolve()
+        try:
+            real_rel = real.relative_to(self.root).as_posix()
+        except ValueError:
+            raise PathRefused(f"{path!r} resolves outside the repository (through a symlink)") from None
+        real_rel = "" if real_rel == "." else real_rel
+        if self._touches_git(real_rel):
+            raise PathRefused(f"{path!r} resolves into .git, which tools never touch")
+        if real_rel != rel and not (self.readable(real_rel) or real_rel == ""):
+            raise PathRefused(f"{path!r} is a symlink to {real_rel!r}, outside this lane's paths")
+        return rel, real
+
+    def readable(self, rel: str) -> bool:
+        return bool(rel) and (self._allowed.match_file(rel) or self._read_only.match_file(rel))
+
+    def writable(self, rel: str) -> bool:
+        return bool(rel) and self._allowed.match_file(rel) and not self._read_only.match_file(rel)
+
+    def for_read(self, path: str) -> tuple[str, Path]:
+        rel, real = self._resolve(path)
+        if not self.readable(rel):
+            raise PathRefused(
+                f"{path!r} is outside this lane's readable paths "
+                f"(allowed: {', '.join(self.allowed_patterns)}; read-only: {', '.join(self.read_only_patterns) or 'none'})"
+            )
+        return rel, real
+
+    def for_list(self, path: str) -> tuple[str, Path]:
+        """Folders may be listed anywhere in the worktree (but .git); entries are filtered by the caller."""
+        return self._resolve(path)
+
+    def for_write(self, path: str, size: int = 0) -> tuple[str, Path]:
+        rel, real = self._resolve(path)
+        if self._read_only.match_file(rel):
+            raise PathRefused(f"{path!r} is read-only for this lane (read_only_paths: {', '.join(self.read_only_patterns)})")
+        if not self.writable(rel):
+            raise PathRefused(f"{path!r} is outside this lane's allowed paths ({', '.join(self.allowed_patterns)})")
+        real_rel = real.relative_to(self.root).as_posix()
+        if real_rel != rel and not self.writable(real_rel):
+            raise PathRefused(f"{path!r} is a symlink to {real_rel!r}, which this lane may not write")
+        if size > MAX_WRITE_BYTES:
+            raise PathRefused(f"{path!r}: {size} bytes is over the write limit of {MAX_WRITE_BYTES} bytes")
+        return rel, real

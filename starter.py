@@ -1,0 +1,342 @@
+"""reposwarm's command line: start a swarm run, watch it, review it, and the demo.
+
+    python starter.py run --repo PATH --task TEXT [--lanes FILE] [--plan FILE] [--model NAME] [--wait]
+    python starter.py status RUN [--json]
+    python starter.py review RUN [--json]
+    python starter.py approve RUN [--comment TEXT]
+    python starter.py reject RUN --comment TEXT
+    python starter.py demo [--yes]
+
+Every input is checked here, before any workflow starts; a problem is one
+line naming what is wrong, and a non-zero exit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import getpass
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import uuid
+from pathlib import Path
+
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowUpdateFailedError
+from temporalio.common import TypedSearchAttributes
+from temporalio.service import RPCError, RPCStatusCode
+
+from reposwarm import TASK_QUEUE
+from reposwarm.config import ConfigError, apply_env, load_lanes_file, load_plan_file
+from reposwarm.contracts import Phase, ReviewDecision, SwarmRequest, SwarmResult, SwarmStatus
+from reposwarm.review import render_review, render_status
+from worker import connect
+from workflows.lane import LaneWorkflow
+from workflows.swarm import REPO_ATTR, SwarmWorkflow, search_attributes
+
+HERE = Path(__file__).resolve().parent
+DEMO = HERE / "examples" / "demo"
+DEMO_TASK = "Add a priority (low|normal|high, default normal) to tasks across the DB, the API and the web client, with tests"
+LANES_FILE_NAMES = ("reposwarm.yaml", "helpers.yaml", ".reposwarm.yaml")
+
+
+class UserError(Exception):
+    """Bad input, said in one line."""
+
+
+def ui_url(run_id: str) -> str:
+    base = os.environ.get("REPOSWARM_UI_URL")
+    if not base:
+        host, _, port = os.environ.get("TEMPORAL_ADDRESS", "localhost:7233").rpartition(":")
+        base = f"http://{host or 'localhost'}:{int(port or 7233) + 1000}"
+    namespace = os.environ.get("TEMPORAL_NAMESPACE", "default")
+    return f"{base}/namespaces/{namespace}/workflows/{run_id}"
+
+
+def git_out(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True).stdout.strip()
+
+
+def check_repo(path: str) -> Path:
+    repo = Path(path).expanduser().resolve()
+    if not repo.exists():
+        raise UserError(f"no such repository: {path}")
+    if not repo.is_dir():
+        raise UserError(f"not a folder: {path}")
+    try:
+        top = git_out(repo, "rev-parse", "--show-toplevel")
+    except subprocess.CalledProcessError:
+        raise UserError(f"not a git repository: {path}") from None
+    if Path(top).resolve() != repo:
+        raise UserError(f"{path} is inside the git repository {top}; give the repository's top folder")
+    return repo
+
+
+def resolve_model(name: str | None, config_model: str | None) -> str:
+    name = name or os.environ.get("REPOSWARM_MODEL") or config_model
+    if not name:
+        raise UserError("no model: pass --model provider:name, set REPOSWARM_MODEL, or set swarm.model in the lanes file")
+    provider, sep, rest = name.partition(":")
+    if not sep or not rest:
+        raise UserError(f"model {name!r} must be named provider:model (for example replay:script.yaml)")
+    if provider == "replay":
+        script = Path(rest).expanduser().resolve()
+        if not script.is_file():
+            raise UserError(f"replay script not found: {rest}")
+        return f"replay:{script}"
+    return name
+
+
+def build_request(args: argparse.Namespace, *, auto_approve: bool = False) -> SwarmRequest:
+    repo = check_repo(args.repo)
+    lanes_path = Path(args.lanes) if args.lanes else next(
+        (repo / n for n in LANES_FILE_NAMES if (repo / n).is_file()), None)
+    if lanes_path is None:
+        raise UserError(f"no lanes file: pass --lanes FILE or add one of {', '.join(LANES_FILE_NAMES)} to {repo}")
+    config = apply_env(load_lanes_file(lanes_path))
+    plan = load_plan_file(args.plan, config) if args.plan else None
+    base_ref = os.environ.get("BASE_BRANCH") or "HEAD"
+    try:
+        base_sha = git_out(repo, "rev-parse", "--verify", "--quiet", f"{base_ref}^{{commit}}")
+    except subprocess.CalledProcessError:
+        raise UserError(f"base {base_ref!r} (BASE_BRANCH) is not a commit in {repo}") from None
+    if git_out(repo, "status", "--porcelain", "--untracked-files=no"):
+        print(f"note: {repo} has uncommitted changes; the swarm works from commit {base_sha[:12]} and leaves them alone",
+              file=sys.stderr)
+    slug = re.sub(r"[^a-z0-9]+", "-", repo.name.lower()).strip("-")[:24] or "repo"
+    run_id = f"reposwarm-{slug}-{uuid.uuid4().hex[:6]}"
+    swarm_branch = os.environ.get("SWARM_BRANCH") or None
+    if swarm_branch:
+        try:
+            git_out(repo, "check-ref-format", "--branch", swarm_branch)
+        except subprocess.CalledProcessError:
+            raise UserError(f"SWARM_BRANCH={swarm_branch!r} is not a valid branch name") from None
+        if git_out(repo, "branch", "--list", swarm_branch):
+            raise UserError(f"SWARM_BRANCH {swarm_branch!r} already exists in {repo}; reposwarm only adds new branches")
+    timeout = os.environ.get("VALIDATION_TIMEOUT_S")
+    return SwarmRequest(
+        run_id=run_id, repo_path=str(repo), task=args.task, config=config, plan=plan,
+        model=resolve_model(args.model, config.swarm.model), base_ref=base_sha, swarm_branch=swarm_branch,
+        test_profile=os.environ.get("TEST_PROFILE") or None,
+        validation_timeout_s=float(timeout) if timeout else None, auto_approve=auto_approve,
+    )
+
+
+async def client_or_die() -> Client:
+    try:
+        return await connect()
+    except RuntimeError as err:
+        address = os.environ.get("TEMPORAL_ADDRESS", "localhost:7233")
+        raise UserError(f"cannot reach Temporal at {address} ({err}); start one with ./temporal-dev") from None
+
+
+async def has_search_attributes(client: Client) -> bool:
+    from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
+
+    try:
+        resp = await client.operator_service.list_search_attributes(
+            ListSearchAttributesRequest(namespace=client.namespace))
+    except RPCError:
+        return False
+    return REPO_ATTR.name in resp.custom_attributes
+
+
+async def start(client: Client, req: SwarmRequest) -> None:
+    plan_note = "from a plan file" if req.plan else "planned by the model"
+    await client.start_workflow(
+        SwarmWorkflow.run, req, id=req.run_id, task_queue=TASK_QUEUE,
+        search_attributes=search_attributes(req.repo_path, Phase.preparing.value)
+        if await has_search_attributes(client) else TypedSearchAttributes.empty,
+        static_summary=f"reposwarm: {req.task[:120]}",
+        static_details=(f"**Task:** {req.task}\n\n**Repository:** `{req.repo_path}` at `{req.base_ref[:12]}`\n\n"
+                        f"**Lanes:** {', '.join(req.config.swarm.lanes)} ({plan_note})\n\n**Model:** {req.model}"),
+    )
+
+
+async def get_status(client: Client, run_id: str) -> SwarmStatus:
+    handle = client.get_workflow_handle_for(SwarmWorkflow.run, run_id)
+    try:
+        status = await handle.query(SwarmWorkflow.status)
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            raise UserError(f"no such run: {run_id}") from None
+        raise
+    for lane in status.lanes:  # live progress of running lanes, from the lanes themselves
+        if lane.state == "running":
+            try:
+                live = await client.get_workflow_handle(f"{run_id}.{lane.lane}.r{status.round}").query(
+                    LaneWorkflow.progress)
+                lane.turns, lane.tool_calls, lane.tokens = live.turns, live.tool_calls, live.tokens
+            except RPCError:
+                pass
+    return status
+
+
+async def watch(client: Client, run_id: str, *, until_review: bool) -> SwarmStatus:
+    """Print progress as it changes, until the run waits for review or ends."""
+    handle = client.get_workflow_handle_for(SwarmWorkflow.run, run_id)
+    last = ""
+    while True:
+        desc = await handle.describe()
+        if desc.status != WorkflowExecutionStatus.RUNNING:
+            try:
+                return await get_status(client, run_id)
+            except RPCError:
+                raise UserError(f"run {run_id} ended: {desc.status.name if desc.status else 'unknown'}") from None
+        try:
+            status = await get_status(client, run_id)
+        except RPCError:
+            await asyncio.sleep(0.5)
+            continue
+        line = f"[{status.phase.value}] " + "  ".join(
+            f"{lane.lane}:{lane.state}" + (f"({lane.turns}t)" if lane.turns else "") for lane in status.lanes)
+        if line != last:
+            print(line, flush=True)
+            last = line
+        if until_review and status.phase == Phase.review:
+            return status
+        await asyncio.sleep(0.5)
+
+
+async def decide(client: Client, run_id: str, decision: ReviewDecision) -> SwarmStatus:
+    handle = client.get_workflow_handle_for(SwarmWorkflow.run, run_id)
+    try:
+        return await handle.execute_update(SwarmWorkflow.review, decision)
+    except WorkflowUpdateFailedError as err:
+        raise UserError(f"review refused: {err.cause.message if err.cause else err}") from None
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            raise UserError(f"no such run (or it has ended): {run_id}") from None
+        raise
+
+
+def make_demo_repo() -> Path:
+    """A fresh git repository holding the bundled example, in a temporary folder."""
+    root = Path(tempfile.mkdtemp(prefix="reposwarm-demo-"))
+    repo = root / "taskboard"
+    shutil.copytree(DEMO / "repo", repo, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    env = {**os.environ, "GIT_AUTHOR_NAME": "demo", "GIT_AUTHOR_EMAIL": "demo@localhost",
+           "GIT_COMMITTER_NAME": "demo", "GIT_COMMITTER_EMAIL": "demo@localhost"}
+    for argv in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "taskboard: initial import"]):
+        subprocess.run(["git", "-C", str(repo), *argv], check=True, env=env)
+    return repo
+
+
+async def cmd_run(args: argparse.Namespace) -> int:
+    req = build_request(args)
+    client = await client_or_die()
+    await start(client, req)
+    print(f"run: {req.run_id}")
+    print(f"web ui: {ui_url(req.run_id)}")
+    if args.wait:
+        status = await watch(client, req.run_id, until_review=True)
+        if status.phase == Phase.review:
+            print(f"waiting for review: python starter.py review {req.run_id}, then approve or reject")
+        else:
+            print(render_status(status))
+            return 0 if status.phase == Phase.delivered else 1
+    return 0
+
+
+async def cmd_demo(args: argparse.Namespace) -> int:
+    repo = make_demo_repo()
+    print(f"demo repository: {repo}")
+    ns = argparse.Namespace(repo=str(repo), task=DEMO_TASK, lanes=str(DEMO / "lanes.yaml"),
+                            plan=str(DEMO / "plan.yaml"), model=f"replay:{DEMO / 'replay.yaml'}")
+    req = build_request(ns)
+    client = await client_or_die()
+    await start(client, req)
+    print(f"started {req.run_id}; watch it at {ui_url(req.run_id)}")
+    status = await watch(client, req.run_id, until_review=True)
+    if status.phase != Phase.review or status.review is None:
+        print(render_status(status))
+        return 1
+    print()
+    print(render_review(status.review, ui_url(req.run_id)))
+    if args.yes:
+        approve = True
+    else:
+        approve = input("approve this change? [y/N] ").strip().lower() in ("y", "yes")
+    if not approve:
+        print(f"left waiting for review: python starter.py approve|reject {req.run_id}")
+        return 0
+    await decide(client, req.run_id, ReviewDecision(approve=True, reviewer=reviewer_name(), comment="demo"))
+    result = await client.get_workflow_handle_for(SwarmWorkflow.run, req.run_id).result()
+    print(f"run: {result.run_id}")
+    print(f"delivered: {result.delivered_branch} in {repo}")
+    return 0
+
+
+def reviewer_name() -> str:
+    try:
+        return os.environ.get("REPOSWARM_REVIEWER") or getpass.getuser()
+    except Exception:
+        return "reviewer"
+
+
+async def cmd_status(args: argparse.Namespace) -> int:
+    status = await get_status(await client_or_die(), args.run)
+    print(status.model_dump_json(indent=2) if args.json else render_status(status))
+    return 0
+
+
+async def cmd_review(args: argparse.Namespace) -> int:
+    status = await get_status(await client_or_die(), args.run)
+    if status.review is None:
+        raise UserError(f"run {args.run} has no review package yet (phase: {status.phase.value})")
+    print(status.review.model_dump_json(indent=2) if args.json else render_review(status.review, ui_url(args.run)))
+    return 0
+
+
+async def cmd_decide(args: argparse.Namespace) -> int:
+    approve = args.command == "approve"
+    status = await decide(await client_or_die(), args.run,
+                          ReviewDecision(approve=approve, comment=args.comment or "", reviewer=reviewer_name()))
+    print(f"{'approved' if approve else 'rejected'}: {args.run} is now {status.phase.value}")
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="starter.py", description="Start, watch and review reposwarm runs.")
+    sub = p.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="start a swarm run on a repository")
+    run.add_argument("--repo", required=True)
+    run.add_argument("--task", required=True)
+    run.add_argument("--lanes", help="lanes file (default: reposwarm.yaml or helpers.yaml in the repository)")
+    run.add_argument("--plan", help="a Plan as YAML or JSON; skips the planning model in round 1")
+    run.add_argument("--model", help="provider:name, e.g. replay:script.yaml (default: REPOSWARM_MODEL)")
+    run.add_argument("--wait", action="store_true", help="show progress until the run waits for review")
+    for name in ("status", "review"):
+        s = sub.add_parser(name, help=f"show a run's {name}")
+        s.add_argument("run")
+        s.add_argument("--json", action="store_true")
+    approve = sub.add_parser("approve", help="approve a run waiting for review")
+    approve.add_argument("run")
+    approve.add_argument("--comment")
+    reject = sub.add_parser("reject", help="reject a run; the comment becomes the next plan's input")
+    reject.add_argument("run")
+    reject.add_argument("--comment", required=True)
+    demo = sub.add_parser("demo", help="run the bundled example end to end")
+    demo.add_argument("--yes", action="store_true", help="approve without asking")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    handler = {"run": cmd_run, "status": cmd_status, "review": cmd_review, "approve": cmd_decide,
+               "reject": cmd_decide, "demo": cmd_demo}[args.command]
+    try:
+        return asyncio.run(handler(args))
+    except (UserError, ConfigError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,65 @@
+"""Run one reposwarm worker: every workflow and activity, on the shared task queue.
+
+Temporal connection settings follow Temporal's conventions (TEMPORAL_ADDRESS,
+TEMPORAL_NAMESPACE, or an env config profile). Model credentials are read here,
+from this process's environment, and never enter workflow inputs or history.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.envconfig import ClientConfig
+from temporalio.worker import Worker
+
+from activities.checks import validate
+from activities.model import model_turn, plan_round
+from activities.repo import checkpoint_lane, create_lane_worktree, deliver, describe_lane, merge_lane, prepare_run
+from activities.tools import run_tool
+from reposwarm import TASK_QUEUE
+from workflows.lane import LaneWorkflow
+from workflows.swarm import SwarmWorkflow
+
+WORKFLOWS = [SwarmWorkflow, LaneWorkflow]
+ACTIVITIES = [prepare_run, create_lane_worktree, checkpoint_lane, describe_lane, merge_lane, deliver,
+              model_turn, plan_round, run_tool, validate]
+
+
+async def connect() -> Client:
+    config = ClientConfig.load_client_connect_config()
+    config.setdefault("target_host", os.environ.get("TEMPORAL_ADDRESS", "localhost:7233"))
+    return await Client.connect(**config, data_converter=pydantic_data_converter)
+
+
+def make_worker(client: Client, task_queue: str = TASK_QUEUE) -> Worker:
+    return Worker(
+        client,
+        task_queue=task_queue,
+        workflows=WORKFLOWS,
+        activities=ACTIVITIES,
+        activity_executor=ThreadPoolExecutor(16),
+        # A dead worker's sticky queue is abandoned after 1 s, so another worker resumes its runs quickly.
+        sticky_queue_schedule_to_start_timeout=timedelta(seconds=1),
+        max_concurrent_activities=16,
+    )
+
+
+async def main() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    client = await connect()
+    worker = make_worker(client)
+    logging.info("reposwarm worker on task queue %r at %s", TASK_QUEUE, client.service_client.config.target_host)
+    await worker.run()
+
+
+if __name__ == "__main__":
+    try:
+        asyncio.run(main())
+    except KeyboardInterrupt:
+        pass

@@ -1,0 +1,302 @@
+"""SwarmWorkflow: one change request, from plan to delivered branch.
+
+prepare -> plan -> lanes (children, DAG order, <= max_parallel) -> merge each
+as it finishes -> validate -> review (Update; Signal too) -> deliver, or on a
+rejection plan again with the comment and go round again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy, SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
+from temporalio.exceptions import ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from activities.checks import validate
+    from activities.model import plan_round
+    from activities.repo import deliver, lane_branch, merge_lane, prepare_run
+    from reposwarm.contracts import (
+        ChangeSet,
+        DeliverInput,
+        HelperTask,
+        LaneResult,
+        LaneReview,
+        LaneState,
+        LaneStatus,
+        MergeInput,
+        Phase,
+        Plan,
+        PlanInput,
+        PrepareInput,
+        ReviewDecision,
+        ReviewPackage,
+        SwarmRequest,
+        SwarmResult,
+        SwarmStatus,
+        TestReport,
+        Usage,
+        ValidateInput,
+    )
+    from workflows.lane import LaneWorkflow
+
+REPO_ATTR = SearchAttributeKey.for_keyword("RepoSwarmRepo")
+STATUS_ATTR = SearchAttributeKey.for_keyword("RepoSwarmStatus")
+GIT = dict(start_to_close_timeout=timedelta(minutes=5), retry_policy=RetryPolicy(maximum_attempts=5))
+
+
+def search_attributes(repo_path: str, phase: str) -> TypedSearchAttributes:
+    return TypedSearchAttributes([SearchAttributePair(REPO_ATTR, repo_path), SearchAttributePair(STATUS_ATTR, phase)])
+
+
+@workflow.defn
+class SwarmWorkflow:
+    def __init__(self) -> None:
+        self._status: SwarmStatus | None = None
+        self._decision: ReviewDecision | None = None
+        self._use_search_attributes = False
+
+    # --- queries, the review Update and its Signal twin ---
+
+    @workflow.query
+    def status(self) -> SwarmStatus:
+        if self._status is None:
+            raise ApplicationError("the run has not started yet")
+        return self._status
+
+    def _refusal(self, decision: ReviewDecision) -> str | None:
+        if self._status is None or self._status.phase != Phase.review:
+            phase = self._status.phase.value if self._status else "starting"
+            return f"the run is not waiting for review (phase: {phase})"
+        if self._decision is not None:
+            return f"round {self._status.round} already has a decision"
+        if not decision.approve and not decision.comment.strip():
+            return "a rejection needs a comment: it becomes the next plan's input"
+        return None
+
+    @workflow.update
+    async def review(self, decision: ReviewDecision) -> SwarmStatus:
+        self._decision = decision
+        await workflow.wait_condition(lambda: self._status is not None and self._status.phase != Phase.review)
+        assert self._status is not None
+        return self._status
+
+    @review.validator
+    def _validate_review(self, decision: ReviewDecision) -> None:
+        if (why := self._refusal(decision)) is not None:
+            raise ApplicationError(why, non_retryable=True)
+
+    @workflow.signal
+    def review_signal(self, decision: ReviewDecision) -> None:
+        """The same decision as a Signal, which the Web UI can send; an invalid one is ignored with its reason."""
+        if (why := self._refusal(decision)) is not None:
+            assert self._status is not None
+            self._status.ignored_signals.append(why)
+            return
+        self._decision = decision
+
+    # --- the run ---
+
+    @workflow.run
+    async def run(self, req: SwarmRequest) -> SwarmResult:
+        self._status = SwarmStatus(run_id=req.run_id, repo_path=req.repo_path, task=req.task,
+                                   phase=Phase.preparing, round=1)
+        swarm_branch = req.swarm_branch or f"swarm/{req.run_id}"
+        try:
+            self._use_search_attributes = bool(workflow.info().typed_search_attributes.get(REPO_ATTR))
+            prep = await workflow.execute_activity(
+                prepare_run, PrepareInput(run_id=req.run_id, repo_path=req.repo_path, base_ref=req.base_ref,
+                                          swarm_branch=swarm_branch), **GIT)
+            self._status.integration_branch = prep.integration_branch
+            self._status.integration_sha = prep.base_sha
+            plan = req.plan
+            feedback: list[str] = []
+            rounds = req.config.swarm.max_review_rounds
+            for round_no in range(1, rounds + 1):
+                self._status.round = round_no
+                if plan is None or round_no > 1:
+                    self._phase(Phase.planning, f"round {round_no}: planning")
+                    plan = await workflow.execute_activity(
+                        plan_round,
+                        PlanInput(run_id=req.run_id, repo_path=req.repo_path, base_sha=self._status.integration_sha,
+                                  round=round_no, task=req.task, model=req.config.swarm.model or req.model,
+                                  lanes=req.config.swarm.lanes, feedback=feedback, previous_plan=plan),
+                        start_to_close_timeout=timedelta(minutes=10),
+                        retry_policy=RetryPolicy(initial_interval=timedelta(seconds=2), maximum_attempts=6),
+                    )
+                results = await self._run_lanes(req, plan, round_no, prep.base_sha)
+                report = await self._validate(req)
+                package = self._package(req, plan, round_no, prep.base_sha, results, report, feedback)
+                self._status.review = package
+                decision = await self._await_review(req, report)
+                self._status.decisions.append(decision)
+                if decision.approve:
+                    break
+                feedback.append(decision.comment)
+            else:
+                raise ApplicationError(f"rejected {rounds} times; the review round limit is reached",
+                                       non_retryable=True)
+
+            self._phase(Phase.delivering, f"delivering {swarm_branch}")
+            branch = await workflow.execute_activity(
+                deliver, DeliverInput(run_id=req.run_id, repo_path=req.repo_path,
+                                      integration_sha=self._status.integration_sha, branch=swarm_branch), **GIT)
+            self._status.delivered_branch = branch
+            self._phase(Phase.delivered, f"delivered **{branch}** in `{req.repo_path}`")
+            return SwarmResult(run_id=req.run_id, delivered_branch=branch,
+                               delivered_sha=self._status.integration_sha, rounds=self._status.round,
+                               usage=self._status.usage)
+        except Exception as err:
+            self._status.error = str(err)
+            self._phase(Phase.failed, f"failed: {err}")
+            raise
+
+    def _phase(self, phase: Phase, details: str) -> None:
+        assert self._status is not None
+        self._status.phase = phase
+        lanes = "\n".join(f"- {s.lane}: {s.state}" + (f" ({s.turns} turns)" if s.turns else "")
+                          for s in self._status.lanes)
+        workflow.set_current_details(f"**{phase.value}** (round {self._status.round}): {details}\n\n{lanes}")
+        if self._use_search_attributes:
+            workflow.upsert_search_attributes([STATUS_ATTR.value_set(phase.value)])
+
+    async def _run_lanes(self, req: SwarmRequest, plan: Plan, round_no: int, base_sha: str) -> dict[str, LaneResult]:
+        """Start lanes whose dependencies are merged, at most max_parallel at once; merge each as it ends."""
+        assert self._status is not None
+        roles = req.config.swarm.lanes
+        goals = {lp.lane: lp.goal for lp in plan.lanes}
+        self._status.lanes = [LaneState(lane=name, goal=goal) for name, goal in goals.items()]
+        states = {s.lane: s for s in self._status.lanes}
+        waiting = list(goals)
+        running: dict[str, asyncio.Task[LaneResult]] = {}
+        results: dict[str, LaneResult] = {}
+        merged: set[str] = set()
+        self._phase(Phase.running_lanes, f"round {round_no}: {len(waiting)} lanes")
+
+        while waiting or running:
+            for name in list(waiting):
+                deps = [d for d in roles[name].depends_on if d in goals]
+                blocked = [d for d in deps if d in results and d not in merged]
+                if blocked:
+                    waiting.remove(name)
+                    states[name].state = "cancelled"
+                    states[name].reason = f"dependency {', '.join(blocked)} did not merge"
+                    results[name] = LaneResult(lane=name, status=LaneStatus.cancelled, reason=states[name].reason,
+                                               changeset=ChangeSet(task_id=f"{req.run_id}.{name}.r{round_no}"))
+                    continue
+                if len(running) >= req.config.swarm.max_parallel or not all(d in merged for d in deps):
+                    continue
+                waiting.remove(name)
+                states[name].state = "running"
+                task = self._helper_task(req, name, goals[name], plan, round_no)
+                running[name] = asyncio.create_task(self._lane(task))
+            if not running:
+                continue
+            await workflow.wait(list(running.values()), return_when=asyncio.FIRST_COMPLETED)
+            for name in [n for n in list(running) if running[n].done()]:
+                result = running.pop(name).result()
+                results[name] = result
+                state = states[name]
+                state.state, state.reason = result.status.value, result.reason
+                state.turns, state.tool_calls = result.turns, result.tool_calls
+                state.tokens = result.usage.total_tokens
+                self._status.usage = self._status.usage + result.usage
+                if result.status in (LaneStatus.done, LaneStatus.budget_exhausted):
+                    if await self._merge(req, name, result, round_no):
+                        merged.add(name)
+                        state.state = "merged" if result.status == LaneStatus.done else "merged (budget exhausted)"
+                self._phase(Phase.running_lanes, f"round {round_no}: {len(merged)}/{len(goals)} lanes merged")
+        return results
+
+    async def _lane(self, task: HelperTask) -> LaneResult:
+        try:
+            return await workflow.execute_child_workflow(LaneWorkflow.run, task, id=task.task_id)
+        except Exception as err:
+            cause = getattr(err, "cause", None) or err
+            return LaneResult(lane=task.lane, status=LaneStatus.failed, reason=str(cause),
+                              changeset=ChangeSet(task_id=task.task_id))
+
+    def _helper_task(self, req: SwarmRequest, name: str, goal: str, plan: Plan, round_no: int) -> HelperTask:
+        assert self._status is not None
+        role = req.config.swarm.lanes[name]
+        profile_name = req.test_profile or req.config.validation.profile
+        return HelperTask(
+            task_id=f"{req.run_id}.{name}.r{round_no}", run_id=req.run_id, repo_path=req.repo_path, lane=name,
+            round=round_no, role=role, goal=goal, task=req.task, interface_contract=plan.interface_contract,
+            allowed_paths=role.allowed_paths, read_only_paths=role.read_only_paths,
+            branch=lane_branch(req.run_id, name), base_sha=self._status.integration_sha,
+            model=role.model or req.config.swarm.model or req.model, max_loops=req.config.swarm.max_helper_loops,
+            checkpoint_key=f"{req.run_id}/{name}/r{round_no}",
+            check_profile=req.config.validation.profiles.get(profile_name),
+        )
+
+    async def _merge(self, req: SwarmRequest, name: str, result: LaneResult, round_no: int) -> bool:
+        assert self._status is not None
+        cs = result.changeset
+        if not cs.edits:
+            return True  # nothing to merge; dependents may go on
+        message = "\n".join([f"reposwarm {name} (round {round_no}): {cs.summary[:200]}", "",
+                             *[f"- {e.operation} {e.path}: {e.reason}" for e in cs.edits]])
+        merge = await workflow.execute_activity(
+            merge_lane, MergeInput(run_id=req.run_id, repo_path=req.repo_path, lane=name,
+                                   lane_branch=lane_branch(req.run_id, name),
+                                   integration_branch=self._status.integration_branch, message=message), **GIT)
+        if not merge.merged:
+            cs.conflicts = merge.conflicts
+            self._status.lanes[[s.lane for s in self._status.lanes].index(name)].state = "conflict"
+            return False
+        self._status.integration_sha = merge.integration_sha
+        return True
+
+    async def _validate(self, req: SwarmRequest) -> TestReport | None:
+        assert self._status is not None
+        profile_name = req.test_profile or req.config.validation.profile
+        profile = req.config.validation.profiles.get(profile_name)
+        if profile is None:
+            return None
+        if req.validation_timeout_s:
+            profile = profile.model_copy(update={"timeout_s": req.validation_timeout_s})
+        self._phase(Phase.validating, f"running check profile {profile_name!r}")
+        report = await workflow.execute_activity(
+            validate, ValidateInput(run_id=req.run_id, repo_path=req.repo_path, ref=self._status.integration_sha,
+                                    profile_name=profile_name, profile=profile),
+            start_to_close_timeout=timedelta(seconds=profile.timeout_s + 120),
+            heartbeat_timeout=timedelta(seconds=60), retry_policy=RetryPolicy(maximum_attempts=2))
+        self._status.test_report = report
+        return report
+
+    def _package(self, req: SwarmRequest, plan: Plan, round_no: int, base_sha: str, results: dict[str, LaneResult],
+                 report: TestReport | None, feedback: list[str]) -> ReviewPackage:
+        assert self._status is not None
+        goals = {lp.lane: lp.goal for lp in plan.lanes}
+        lanes = [
+            LaneReview(lane=name, goal=goals[name], status=r.status, reason=r.reason, summary=r.changeset.summary,
+                       assumptions=r.changeset.assumptions, edits=r.changeset.edits, diff_stat=r.changeset.diff_stat,
+                       usage=r.usage, turns=r.turns, tool_calls=r.tool_calls, refusals=r.refusals,
+                       elapsed_s=r.elapsed_s)
+            for name, r in results.items()
+        ]
+        conflicts = [f"{name}: {', '.join(r.changeset.conflicts)}" for name, r in results.items()
+                     if r.changeset.conflicts]
+        return ReviewPackage(run_id=req.run_id, round=round_no, task=req.task, repo_path=req.repo_path,
+                             base_sha=base_sha, integration_sha=self._status.integration_sha, plan=plan, lanes=lanes,
+                             test_report=report, conflicts=conflicts,
+                             usage=sum((r.usage for r in results.values()), Usage()),
+                             previous_comments=list(feedback))
+
+    async def _await_review(self, req: SwarmRequest, report: TestReport | None) -> ReviewDecision:
+        assert self._status is not None
+        self._decision = None
+        if req.auto_approve:
+            green = report is None or report.passed
+            return ReviewDecision(approve=green, reviewer="auto", comment="" if green else "validation failed")
+        checks = "no checks configured" if report is None else ("checks passed" if report.passed else "checks FAILED")
+        self._phase(Phase.review, f"waiting for a reviewer ({checks}); approve or reject with starter.py")
+        await workflow.wait_condition(lambda: self._decision is not None)
+        decision = self._decision
+        assert decision is not None
+        self._phase(Phase.planning if not decision.approve else Phase.delivering,
+                    f"{'approved' if decision.approve else 'rejected'} by {decision.reviewer or 'a reviewer'}")
+        return decision
