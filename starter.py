@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import getpass
-import json
 import os
 import re
 import shutil
@@ -117,12 +116,11 @@ def build_request(args: argparse.Namespace, *, auto_approve: bool = False) -> Sw
             raise UserError(f"SWARM_BRANCH={swarm_branch!r} is not a valid branch name") from None
         if git_out(repo, "branch", "--list", swarm_branch):
             raise UserError(f"SWARM_BRANCH {swarm_branch!r} already exists in {repo}; reposwarm only adds new branches")
-    timeout = os.environ.get("VALIDATION_TIMEOUT_S")
     return SwarmRequest(
         run_id=run_id, repo_path=str(repo), task=args.task, config=config, plan=plan,
         model=resolve_model(args.model, config.swarm.model), base_ref=base_sha, swarm_branch=swarm_branch,
         test_profile=os.environ.get("TEST_PROFILE") or None,
-        validation_timeout_s=float(timeout) if timeout else None, auto_approve=auto_approve,
+        auto_approve=auto_approve,
     )
 
 

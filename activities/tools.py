@@ -266,6 +266,8 @@ def run_tool(req: ToolInput) -> ToolOutcome:
         output, ok, refused = f"refused: {err}", False, True
     except (ValueError, OSError, UnicodeDecodeError) as err:
         output, ok = f"error: {err}", False
+    output = ledger.redact(output)
+    output_ref = tools.store.put(output)
     info = activity.info()
     path = (call.arguments or {}).get("path") if isinstance(call.arguments, dict) else None
     ledger.record(
@@ -273,8 +275,8 @@ def run_tool(req: ToolInput) -> ToolOutcome:
         lane=req.lane, workflow_id=info.workflow_id, activity_id=info.activity_id,
         call_id=call.id, tool=call.name, path=path if isinstance(path, str) else None,
         outcome="refused" if refused else ("ok" if ok else "error"), detail=None if ok else output[:500],
+        output_ref=output_ref,
     )
-    output = ledger.redact(output)
     # The full output goes to the store; history carries a reference and a short preview.
     return ToolOutcome(call_id=call.id, name=call.name, ok=ok, output=output[:PREVIEW_CHARS],
-                       output_ref=tools.store.put(output), refused=refused, edit=tools.edit)
+                       output_ref=output_ref, refused=refused, edit=tools.edit)

@@ -7,6 +7,7 @@ config is one clear line naming the file, the key and why.
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -42,7 +43,15 @@ def _read_structured(path: Path) -> Any:
             return json.loads(text)
         return yaml.safe_load(text)
     except (yaml.YAMLError, json.JSONDecodeError) as err:
-        raise ConfigError(f"{path}: not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {err}") from err
+        where = ""
+        mark = getattr(err, "problem_mark", None)
+        if mark is not None:
+            where = f" at line {mark.line + 1}, column {mark.column + 1}"
+        elif isinstance(err, json.JSONDecodeError):
+            where = f" at line {err.lineno}, column {err.colno}"
+        problem = getattr(err, "problem", None) or getattr(err, "msg", None) or str(err).splitlines()[0]
+        kind = "JSON" if path.suffix == ".json" else "YAML"
+        raise ConfigError(f"{path}: not valid {kind}{where}: {problem}") from err
 
 
 def _explain(path: Path, err: ValidationError) -> ConfigError:
@@ -128,6 +137,8 @@ def apply_env(config: LanesFile, env: dict[str, str] | None = None) -> LanesFile
             timeout = float(env["VALIDATION_TIMEOUT_S"])
         except ValueError:
             raise ConfigError(f"environment: VALIDATION_TIMEOUT_S={env['VALIDATION_TIMEOUT_S']!r} is not a number") from None
+        if not math.isfinite(timeout) or timeout <= 0:
+            raise ConfigError(f"environment: VALIDATION_TIMEOUT_S must be a positive number of seconds, got {timeout}")
         validation.profiles = {
             name: profile.model_copy(update={"timeout_s": timeout}) for name, profile in validation.profiles.items()
         }

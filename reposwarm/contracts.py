@@ -108,7 +108,6 @@ class SwarmRequest(Contract):
     base_ref: str = "HEAD"
     swarm_branch: str | None = None
     test_profile: str | None = None
-    validation_timeout_s: float | None = None
     auto_approve: bool = False
 
 

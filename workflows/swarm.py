@@ -256,8 +256,6 @@ class SwarmWorkflow:
         profile = req.config.validation.profiles.get(profile_name)
         if profile is None:
             return None
-        if req.validation_timeout_s:
-            profile = profile.model_copy(update={"timeout_s": req.validation_timeout_s})
         self._phase(Phase.validating, f"running check profile {profile_name!r}")
         report = await workflow.execute_activity(
             validate, ValidateInput(run_id=req.run_id, repo_path=req.repo_path, ref=self._status.integration_sha,

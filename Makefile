@@ -1,0 +1,43 @@
+# reposwarm: two commands do all the set-up on a fresh machine.
+#   make demo   the demo swarm on a local Temporal dev server and the bundled example repo
+#   make test   the test suite (it starts its own dev server from the installed binary)
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STATE  := $(CURDIR)/.reposwarm
+export REPOSWARM_HOME ?= $(STATE)
+
+.PHONY: venv demo test dev-server worker clean record-history
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $@
+
+dev-server: venv
+	./temporal-dev --background
+
+demo: venv dev-server
+	@mkdir -p $(STATE)
+	@$(PY) worker.py > $(STATE)/worker.log 2>&1 & echo $$! > $(STATE)/worker.pid; \
+	$(PY) starter.py demo --yes; rc=$$?; \
+	kill `cat $(STATE)/worker.pid` 2>/dev/null; rm -f $(STATE)/worker.pid; \
+	echo "(the dev server keeps running: Web UI on http://localhost:8233; stop it with: kill \`cat $(STATE)/temporal.pid\`)" >&2; \
+	exit $$rc
+
+worker: venv
+	$(PY) worker.py
+
+test: venv
+	$(PY) -m pytest -q
+
+record-history: venv
+	$(PY) -m tests.record_history
+
+clean:
+	-test -f $(STATE)/temporal.pid && kill `cat $(STATE)/temporal.pid`
+	rm -rf $(STATE)

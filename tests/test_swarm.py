@@ -1,0 +1,248 @@
+"""Whole swarm runs on a real dev server, real git repositories and real check commands."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from temporalio.client import WorkflowUpdateFailedError
+
+from reposwarm import ledger
+from reposwarm.contracts import Phase, ReviewDecision
+from reposwarm.store import Store
+from tests.helpers import ROOT, finish, git, make_repo, start_run, turn, wait_for_phase, write_yaml
+from workflows.swarm import SwarmWorkflow
+
+pytestmark = pytest.mark.usefixtures("worker")
+
+DEMO_LANES = ROOT / "examples" / "demo" / "lanes.yaml"
+
+
+def run_example_tests(checkout: Path) -> None:
+    """The example's own validation commands, run for real on a checkout."""
+    import yaml
+
+    profile = yaml.safe_load(DEMO_LANES.read_text())["validation"]["profiles"]["default"]
+    for argv in profile["commands"]:
+        proc = subprocess.run(argv, cwd=checkout, capture_output=True, text=True)
+        assert proc.returncode == 0, f"{argv} failed on the delivered branch:\n{proc.stdout}{proc.stderr}"
+
+
+async def test_demo_end_to_end(client, temporal_address, tmp_path):
+    # In a thread: the worker shares this event loop and must keep answering while the starter runs.
+    proc = await asyncio.to_thread(
+        subprocess.run, [sys.executable, str(ROOT / "starter.py"), "demo", "--yes"], cwd=ROOT, capture_output=True, text=True,
+        env={**os.environ, "TEMPORAL_ADDRESS": temporal_address}, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.strip().splitlines()
+    assert lines[-2].startswith("run: reposwarm-taskboard-")
+    run_id = lines[-2].removeprefix("run: ")
+    branch, _, repo = lines[-1].removeprefix("delivered: ").partition(" in ")
+    assert branch == f"swarm/{run_id}"
+    repo_path = Path(repo)
+    assert "## Checks" in proc.stdout and "**PASSED**" in proc.stdout
+
+    # The user's checkout is as it was: on main, clean, at the initial commit.
+    assert git(repo_path, "rev-parse", "--abbrev-ref", "HEAD") == "main"
+    assert git(repo_path, "status", "--porcelain") == ""
+    assert git(repo_path, "rev-list", "--count", "main") == "1"
+    # Only the delivered branch is left; the run's worktrees are gone.
+    assert git(repo_path, "branch", "--format=%(refname:short)").splitlines() == ["main", branch]
+    assert len(git(repo_path, "worktree", "list").splitlines()) == 1
+
+    # Every lane's edits are on the branch, and the example's tests pass there.
+    changed = set(git(repo_path, "diff", "--name-only", "main", branch).splitlines())
+    assert {"db/migrations/0002_add_priority.sql", "services/api/taskboard_api/handlers.py",
+            "clients/web/src/client.js", "services/api/tests/test_priority.py",
+            "clients/web/test/priority.test.js"} <= changed
+    checkout = tmp_path / "delivered"
+    subprocess.run(["git", "clone", "-q", "-b", branch, str(repo_path), str(checkout)], check=True)
+    run_example_tests(checkout)
+
+    # The run is listed by repository and status through the search attributes.
+    runs = [w.id async for w in client.list_workflows(
+        f"RepoSwarmRepo = '{repo_path}' AND RepoSwarmStatus = 'delivered'")]
+    assert runs == [run_id]
+    # The ledger recorded the run's spine.
+    events = {e["event"] for e in ledger.read(run_id)}
+    assert {"prepare", "helper_spawn", "model_call", "tool_call", "checkpoint", "merge", "validation",
+            "delivery"} <= events
+
+
+def two_lane_setup(tmp_path: Path) -> tuple[Path, Path, Path]:
+    repo = make_repo(tmp_path / "repo", {"api/app.py": "VERSION = 1\n", "web/client.js": "export const v = 1;\n",
+                                         "README.md": "demo\n"})
+    lanes = write_yaml(tmp_path / "lanes.yaml", {
+        "swarm": {"max_parallel": 2, "lanes": {
+            "api": {"allowed_paths": ["api/"], "read_only_paths": ["web/"]},
+            "web": {"allowed_paths": ["web/"], "read_only_paths": ["api/"], "depends_on": ["api"]},
+        }},
+        "validation": {"profiles": {"default": {"commands": [[sys.executable, "-c", "import api.app"]],
+                                                "timeout_s": 60}}},
+    })
+    plan = write_yaml(tmp_path / "plan.yaml", {
+        "interface_contract": "api/app.py exports VERSION (int) and NAME (str).",
+        "lanes": [{"lane": "api", "goal": "Add NAME = 'swarm' to api/app.py."},
+                  {"lane": "web", "goal": "Use NAME from the API in web/client.js."}],
+    })
+    return repo, lanes, plan
+
+
+async def test_depends_on_lane_sees_its_dependency(client, tmp_path):
+    repo, lanes, plan = two_lane_setup(tmp_path)
+    script = write_yaml(tmp_path / "replay.yaml", {"version": 1, "lanes": {
+        "api": {1: [turn(("a1", "edit_file", {"path": "api/app.py", "old": "VERSION = 1\n",
+                                              "new": "VERSION = 1\nNAME = 'swarm'\n",
+                                              "reason": "Add NAME as the interface contract says"})),
+                    finish("a2", "added NAME")]},
+        "web": {1: [turn(("w1", "read_file", {"path": "api/app.py"})),
+                    turn(("w2", "write_file", {"path": "web/client.js",
+                                               "content": "export const name = 'swarm';\n",
+                                               "reason": "Mirror the API's NAME in the client"}),
+                         ("w3", "edit_file", {"path": "api/app.py", "old": "NAME = 'swarm'",
+                                              "new": "NAME = 'x'"})),  # api/ is read-only for web
+                    finish("w4", "client uses NAME")]},
+    }})
+    run_id = await start_run(client, repo, lanes, script, plan=plan)
+    status = await wait_for_phase(client, run_id, Phase.review)
+    lanes_by_name = {lane.lane: lane for lane in status.review.lanes}
+    assert status.lanes[0].state == "merged" and status.lanes[1].state == "merged"
+
+    api_done = (await client.get_workflow_handle(f"{run_id}.api.r1").describe()).close_time
+    web_start = (await client.get_workflow_handle(f"{run_id}.web.r1").describe()).start_time
+    assert web_start >= api_done, "the dependent lane started before its dependency finished"
+
+    # The dependent lane read the dependency's edit in its own worktree, and could not change it.
+    tool_lines = [e for e in ledger.read(run_id) if e["event"] == "tool_call" and e["lane"] == "web"]
+    assert [(e["call_id"], e["outcome"]) for e in tool_lines] == [("w1", "ok"), ("w2", "ok"), ("w3", "refused")]
+    assert "NAME = 'swarm'" in Store(run_id).get(tool_lines[0]["output_ref"]).decode()
+    assert lanes_by_name["web"].refusals == 1
+    assert git(repo, "show", f"{status.integration_sha}:api/app.py") == "VERSION = 1\nNAME = 'swarm'"
+    await client.get_workflow_handle_for(SwarmWorkflow.run, run_id).execute_update(
+        SwarmWorkflow.review, ReviewDecision(approve=True, reviewer="t"))
+
+
+async def test_reject_then_replan_then_approve(client, tmp_path):
+    repo, lanes, plan = two_lane_setup(tmp_path)
+    round2_plan = {"interface_contract": "api/app.py also exports OWNER (str).", "summary": "add OWNER",
+                   "lanes": [{"lane": "api", "goal": "Add OWNER = 'team' to api/app.py."}]}
+    script = write_yaml(tmp_path / "replay.yaml", {"version": 1,
+        "planner": {2: {"content": json.dumps(round2_plan)}},
+        "lanes": {
+            "api": {1: [turn(("a1", "write_file", {"path": "api/app.py", "content": "VERSION = 1\nNAME = 'swarm'\n",
+                                                   "reason": "Add NAME as the interface contract says"})),
+                        finish("a2")],
+                    2: [turn(("b1", "edit_file", {"path": "api/app.py", "old": "NAME = 'swarm'\n",
+                                                  "new": "NAME = 'swarm'\nOWNER = 'team'\n",
+                                                  "reason": "Add OWNER as the reviewer asked"})),
+                        finish("b2", "added OWNER")]},
+            "web": {1: [turn(("w1", "write_file", {"path": "web/client.js", "content": "export const v = 2;\n",
+                                                   "reason": "Bump the client version for NAME"})),
+                        finish("w2")]},
+        }})
+    run_id = await start_run(client, repo, lanes, script, plan=plan)
+    handle = client.get_workflow_handle_for(SwarmWorkflow.run, run_id)
+    status = await wait_for_phase(client, run_id, Phase.review)
+    assert status.review.test_report.passed
+
+    with pytest.raises(WorkflowUpdateFailedError) as refused:
+        await handle.execute_update(SwarmWorkflow.review, ReviewDecision(approve=False, comment="  "))
+    assert "needs a comment" in refused.value.cause.message
+    after = await handle.execute_update(SwarmWorkflow.review,
+                                        ReviewDecision(approve=False, comment="Also export OWNER.", reviewer="ann"))
+    assert after.phase != Phase.review
+
+    status = await wait_for_phase(client, run_id, Phase.review)
+    assert status.round == 2
+    assert status.review.previous_comments == ["Also export OWNER."]
+    assert status.review.plan.interface_contract == round2_plan["interface_contract"]
+    assert [lane.lane for lane in status.review.lanes] == ["api"]
+    # A Signal outside the review phase is ignored, with its reason kept.
+    await handle.execute_update(SwarmWorkflow.review, ReviewDecision(approve=True, reviewer="ann"))
+    await handle.signal(SwarmWorkflow.review_signal, ReviewDecision(approve=True))
+    result = await handle.result()
+    assert result.rounds == 2
+    final = (await handle.query(SwarmWorkflow.status))
+    assert any("not waiting for review" in why for why in final.ignored_signals)
+    assert [d.reviewer for d in final.decisions] == ["ann", "ann"]
+    text = git(repo, "show", f"{result.delivered_branch}:api/app.py")
+    assert "NAME = 'swarm'" in text and "OWNER = 'team'" in text
+    assert git(repo, "show", f"{result.delivered_branch}:web/client.js") == "export const v = 2;"
+    with pytest.raises(Exception):  # the run has ended: no more decisions
+        await handle.execute_update(SwarmWorkflow.review, ReviewDecision(approve=True))
+
+
+async def test_out_of_bounds_writes_are_refused_and_the_lane_finishes(client, tmp_path):
+    repo, lanes, plan = two_lane_setup(tmp_path)
+    (tmp_path / "outside.txt").write_text("untouched\n")
+    attempts = [
+        ("x1", "write_file", {"path": "web/evil.js", "content": "x"}),          # another lane's slice
+        ("x2", "write_file", {"path": "../outside.txt", "content": "pwned"}),   # outside the repository
+        ("x3", "write_file", {"path": str(tmp_path / "outside.txt"), "content": "pwned"}),  # absolute
+        ("x4", "write_file", {"path": ".git/config", "content": "pwned"}),      # git internals
+        ("x5", "delete_file", {"path": "README.md"}),                            # outside allowed paths
+        ("x6", "edit_file", {"path": "web/client.js", "old": "1", "new": "2"}),  # read-only for api
+        ("x7", "read_file", {"path": ".git/config"}),
+    ]
+    script = write_yaml(tmp_path / "replay.yaml", {"version": 1, "lanes": {
+        "api": {1: [turn(*attempts), turn(("ok1", "write_file", {"path": "api/app.py",
+                                                                "content": "VERSION = 1\nNAME = 'swarm'\n",
+                                                                "reason": "Add NAME as the contract says"})),
+                    finish("ok2")]},
+        "web": {1: [finish("w1", "nothing to do")]},
+    }})
+    run_id = await start_run(client, repo, lanes, script, plan=plan)
+    status = await wait_for_phase(client, run_id, Phase.review)
+    api = next(lane for lane in status.review.lanes if lane.lane == "api")
+    assert api.status.value == "done"
+    assert api.refusals == len(attempts)
+    assert [e.path for e in api.edits] == ["api/app.py"]
+    refused = [e for e in ledger.read(run_id) if e["event"] == "tool_call" and e["outcome"] == "refused"]
+    assert sorted(e["call_id"] for e in refused) == [a[0] for a in attempts]
+    assert (tmp_path / "outside.txt").read_text() == "untouched\n"
+    assert git(repo, "show", f"{status.integration_sha}:README.md") == "demo"
+    assert git(repo, "show", f"{status.integration_sha}:web/client.js") == "export const v = 1;"
+    await client.get_workflow_handle_for(SwarmWorkflow.run, run_id).terminate("test done")
+
+
+async def test_user_checkout_is_never_touched(client, tmp_path):
+    repo, lanes, plan = two_lane_setup(tmp_path)
+    git(repo, "checkout", "-q", "-b", "feature")
+    (repo / "api" / "app.py").write_text("VERSION = 1  # work in progress\n")  # unstaged change
+    (repo / "web" / "client.js").write_text("export const v = 99;\n")
+    git(repo, "add", "web/client.js")  # a staged change
+    (repo / "notes.txt").write_text("untracked\n")  # an untracked file
+    before = {
+        "head": git(repo, "rev-parse", "HEAD"), "branch": git(repo, "rev-parse", "--abbrev-ref", "HEAD"),
+        "status": git(repo, "status", "--porcelain"), "staged": git(repo, "diff", "--cached"),
+        "unstaged": git(repo, "diff"), "branches": git(repo, "for-each-ref", "--format=%(refname) %(objectname)"),
+    }
+    script = write_yaml(tmp_path / "replay.yaml", {"version": 1, "lanes": {
+        "api": {1: [turn(("a1", "write_file", {"path": "api/app.py", "content": "VERSION = 2\n",
+                                               "reason": "Bump the version for the test run"})), finish("a2")]},
+        "web": {1: [turn(("w1", "write_file", {"path": "web/client.js", "content": "export const v = 2;\n",
+                                               "reason": "Bump the client for the test run"})), finish("w2")]},
+    }})
+    run_id = await start_run(client, repo, lanes, script, plan=plan)
+    await wait_for_phase(client, run_id, Phase.review)
+    handle = client.get_workflow_handle_for(SwarmWorkflow.run, run_id)
+    await handle.execute_update(SwarmWorkflow.review, ReviewDecision(approve=True))
+    result = await handle.result()
+
+    after = {
+        "head": git(repo, "rev-parse", "HEAD"), "branch": git(repo, "rev-parse", "--abbrev-ref", "HEAD"),
+        "status": git(repo, "status", "--porcelain"), "staged": git(repo, "diff", "--cached"),
+        "unstaged": git(repo, "diff"),
+        "branches": "\n".join(line for line in git(repo, "for-each-ref", "--format=%(refname) %(objectname)")
+                              .splitlines() if not line.startswith(f"refs/heads/{result.delivered_branch} ")),
+    }
+    assert after == before
+    assert (repo / "notes.txt").read_text() == "untracked\n"
+    # The delivered branch starts from the committed base, not from the uncommitted work.
+    assert git(repo, "show", f"{result.delivered_branch}:api/app.py") == "VERSION = 2"
