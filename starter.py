@@ -31,7 +31,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from reposwarm import TASK_QUEUE
 from reposwarm.config import ConfigError, apply_env, load_lanes_file, load_plan_file
-from reposwarm.contracts import Phase, ReviewDecision, SwarmRequest, SwarmResult, SwarmStatus
+from reposwarm.contracts import Phase, ReviewDecision, ReviewReceipt, SwarmRequest, SwarmStatus
 from reposwarm.review import render_review, render_status
 from worker import connect
 from workflows.lane import LaneWorkflow
@@ -200,7 +200,7 @@ async def watch(client: Client, run_id: str, *, until_review: bool) -> SwarmStat
         await asyncio.sleep(0.5)
 
 
-async def decide(client: Client, run_id: str, decision: ReviewDecision) -> SwarmStatus:
+async def decide(client: Client, run_id: str, decision: ReviewDecision) -> ReviewReceipt:
     handle = client.get_workflow_handle_for(SwarmWorkflow.run, run_id)
     try:
         return await handle.execute_update(SwarmWorkflow.review, decision)
@@ -292,9 +292,10 @@ async def cmd_review(args: argparse.Namespace) -> int:
 
 async def cmd_decide(args: argparse.Namespace) -> int:
     approve = args.command == "approve"
-    status = await decide(await client_or_die(), args.run,
-                          ReviewDecision(approve=approve, comment=args.comment or "", reviewer=reviewer_name()))
-    print(f"{'approved' if approve else 'rejected'}: {args.run} is now {status.phase.value}")
+    receipt = await decide(await client_or_die(), args.run,
+                           ReviewDecision(approve=approve, comment=args.comment or "", reviewer=reviewer_name()))
+    print(f"{'approved' if approve else 'rejected'} round {receipt.round} of {args.run}; "
+          f"it is now {receipt.phase.value}")
     return 0
 
 

@@ -339,6 +339,15 @@ class ReviewDecision(Contract):
     reviewer: str = ""
 
 
+class ReviewReceipt(Contract):
+    """What the review Update answers: the decision was taken, and where the run went next."""
+
+    run_id: str
+    round: int
+    approve: bool
+    phase: Phase
+
+
 class Phase(str, Enum):
     preparing = "preparing"
     planning = "planning"
@@ -418,3 +427,4 @@ class SwarmResult(Contract):
 
 
 TestReport.model_rebuild()
+ReviewReceipt.model_rebuild()

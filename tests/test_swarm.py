@@ -246,3 +246,34 @@ async def test_user_checkout_is_never_touched(client, tmp_path):
     assert (repo / "notes.txt").read_text() == "untracked\n"
     # The delivered branch starts from the committed base, not from the uncommitted work.
     assert git(repo, "show", f"{result.delivered_branch}:api/app.py") == "VERSION = 2"
+
+
+async def test_never_more_than_max_parallel_lanes_and_signal_review(client, tmp_path):
+    repo = make_repo(tmp_path / "repo", {f"{n}/f.txt": "0\n" for n in "abc"})
+    lanes = write_yaml(tmp_path / "lanes.yaml", {"swarm": {"max_parallel": 2, "lanes": {
+        n: {"allowed_paths": [f"{n}/"]} for n in "abc"}}})
+    plan = write_yaml(tmp_path / "plan.yaml", {"interface_contract": "none", "lanes": [
+        {"lane": n, "goal": f"Write 1 to {n}/f.txt."} for n in "abc"]})
+    script = write_yaml(tmp_path / "replay.yaml", {"version": 1, "lanes": {
+        n: {1: [turn((f"{n}1", "list_dir", {"path": n})), turn((f"{n}2", "search", {"pattern": "0"})),
+                turn((f"{n}3", "write_file", {"path": f"{n}/f.txt", "content": "1\n",
+                                              "reason": "Write 1 as the goal says"})),
+                finish(f"{n}4")]} for n in "abc"}})
+    run_id = await start_run(client, repo, lanes, script, plan=plan)
+    status = await wait_for_phase(client, run_id, Phase.review)
+    assert status.test_report is None  # no check profile configured: nothing run, and the package says so
+    spans = []
+    for n in "abc":
+        desc = await client.get_workflow_handle(f"{run_id}.{n}.r1").describe()
+        spans.append((desc.start_time, desc.close_time))
+    for t, _ in spans:  # at any lane's start, at most max_parallel lanes are open
+        assert sum(1 for s, e in spans if s <= t < e) <= 2
+    handle = client.get_workflow_handle_for(SwarmWorkflow.run, run_id)
+    # The Web UI can send Signals: a rejection without a comment is ignored with its reason, an approval works.
+    await handle.signal(SwarmWorkflow.review_signal, ReviewDecision(approve=False))
+    await handle.signal(SwarmWorkflow.review_signal, ReviewDecision(approve=True, reviewer="ui"))
+    result = await handle.result()
+    final = await handle.query(SwarmWorkflow.status)
+    assert any("needs a comment" in why for why in final.ignored_signals)
+    assert [d.reviewer for d in final.decisions] == ["ui"]
+    assert all(git(repo, "show", f"{result.delivered_branch}:{n}/f.txt") == "1" for n in "abc")

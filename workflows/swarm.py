@@ -33,6 +33,7 @@ with workflow.unsafe.imports_passed_through():
         PrepareInput,
         ReviewDecision,
         ReviewPackage,
+        ReviewReceipt,
         SwarmRequest,
         SwarmResult,
         SwarmStatus,
@@ -53,8 +54,11 @@ def search_attributes(repo_path: str, phase: str) -> TypedSearchAttributes:
 
 @workflow.defn
 class SwarmWorkflow:
-    def __init__(self) -> None:
-        self._status: SwarmStatus | None = None
+    @workflow.init
+    def __init__(self, req: SwarmRequest) -> None:
+        # Built from the request before any handler runs, so queries and updates always see a status.
+        self._status = SwarmStatus(run_id=req.run_id, repo_path=req.repo_path, task=req.task,
+                                   phase=Phase.preparing, round=1)
         self._decision: ReviewDecision | None = None
         self._use_search_attributes = False
 
@@ -62,14 +66,11 @@ class SwarmWorkflow:
 
     @workflow.query
     def status(self) -> SwarmStatus:
-        if self._status is None:
-            raise ApplicationError("the run has not started yet")
         return self._status
 
     def _refusal(self, decision: ReviewDecision) -> str | None:
-        if self._status is None or self._status.phase != Phase.review:
-            phase = self._status.phase.value if self._status else "starting"
-            return f"the run is not waiting for review (phase: {phase})"
+        if self._status.phase != Phase.review:
+            return f"the run is not waiting for review (phase: {self._status.phase.value})"
         if self._decision is not None:
             return f"round {self._status.round} already has a decision"
         if not decision.approve and not decision.comment.strip():
@@ -77,11 +78,12 @@ class SwarmWorkflow:
         return None
 
     @workflow.update
-    async def review(self, decision: ReviewDecision) -> SwarmStatus:
+    async def review(self, decision: ReviewDecision) -> ReviewReceipt:
+        round_no = self._status.round
         self._decision = decision
-        await workflow.wait_condition(lambda: self._status is not None and self._status.phase != Phase.review)
-        assert self._status is not None
-        return self._status
+        await workflow.wait_condition(lambda: self._status.phase != Phase.review)
+        return ReviewReceipt(run_id=self._status.run_id, round=round_no, approve=decision.approve,
+                             phase=self._status.phase)
 
     @review.validator
     def _validate_review(self, decision: ReviewDecision) -> None:
@@ -92,7 +94,6 @@ class SwarmWorkflow:
     def review_signal(self, decision: ReviewDecision) -> None:
         """The same decision as a Signal, which the Web UI can send; an invalid one is ignored with its reason."""
         if (why := self._refusal(decision)) is not None:
-            assert self._status is not None
             self._status.ignored_signals.append(why)
             return
         self._decision = decision
@@ -101,8 +102,6 @@ class SwarmWorkflow:
 
     @workflow.run
     async def run(self, req: SwarmRequest) -> SwarmResult:
-        self._status = SwarmStatus(run_id=req.run_id, repo_path=req.repo_path, task=req.task,
-                                   phase=Phase.preparing, round=1)
         swarm_branch = req.swarm_branch or f"swarm/{req.run_id}"
         try:
             self._use_search_attributes = bool(workflow.info().typed_search_attributes.get(REPO_ATTR))
@@ -154,7 +153,6 @@ class SwarmWorkflow:
             raise
 
     def _phase(self, phase: Phase, details: str) -> None:
-        assert self._status is not None
         self._status.phase = phase
         lanes = "\n".join(f"- {s.lane}: {s.state}" + (f" ({s.turns} turns)" if s.turns else "")
                           for s in self._status.lanes)
@@ -164,7 +162,6 @@ class SwarmWorkflow:
 
     async def _run_lanes(self, req: SwarmRequest, plan: Plan, round_no: int, base_sha: str) -> dict[str, LaneResult]:
         """Start lanes whose dependencies are merged, at most max_parallel at once; merge each as it ends."""
-        assert self._status is not None
         roles = req.config.swarm.lanes
         goals = {lp.lane: lp.goal for lp in plan.lanes}
         self._status.lanes = [LaneState(lane=name, goal=goal) for name, goal in goals.items()]
@@ -219,7 +216,6 @@ class SwarmWorkflow:
                               changeset=ChangeSet(task_id=task.task_id))
 
     def _helper_task(self, req: SwarmRequest, name: str, goal: str, plan: Plan, round_no: int) -> HelperTask:
-        assert self._status is not None
         role = req.config.swarm.lanes[name]
         profile_name = req.test_profile or req.config.validation.profile
         return HelperTask(
@@ -233,7 +229,6 @@ class SwarmWorkflow:
         )
 
     async def _merge(self, req: SwarmRequest, name: str, result: LaneResult, round_no: int) -> bool:
-        assert self._status is not None
         cs = result.changeset
         if not cs.edits:
             return True  # nothing to merge; dependents may go on
@@ -251,7 +246,6 @@ class SwarmWorkflow:
         return True
 
     async def _validate(self, req: SwarmRequest) -> TestReport | None:
-        assert self._status is not None
         profile_name = req.test_profile or req.config.validation.profile
         profile = req.config.validation.profiles.get(profile_name)
         if profile is None:
@@ -267,7 +261,6 @@ class SwarmWorkflow:
 
     def _package(self, req: SwarmRequest, plan: Plan, round_no: int, base_sha: str, results: dict[str, LaneResult],
                  report: TestReport | None, feedback: list[str]) -> ReviewPackage:
-        assert self._status is not None
         goals = {lp.lane: lp.goal for lp in plan.lanes}
         lanes = [
             LaneReview(lane=name, goal=goals[name], status=r.status, reason=r.reason, summary=r.changeset.summary,
@@ -285,7 +278,6 @@ class SwarmWorkflow:
                              previous_comments=list(feedback))
 
     async def _await_review(self, req: SwarmRequest, report: TestReport | None) -> ReviewDecision:
-        assert self._status is not None
         self._decision = None
         if req.auto_approve:
             green = report is None or report.passed
@@ -293,8 +285,7 @@ class SwarmWorkflow:
         checks = "no checks configured" if report is None else ("checks passed" if report.passed else "checks FAILED")
         self._phase(Phase.review, f"waiting for a reviewer ({checks}); approve or reject with starter.py")
         await workflow.wait_condition(lambda: self._decision is not None)
-        decision = self._decision
-        assert decision is not None
+        decision = self._decision or ReviewDecision(approve=False)  # wait_condition guarantees a decision
         self._phase(Phase.planning if not decision.approve else Phase.delivering,
                     f"{'approved' if decision.approve else 'rejected'} by {decision.reviewer or 'a reviewer'}")
         return decision
