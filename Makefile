@@ -8,7 +8,7 @@ PY     := $(VENV)/bin/python
 STATE  := $(CURDIR)/.reposwarm
 export REPOSWARM_HOME ?= $(STATE)
 
-.PHONY: venv demo test dev-server worker clean record-history
+.PHONY: venv demo test dev-server stop-dev-server worker clean record-history
 
 venv: $(VENV)/.installed
 
@@ -23,10 +23,10 @@ dev-server: venv
 
 demo: venv dev-server
 	@mkdir -p $(STATE)
+	@echo "Web UI: http://localhost:8233 (the dev server keeps running after the demo; make stop-dev-server stops it)"
 	@$(PY) worker.py > $(STATE)/worker.log 2>&1 & echo $$! > $(STATE)/worker.pid; \
 	$(PY) starter.py demo --yes; rc=$$?; \
 	kill `cat $(STATE)/worker.pid` 2>/dev/null; rm -f $(STATE)/worker.pid; \
-	echo "(the dev server keeps running: Web UI on http://localhost:8233; stop it with: kill \`cat $(STATE)/temporal.pid\`)" >&2; \
 	exit $$rc
 
 worker: venv
@@ -38,6 +38,8 @@ test: venv
 record-history: venv
 	$(PY) -m tests.record_history
 
-clean:
-	-test -f $(STATE)/temporal.pid && kill `cat $(STATE)/temporal.pid`
+stop-dev-server:
+	-test -f $(STATE)/temporal.pid && kill `cat $(STATE)/temporal.pid` && rm -f $(STATE)/temporal.pid
+
+clean: stop-dev-server
 	rm -rf $(STATE)

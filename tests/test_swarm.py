@@ -15,7 +15,7 @@ from temporalio.client import WorkflowUpdateFailedError
 from reposwarm import ledger
 from reposwarm.contracts import Phase, ReviewDecision
 from reposwarm.store import Store
-from tests.helpers import ROOT, finish, git, make_repo, start_run, turn, wait_for_phase, write_yaml
+from tests.helpers import ROOT, finish, git, make_repo, start_run, temporal_binary, turn, wait_for_phase, write_yaml
 from workflows.swarm import SwarmWorkflow
 
 pytestmark = pytest.mark.usefixtures("worker")
@@ -277,3 +277,28 @@ async def test_never_more_than_max_parallel_lanes_and_signal_review(client, tmp_
     assert any("needs a comment" in why for why in final.ignored_signals)
     assert [d.reviewer for d in final.decisions] == ["ui"]
     assert all(git(repo, "show", f"{result.delivered_branch}:{n}/f.txt") == "1" for n in "abc")
+
+
+async def test_approve_from_the_temporal_cli(client, temporal_address, tmp_path):
+    repo = make_repo(tmp_path / "repo", {"a/f.txt": "0\n"})
+    lanes = write_yaml(tmp_path / "lanes.yaml", {"swarm": {"lanes": {"a": {"allowed_paths": ["a/"]}}}})
+    plan = write_yaml(tmp_path / "plan.yaml", {"interface_contract": "none",
+                                               "lanes": [{"lane": "a", "goal": "Write 1 to a/f.txt."}]})
+    script = write_yaml(tmp_path / "replay.yaml", {"version": 1, "lanes": {"a": {1: [
+        turn(("c1", "write_file", {"path": "a/f.txt", "content": "1\n", "reason": "Write 1 as the goal says"})),
+        finish("c2")]}}})
+    run_id = await start_run(client, repo, lanes, script, plan=plan)
+    await wait_for_phase(client, run_id, Phase.review)
+
+    def cli(payload: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [temporal_binary(), "workflow", "update", "execute", "--address", temporal_address,
+             "--workflow-id", run_id, "--name", "review", "--input", payload],
+            capture_output=True, text=True, timeout=60)
+
+    refused = await asyncio.to_thread(cli, '{"approve": false}')
+    assert refused.returncode != 0 and "needs a comment" in refused.stdout + refused.stderr
+    approved = await asyncio.to_thread(cli, '{"approve": true, "reviewer": "cli"}')
+    assert approved.returncode == 0, approved.stderr
+    result = await client.get_workflow_handle_for(SwarmWorkflow.run, run_id).result()
+    assert git(repo, "show", f"{result.delivered_branch}:a/f.txt") == "1"
