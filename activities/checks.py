@@ -127,8 +127,6 @@ async def validate(req: ValidateInput) -> TestReport:
     path = run_dir(req.run_id) / "validate"
     await asyncio.to_thread(_checkout, req.repo_path, path, req.ref)
     report = await run_profile(req.profile, path, Store(req.run_id))
-    info = activity.info()
-    ledger.record(req.run_id, "validation", key=f"{info.workflow_id}/{info.activity_id}/validation",
-                  ref=req.ref, profile=req.profile_name, passed=report.passed, failures=report.failures,
+    ledger.record_activity(req.run_id, "validation", ref=req.ref, profile=req.profile_name, passed=report.passed, failures=report.failures,
                   duration_s=report.duration_s)
     return report

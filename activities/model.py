@@ -17,10 +17,10 @@ from pydantic import ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.tools import tool_specs
+from activities.tools import parse_args, tool_specs
 from reposwarm import ledger
 from reposwarm.config import ConfigError, check_plan
-from reposwarm.contracts import LanesFile, ModelTurnInput, ModelTurnResult, Plan, PlanInput, SwarmConfig, Usage
+from reposwarm.contracts import Finish, LanesFile, ModelTurnInput, ModelTurnResult, Plan, PlanInput, SwarmConfig, ToolCall, Usage
 from reposwarm.models import ModelError, ModelReply, ModelRequest, provider_for
 from reposwarm.prompts import LANE_SYSTEM, PLANNER_SYSTEM, planner_message
 from reposwarm.store import Store
@@ -45,11 +45,10 @@ async def _complete(model_name: str, request_fields: dict[str, Any], run_id: str
         raise ApplicationError(str(err), type="ModelError", non_retryable=not err.retryable) from err
     usage = _estimate(request.messages, reply)
     reply = reply.model_copy(update={"usage": usage})
-    info = activity.info()
-    ledger.record(run_id, "model_call", key=f"{info.workflow_id}/{info.activity_id}/model", call_id=call_id,
+    ledger.record_activity(run_id, "model_call", call_id=call_id,
                   agent=request.agent, model=model_name, input_tokens=usage.input_tokens,
                   output_tokens=usage.output_tokens, cost_usd=usage.cost_usd,
-                  latency_s=round(time.monotonic() - started, 3), attempt=info.attempt)
+                  latency_s=round(time.monotonic() - started, 3))
     return reply
 
 
@@ -63,6 +62,75 @@ def _assistant_message(reply: ModelReply) -> dict[str, Any]:
     return message
 
 
+INLINE_ARGS = 1024  # tool-call arguments larger than this ride in the store, not in history
+KEEP_RECENT = 6  # assistant turns kept whole when a transcript is compacted
+
+
+def _tokens(messages: list[dict[str, Any]]) -> int:
+    return len(json.dumps(messages)) // 4
+
+
+def compact(messages: list[dict[str, Any]], limit: int) -> tuple[list[dict[str, Any]], bool]:
+    """Keep the first message (the goal) and the recent turns; fold the middle into a summary.
+
+    The summary is mechanical (which tools ran on which paths, and what the
+    model said), so compaction costs no model call and is the same on a retry.
+    Cuts fall on assistant messages, so no tool result loses its call.
+    """
+    if _tokens(messages) < limit * 0.8 or len(messages) < 3:
+        return messages, False
+    starts = [i for i, m in enumerate(messages) if m.get("role") == "assistant" and i > 0]
+    keep_from = starts[-KEEP_RECENT] if len(starts) > KEEP_RECENT else (starts[-1] if starts else len(messages))
+    while keep_from < len(messages) and _tokens(messages[:1] + messages[keep_from:]) > limit * 0.6:
+        later = [i for i in starts if i > keep_from]
+        if not later:
+            break
+        keep_from = later[0]
+    folded = messages[1:keep_from]
+    if not folded:
+        return messages, False
+    lines = []
+    for m in folded:
+        if m.get("role") == "assistant":
+            if m.get("content"):
+                lines.append(f"- you said: {str(m['content'])[:200]}")
+            for call in m.get("tool_calls") or []:
+                fn = call.get("function", {})
+                args = fn.get("arguments", "")
+                try:
+                    parsed = json.loads(args)
+                    target = parsed.get("path") or parsed.get("pattern") or parsed.get("symbol") or ""
+                except (ValueError, AttributeError):
+                    target = ""
+                lines.append(f"- you called {fn.get('name')}({target})")
+        elif m.get("role") == "tool" and str(m.get("content", "")).startswith(("error", "refused")):
+            lines.append(f"  -> {str(m['content'])[:200]}")
+    summary = {"role": "user", "content": "Earlier turns, summarised to fit the context window "
+               "(your edits are on disk; read files again if you need their text):\n" + "\n".join(lines)}
+    return [messages[0], summary, *messages[keep_from:]], True
+
+
+def _checked_calls(reply: ModelReply, store: Store) -> tuple[list[ToolCall], Finish | None]:
+    """Validate each call once, here; park large arguments in the store."""
+    finishes = [c for c in reply.tool_calls if c.name == "finish"]
+    calls, finish = [], None
+    for call in reply.tool_calls:
+        error = None
+        try:
+            args = parse_args(call.name, call.arguments, call.raw_arguments)
+            if call.name == "finish":
+                if len(finishes) > 1:
+                    raise ValueError(f"finish was called {len(finishes)} times in one reply; call it once")
+                finish = Finish(summary=args.summary, assumptions=args.assumptions)  # type: ignore[attr-defined]
+        except ValueError as err:
+            error = str(err)
+        if len(call.raw_arguments) > INLINE_ARGS:
+            call = call.model_copy(update={"arguments": None, "arguments_ref": store.put(call.raw_arguments),
+                                           "raw_arguments": call.raw_arguments[:200]})
+        calls.append(call.model_copy(update={"error": error}))
+    return calls, finish
+
+
 @activity.defn
 async def model_turn(req: ModelTurnInput) -> ModelTurnResult:
     """One turn of a lane: append the new messages, ask the model, store the transcript."""
@@ -73,6 +141,7 @@ async def model_turn(req: ModelTurnInput) -> ModelTurnResult:
         if "content_ref" in message:
             message["content"] = store.get(message.pop("content_ref")).decode("utf-8")
         messages.append(message)
+    messages, compacted = compact(messages, req.context_tokens)
     reply = await _complete(
         req.model,
         dict(system=req.system or LANE_SYSTEM, messages=messages, tools=tool_specs(), agent=req.agent,
@@ -80,8 +149,9 @@ async def model_turn(req: ModelTurnInput) -> ModelTurnResult:
         req.run_id, f"{req.agent}-r{req.round}-t{req.turn}",
     )
     messages.append(_assistant_message(reply))
-    return ModelTurnResult(transcript_ref=store.put_json(messages), content=reply.content,
-                           tool_calls=reply.tool_calls, usage=reply.usage, model=req.model)
+    calls, finish = _checked_calls(reply, store)
+    return ModelTurnResult(transcript_ref=store.put_json(messages), content=reply.content[:2000],
+                           tool_calls=calls, finish=finish, usage=reply.usage, model=req.model, compacted=compacted)
 
 
 def _parse_plan(reply: ModelReply, lanes: LanesFile) -> Plan:

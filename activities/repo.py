@@ -35,11 +35,6 @@ def _git(cwd: str | Path) -> git.Git:
     return git.Git(str(cwd))
 
 
-def _key(event: str) -> str:
-    info = activity.info()
-    return f"{info.workflow_id}/{info.activity_id}/{event}"
-
-
 def integration_branch(run_id: str) -> str:
     return f"swarm/{run_id}/integration"
 
@@ -94,40 +89,44 @@ def prepare_run(req: PrepareInput) -> PrepareResult:
                 non_retryable=True,
             )
         g.branch(branch, base)
-    ledger.record(req.run_id, "prepare", key=_key("prepare"), base_sha=base, integration_branch=branch)
+    ledger.record_activity(req.run_id, "prepare", base_sha=base, integration_branch=branch)
     return PrepareResult(base_sha=base, integration_branch=branch)
 
 
 @activity.defn
 def create_lane_worktree(task: HelperTask) -> LaneWorktree:
-    """Give the lane a worktree on its branch, starting at task.base_sha.
+    """Give the lane a worktree on its branch for this assignment.
 
-    A worktree that already exists is recycled (cheaper than remove + add). A
-    lane branch is only moved when its commits are already in the new base, so
-    no unmerged work is lost; otherwise it is kept under a -r<round> name.
+    If the branch already holds work on top of task.base_sha (a lane resumed
+    after continue-as-new, or rebuilt on another host), it is checked out as is.
+    Otherwise the branch is set to base_sha; commits of it not already in the
+    base are first kept under <branch>-r<previous round>, so nothing is lost.
+    A worktree that exists is recycled (cheaper than remove + add).
     """
     g = open_repo(task.repo_path)
     path = lane_worktree_path(task.run_id, task.lane)
     branch = task.branch
     current = _rev(g, f"refs/heads/{branch}")
-    if current and current != task.base_sha and not _is_ancestor(g, current, task.base_sha):
-        if activity.info().attempt == 1 or not path.exists():
+    if current is not None and _is_ancestor(g, task.base_sha, current):
+        start = current  # this assignment's own work: keep it
+    else:
+        if current is not None and not _is_ancestor(g, current, task.base_sha):
             g.branch("-f", f"{branch}-r{task.round - 1}", current)
-    if path.exists() and (path / ".git").exists():
+        start = task.base_sha
+    if (path / ".git").exists():
         wt = _git(path)
-        head = _rev(wt, "HEAD")
         on_branch = wt.rev_parse("--abbrev-ref", "HEAD") == branch
-        # Already set up for this round (a retried activity): keep its state.
-        if not (on_branch and head and _is_ancestor(g, task.base_sha, head)):
-            wt.checkout("-f", "-B", branch, task.base_sha)
+        if not (on_branch and _rev(wt, "HEAD") == start):
+            wt.checkout("-f", "-B", branch, start)
             wt.clean("-fdx")
     else:
         path.parent.mkdir(parents=True, exist_ok=True)
         g.worktree("prune")
-        g.worktree("add", "-f", "-B", branch, str(path), task.base_sha)
-    head = _rev(_git(path), "HEAD") or task.base_sha
-    ledger.record(task.run_id, "helper_spawn", key=_key("spawn"), lane=task.lane, round=task.round,
-                  branch=branch, base_sha=task.base_sha, model=task.model)
+        g.worktree("add", "-f", "-B", branch, str(path), start)
+    head = _rev(_git(path), "HEAD") or start
+    ledger.record_activity(task.run_id, "helper_spawn" if task.resume is None else "checkpoint_restore",
+                           lane=task.lane, round=task.round, branch=branch, base_sha=task.base_sha, head=head,
+                           model=task.model)
     return LaneWorktree(path=str(path), branch=branch, head_sha=head)
 
 
@@ -139,7 +138,7 @@ def checkpoint_lane(req: CheckpointInput) -> str:
     if wt.status("--porcelain"):
         wt.execute(["git", *IDENTITY, "commit", "-q", "--no-verify", "-m", req.message])
     head = wt.rev_parse("HEAD")
-    ledger.record(req.run_id, "checkpoint", key=_key("checkpoint"), lane=req.lane, sha=head)
+    ledger.record_activity(req.run_id, "checkpoint", lane=req.lane, sha=head)
     return head
 
 
@@ -177,14 +176,14 @@ def merge_lane(req: MergeInput) -> MergeResult:
     lines = out.splitlines()
     if status == 1:
         conflicts = sorted(set(lines[1:]))
-        ledger.record(req.run_id, "merge", key=_key("merge"), lane=req.lane, merged=False, conflicts=conflicts)
+        ledger.record_activity(req.run_id, "merge", lane=req.lane, merged=False, conflicts=conflicts)
         return MergeResult(lane=req.lane, merged=False, integration_sha=integ, conflicts=conflicts, files=files)
     if status != 0:
         raise ApplicationError(f"git merge-tree failed for lane {req.lane}: {out.strip()[:500]}")
     tree = lines[0].strip()
     commit = g.execute(["git", *IDENTITY, "commit-tree", tree, "-p", integ, "-p", lane_head, "-m", req.message])
     g.update_ref(integ_ref, commit, integ)
-    ledger.record(req.run_id, "merge", key=_key("merge"), lane=req.lane, merged=True, sha=commit, files=files)
+    ledger.record_activity(req.run_id, "merge", lane=req.lane, merged=True, sha=commit, files=files)
     return MergeResult(lane=req.lane, merged=True, integration_sha=commit, files=files)
 
 
@@ -215,5 +214,5 @@ def deliver(req: DeliverInput) -> str:
             g.update_ref(f"refs/heads/swarm-kept/{req.run_id}/{ref[len(prefix):]}", sha)
         g.update_ref("-d", ref, sha)
     g.update_ref(target, req.integration_sha, "0" * 40)
-    ledger.record(req.run_id, "delivery", key=_key("deliver"), branch=req.branch, sha=req.integration_sha)
+    ledger.record_activity(req.run_id, "delivery", branch=req.branch, sha=req.integration_sha)
     return req.branch

@@ -9,6 +9,7 @@ arguments) is also an error the model sees, never a crash of the lane.
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from typing import Any
 
@@ -20,7 +21,7 @@ from activities.checks import run_profile
 from activities.repo import lane_worktree_path
 from reposwarm import ledger
 from reposwarm.contracts import FileEdit, ToolInput, ToolOutcome
-from reposwarm.paths import PathPolicy, PathRefused
+from reposwarm.paths import PathPolicy, PathRefused, ToolRefused
 from reposwarm.store import Store
 
 OUTPUT_CAP = 20_000
@@ -238,45 +239,61 @@ class LaneTools:
         return f"deleted {rel}"
 
     def run_checks(self, a: RunChecksArgs) -> str:
-        profile = self.req.check_profile
+        name = a.profile or self.req.default_profile
+        profile = self.req.check_profiles.get(name)
         if profile is None:
-            raise ValueError("no check profile is configured for this run")
+            configured = ", ".join(sorted(self.req.check_profiles)) or "none"
+            raise ToolRefused(f"run_checks runs only configured check profiles; {name!r} is not one "
+                              f"(configured: {configured})")
         # Tools run in the worker's thread pool; the checks get an event loop of their own.
         report = asyncio.run(run_profile(profile, self.policy.root, self.store))
         lines = [f"checks {'passed' if report.passed else 'FAILED'} in {report.duration_s:.1f}s"]
         for result in report.commands:
             state = "timed out" if result.timed_out else f"exit {result.exit_code}"
-            lines.append(f"$ {' '.join(result.argv)}  ({state})\n{result.output_tail[-3000:]}")
+            lines.append(f"$ {' '.join(result.argv)}  ({state}; full log {result.log_ref})\n"
+                         f"{result.output_tail[-3000:]}")
         return _cap("\n".join(lines))
 
 
 @activity.defn
 def run_tool(req: ToolInput) -> ToolOutcome:
-    """Execute one tool call of a lane; every outcome, good or refused, goes to the ledger."""
+    """Execute one tool call of a lane; every outcome, good, bad or refused, goes to the ledger."""
     call = req.call
     tools = LaneTools(req)
-    refused = False
+    refused = malformed = False
+    arguments, raw = call.arguments, call.raw_arguments
+    if call.arguments_ref:  # large arguments were parked in the store by the model turn
+        raw = tools.store.get(call.arguments_ref).decode("utf-8")
+        try:
+            arguments = json.loads(raw)
+        except json.JSONDecodeError:
+            arguments = None
+        arguments = arguments if isinstance(arguments, dict) else None
     try:
-        args = parse_args(call.name, call.arguments, call.raw_arguments)
+        if call.name not in TOOL_ARGS:
+            raise ToolRefused(f"unknown tool {call.name!r}; the tools are: {', '.join(TOOL_ARGS)}")
+        try:
+            args = parse_args(call.name, arguments, raw)
+        except ValueError:
+            malformed = True
+            raise
         if call.name == "finish":
             raise ValueError("finish is handled by the lane, not run as a tool")
-        method = getattr(tools, call.name)
-        output, ok = method(args), True
-    except PathRefused as err:
-        output, ok, refused = f"refused: {err}", False, True
+        output, ok = getattr(tools, call.name)(args), True
+    except ToolRefused as err:
+        output, ok, refused, malformed = f"refused: {err}", False, True, call.name not in TOOL_ARGS
     except (ValueError, OSError, UnicodeDecodeError) as err:
         output, ok = f"error: {err}", False
     output = ledger.redact(output)
     output_ref = tools.store.put(output)
-    info = activity.info()
-    path = (call.arguments or {}).get("path") if isinstance(call.arguments, dict) else None
-    ledger.record(
-        req.run_id, "tool_call", key=f"{info.workflow_id}/{info.activity_id}/tool",
-        lane=req.lane, workflow_id=info.workflow_id, activity_id=info.activity_id,
-        call_id=call.id, tool=call.name, path=path if isinstance(path, str) else None,
+    path = arguments.get("path") if isinstance(arguments, dict) else None
+    ledger.record_activity(
+        req.run_id, "tool_call", lane=req.lane, call_id=call.id, tool=call.name, path=path if isinstance(path, str) else None,
         outcome="refused" if refused else ("ok" if ok else "error"), detail=None if ok else output[:500],
+        malformed=malformed,
         output_ref=output_ref,
     )
     # The full output goes to the store; history carries a reference and a short preview.
     return ToolOutcome(call_id=call.id, name=call.name, ok=ok, output=output[:PREVIEW_CHARS],
-                       output_ref=output_ref, refused=refused, edit=tools.edit)
+                       output_ref=output_ref, refused=refused, malformed=malformed, output_chars=len(output),
+                       edit=tools.edit)

@@ -29,6 +29,9 @@ class HelperRole(Contract):
     read_only_paths: list[str] = []
     token_budget: int = Field(default=64_000, gt=0)
     max_turns: int = Field(default=40, gt=0)
+    max_wall_s: float = Field(default=6 * 3600, gt=0)
+    max_malformed_replies: int = Field(default=3, gt=0)
+    context_tokens: int = Field(default=100_000, ge=2_000)
     depends_on: list[str] = []
 
 
@@ -133,7 +136,9 @@ class HelperTask(Contract):
     model: str
     max_loops: int
     checkpoint_key: str
-    check_profile: CheckProfile | None = None
+    check_profiles: dict[str, CheckProfile] = {}
+    default_profile: str = "default"
+    resume: LaneResume | None = None
 
 
 class FileEdit(Contract):
@@ -218,8 +223,30 @@ class LaneResult(Contract):
 class ToolCall(Contract):
     id: str
     name: str
-    arguments: dict[str, Any] | None = None  # None when the model's arguments were not a JSON object
-    raw_arguments: str = ""
+    arguments: dict[str, Any] | None = None  # None when not a JSON object, or when kept in the store
+    raw_arguments: str = ""  # as the model sent them (a preview when arguments_ref is set)
+    arguments_ref: str | None = None  # large arguments (a whole file) live in the store
+    error: str | None = None  # why the call is malformed (unknown tool, bad arguments), shown to the model
+
+
+class Finish(Contract):
+    summary: str
+    assumptions: list[str] = []
+
+
+class LaneResume(Contract):
+    """What a lane carries across continue-as-new."""
+
+    turn: int
+    transcript_ref: str | None
+    pending: list[dict[str, Any]]
+    usage: Usage
+    edits: list[FileEdit] = []
+    tool_calls: int = 0
+    refusals: int = 0
+    malformed: int = 0
+    started_at: float
+    continued: int = 0
 
 
 class ModelTurnInput(Contract):
@@ -230,16 +257,18 @@ class ModelTurnInput(Contract):
     model: str
     transcript_ref: str | None  # None for the first turn
     new_messages: list[dict[str, Any]] = []  # appended before the call (tool results, user text)
-    tools: list[dict[str, Any]] = []
     system: str = ""
+    context_tokens: int = 100_000  # the transcript is compacted as it nears this
 
 
 class ModelTurnResult(Contract):
     transcript_ref: str
     content: str = ""
     tool_calls: list[ToolCall] = []
+    finish: Finish | None = None  # set when the reply holds exactly one valid finish call
     usage: Usage = Usage()
     model: str = ""
+    compacted: bool = False
 
 
 class ToolInput(Contract):
@@ -248,7 +277,8 @@ class ToolInput(Contract):
     call: ToolCall
     allowed_paths: list[str]
     read_only_paths: list[str] = []
-    check_profile: CheckProfile | None = None
+    check_profiles: dict[str, CheckProfile] = {}
+    default_profile: str = "default"
     default_reason: str = ""
 
 
@@ -259,6 +289,8 @@ class ToolOutcome(Contract):
     output: str  # a short preview; the model sees the whole output from output_ref
     output_ref: str
     refused: bool = False
+    malformed: bool = False
+    output_chars: int = 0
     edit: FileEdit | None = None
 
 
@@ -427,4 +459,5 @@ class SwarmResult(Contract):
 
 
 TestReport.model_rebuild()
+HelperTask.model_rebuild()
 ReviewReceipt.model_rebuild()

@@ -65,6 +65,16 @@ def record(run_id: str, event: str, *, key: str, **fields: Any) -> None:
         keys.add(key)
 
 
+def record_activity(run_id: str, event: str, **fields: Any) -> None:
+    """Record an event of the running activity, keyed so that a retry of it writes nothing new."""
+    from temporalio import activity
+
+    info = activity.info()
+    key = f"{info.workflow_id}/{info.workflow_run_id}/{info.activity_id}/{event}"
+    record(run_id, event, key=key, workflow_id=info.workflow_id, activity_id=info.activity_id,
+           attempt=info.attempt, **fields)
+
+
 def read(run_id: str) -> list[dict[str, Any]]:
     path = ledger_path(run_id)
     if not path.exists():

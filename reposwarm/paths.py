@@ -16,8 +16,12 @@ import pathspec
 MAX_WRITE_BYTES = 1_000_000
 
 
-class PathRefused(Exception):
-    """A tool asked for a path the lane may not use; the message is shown to the model."""
+class ToolRefused(Exception):
+    """A tool call the lane may not make; the message is shown to the model and ledgered."""
+
+
+class PathRefused(ToolRefused):
+    """A tool asked for a path the lane may not use."""
 
 
 def _spec(patterns: list[str]) -> pathspec.PathSpec:

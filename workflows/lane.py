@@ -2,8 +2,10 @@
 
 The loop is small on purpose: a model turn (activity), its tool calls (one
 activity each, path-guarded), a checkpoint commit after any turn that changed
-files, until finish or a budget. The workflow only decides; every side effect
-is an activity, so a killed worker resumes without redoing a completed call.
+files, until finish or a budget (tokens, turns, wall time). The workflow only
+decides; every side effect is an activity, so a killed worker resumes without
+redoing a completed call. Long lanes continue-as-new when Temporal suggests
+it, carrying their state (transcript and edits by reference).
 """
 
 from __future__ import annotations
@@ -17,16 +19,19 @@ from temporalio.common import RetryPolicy
 with workflow.unsafe.imports_passed_through():
     from activities.model import model_turn
     from activities.repo import checkpoint_lane, create_lane_worktree, describe_lane
-    from activities.tools import FinishArgs, parse_args, run_tool
+    from activities.tools import run_tool
     from reposwarm.contracts import (
         ChangeSet,
         CheckpointInput,
         FileEdit,
+        Finish,
         HelperTask,
         LaneResult,
+        LaneResume,
         LaneState,
         LaneStatus,
         ModelTurnInput,
+        ModelTurnResult,
         ToolInput,
         Usage,
     )
@@ -35,7 +40,7 @@ with workflow.unsafe.imports_passed_through():
 GIT = dict(start_to_close_timeout=timedelta(minutes=5), retry_policy=RetryPolicy(maximum_attempts=5))
 MODEL = dict(start_to_close_timeout=timedelta(minutes=10),
              retry_policy=RetryPolicy(initial_interval=timedelta(seconds=2), maximum_attempts=6))
-MAX_MALFORMED = 3  # consecutive replies with no usable tool call before the lane gives up
+OUTPUT_RESERVE = 512  # tokens kept back for the reply when checking the budget before a call
 
 
 @workflow.defn
@@ -49,95 +54,119 @@ class LaneWorkflow:
 
     @workflow.run
     async def run(self, task: HelperTask) -> LaneResult:
-        self._state = LaneState(lane=task.lane, state="running", goal=task.goal)
-        started = workflow.now()
+        role = task.role
+        r = task.resume or LaneResume(
+            turn=0, transcript_ref=None, usage=Usage(), started_at=workflow.now().timestamp(),
+            pending=[{"role": "user", "content": lane_first_message(task)}],
+        )
+        self._state = LaneState(lane=task.lane, state="running", goal=task.goal, turns=r.turn,
+                                tool_calls=r.tool_calls, tokens=r.usage.total_tokens)
         await workflow.execute_activity(create_lane_worktree, task, **GIT)
+        edits = {e.path: e for e in r.edits}
+        finish: Finish | None = None
+        status, reason = LaneStatus.budget_exhausted, f"turn budget of {role.max_turns} used up"
+        next_input = 0  # tokens the next call is expected to send
 
-        pending: list[dict[str, Any]] = [{"role": "user", "content": lane_first_message(task)}]
-        transcript_ref: str | None = None
-        usage = Usage()
-        edits: dict[str, FileEdit] = {}
-        finish: FinishArgs | None = None
-        status, reason = LaneStatus.budget_exhausted, f"turn budget of {task.role.max_turns} used up"
-        tool_calls = refusals = malformed = turn = 0
-
-        for turn in range(task.role.max_turns):
-            if usage.total_tokens >= task.role.token_budget:
-                reason = f"token budget of {task.role.token_budget} used up ({usage.total_tokens} spent)"
+        while r.turn < role.max_turns:
+            if workflow.info().is_continue_as_new_suggested():
+                r.edits, r.continued = list(edits.values()), r.continued + 1
+                workflow.continue_as_new(task.model_copy(update={"resume": r}))
+            if workflow.now().timestamp() - r.started_at > role.max_wall_s:
+                reason = f"wall-time budget of {role.max_wall_s:.0f}s used up"
                 break
+            if r.usage.total_tokens + next_input + OUTPUT_RESERVE > role.token_budget:
+                reason = (f"token budget of {role.token_budget} would be exceeded by the next call "
+                          f"({r.usage.total_tokens} spent, about {next_input + OUTPUT_RESERVE} more needed)")
+                break
+
             result = await workflow.execute_activity(
                 model_turn,
-                ModelTurnInput(run_id=task.run_id, agent=task.lane, round=task.round, turn=turn, model=task.model,
-                               transcript_ref=transcript_ref, new_messages=pending),
+                ModelTurnInput(run_id=task.run_id, agent=task.lane, round=task.round, turn=r.turn, model=task.model,
+                               transcript_ref=r.transcript_ref, new_messages=r.pending,
+                               context_tokens=role.context_tokens),
                 **MODEL,
             )
-            transcript_ref, usage, pending = result.transcript_ref, usage + result.usage, []
-            self._state.turns, self._state.tokens = turn + 1, usage.total_tokens
+            r.transcript_ref, r.usage, r.pending = result.transcript_ref, r.usage + result.usage, []
+            r.turn += 1
+            self._state.turns, self._state.tokens = r.turn, r.usage.total_tokens
 
-            if not result.tool_calls:
-                malformed += 1
-                if malformed >= MAX_MALFORMED:
-                    status, reason = LaneStatus.failed, f"{malformed} replies in a row without a tool call"
-                    break
-                pending.append({"role": "user", "content": "Use the tools to do the work; call finish when done."})
-                continue
-            malformed = 0
+            changed, new_chars, valid_calls = await self._run_calls(task, result, r, edits)
+            self._state.tool_calls = r.tool_calls
+            next_input = result.usage.input_tokens + result.usage.output_tokens + new_chars // 4
 
-            changed = False
-            for call in result.tool_calls:
-                tool_calls += 1
-                if call.name == "finish":
-                    try:
-                        finish = parse_args("finish", call.arguments, call.raw_arguments)  # type: ignore[assignment]
-                        pending.append({"role": "tool", "tool_call_id": call.id, "content": "finished"})
-                    except ValueError as err:
-                        pending.append({"role": "tool", "tool_call_id": call.id, "content": f"error: {err}"})
-                    continue
-                outcome = await workflow.execute_activity(
-                    run_tool,
-                    ToolInput(run_id=task.run_id, lane=task.lane, call=call, allowed_paths=task.allowed_paths,
-                              read_only_paths=task.read_only_paths, check_profile=task.check_profile,
-                              default_reason=result.content[:200]),
-                    start_to_close_timeout=timedelta(
-                        seconds=(task.check_profile.timeout_s if task.check_profile else 0) + 120),
-                    heartbeat_timeout=timedelta(seconds=60),
-                    retry_policy=RetryPolicy(maximum_attempts=3),
-                )
-                refusals += outcome.refused
-                if outcome.edit is not None:
-                    edits[outcome.edit.path] = _merge_edit(edits.get(outcome.edit.path), outcome.edit)
-                    changed = True
-                pending.append({"role": "tool", "tool_call_id": call.id, "content_ref": outcome.output_ref})
-            self._state.tool_calls = tool_calls
-
+            r.malformed = 0 if valid_calls else r.malformed + 1
+            if r.malformed >= role.max_malformed_replies:
+                status, reason = LaneStatus.failed, (
+                    f"{r.malformed} malformed replies in a row (no usable tool call); the last: "
+                    + (next((c.error for c in result.tool_calls if c.error), None) or "no tool call"))
+                break
             if changed:
                 await workflow.execute_activity(
                     checkpoint_lane,
                     CheckpointInput(run_id=task.run_id, lane=task.lane,
-                                    message=f"reposwarm {task.lane}: checkpoint after turn {turn + 1}\n\n"
+                                    message=f"reposwarm {task.lane}: checkpoint after turn {r.turn}\n\n"
                                             + "\n".join(f"- {e.path}: {e.reason}" for e in edits.values())),
                     **GIT,
                 )
-            if finish is not None:
+            if result.finish is not None:
+                finish = result.finish
                 status, reason = LaneStatus.done, ""
                 break
 
+        return await self._result(task, r, edits, status, reason, finish)
+
+    async def _run_calls(self, task: HelperTask, result: ModelTurnResult, r: LaneResume,
+                         edits: dict[str, FileEdit]) -> tuple[bool, int, int]:
+        """Run a reply's tool calls in order; returns (files changed, output size, usable calls)."""
+        changed, new_chars, valid = False, 0, 0
+        if not result.tool_calls:
+            r.pending.append({"role": "user", "content": "Use the tools to do the work; call finish when done."})
+            return changed, 60, 0
+        for call in result.tool_calls:
+            r.tool_calls += 1
+            if call.name == "finish":  # the lane's own business, not a tool activity
+                text = f"error: {call.error}" if call.error else "finished"
+                r.pending.append({"role": "tool", "tool_call_id": call.id, "content": text})
+                new_chars += len(text)
+                valid += call.error is None
+                continue
+            outcome = await workflow.execute_activity(
+                run_tool,
+                ToolInput(run_id=task.run_id, lane=task.lane, call=call, allowed_paths=task.allowed_paths,
+                          read_only_paths=task.read_only_paths, check_profiles=task.check_profiles,
+                          default_profile=task.default_profile, default_reason=result.content[:200]),
+                start_to_close_timeout=timedelta(
+                    seconds=max((p.timeout_s for p in task.check_profiles.values()), default=0) + 120),
+                heartbeat_timeout=timedelta(seconds=60),
+                retry_policy=RetryPolicy(maximum_attempts=3),
+            )
+            r.refusals += outcome.refused
+            valid += not outcome.malformed
+            new_chars += outcome.output_chars
+            if outcome.edit is not None:
+                edits[outcome.edit.path] = _merge_edit(edits.get(outcome.edit.path), outcome.edit)
+                changed = True
+            r.pending.append({"role": "tool", "tool_call_id": call.id, "content_ref": outcome.output_ref})
+        return changed, new_chars, valid
+
+    async def _result(self, task: HelperTask, r: LaneResume, edits: dict[str, FileEdit], status: LaneStatus,
+                      reason: str, finish: Finish | None) -> LaneResult:
         described = await workflow.execute_activity(describe_lane, task, **GIT)
         head, stat = described.pop("__head__"), described.pop("__stat__")
         final_edits = []
         for path, letter in sorted(described.items()):
             operation = {"A": "create", "D": "delete"}.get(letter, "modify")
             edit = edits.get(path)
-            reason_text = edit.reason if edit else "changed by the lane outside its recorded edits"
-            final_edits.append(FileEdit(path=path, operation=operation, reason=reason_text,
-                                        content_ref=edit.content_ref if edit and operation != "delete" else None))
-        self._state.state = status.value
-        self._state.reason = reason
+            final_edits.append(FileEdit(
+                path=path, operation=operation,
+                reason=edit.reason if edit else "changed by the lane outside its recorded edits",
+                content_ref=edit.content_ref if edit and operation != "delete" else None))
+        self._state.state, self._state.reason = status.value, reason
+        summary = finish.summary if finish else reason
         return LaneResult(
-            lane=task.lane, status=status, reason=reason, usage=usage, turns=min(turn + 1, task.role.max_turns),
-            tool_calls=tool_calls, refusals=refusals,
-            elapsed_s=(workflow.now() - started).total_seconds(),
-            changeset=ChangeSet(task_id=task.task_id, edits=final_edits, summary=finish.summary if finish else reason,
+            lane=task.lane, status=status, reason=reason, usage=r.usage, turns=r.turn, tool_calls=r.tool_calls,
+            refusals=r.refusals, elapsed_s=round(workflow.now().timestamp() - r.started_at, 3),
+            changeset=ChangeSet(task_id=task.task_id, edits=final_edits, summary=summary,
                                 assumptions=finish.assumptions if finish else [], diff_stat=stat, head_sha=head),
         )
 

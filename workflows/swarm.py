@@ -61,6 +61,7 @@ class SwarmWorkflow:
                                    phase=Phase.preparing, round=1)
         self._decision: ReviewDecision | None = None
         self._use_search_attributes = False
+        self._dispatches: dict[str, int] = {}  # per lane, across rounds: bounded by MAX_HELPER_LOOPS
 
     # --- queries, the review Update and its Signal twin ---
 
@@ -186,6 +187,14 @@ class SwarmWorkflow:
                 if len(running) >= req.config.swarm.max_parallel or not all(d in merged for d in deps):
                     continue
                 waiting.remove(name)
+                if self._dispatches.get(name, 0) >= req.config.swarm.max_helper_loops:
+                    states[name].state = "cancelled"
+                    states[name].reason = (f"dispatched {self._dispatches[name]} times already "
+                                           f"(MAX_HELPER_LOOPS={req.config.swarm.max_helper_loops})")
+                    results[name] = LaneResult(lane=name, status=LaneStatus.cancelled, reason=states[name].reason,
+                                               changeset=ChangeSet(task_id=f"{req.run_id}.{name}.r{round_no}"))
+                    continue
+                self._dispatches[name] = self._dispatches.get(name, 0) + 1
                 states[name].state = "running"
                 task = self._helper_task(req, name, goals[name], plan, round_no)
                 running[name] = asyncio.create_task(self._lane(task))
@@ -225,7 +234,7 @@ class SwarmWorkflow:
             branch=lane_branch(req.run_id, name), base_sha=self._status.integration_sha,
             model=role.model or req.config.swarm.model or req.model, max_loops=req.config.swarm.max_helper_loops,
             checkpoint_key=f"{req.run_id}/{name}/r{round_no}",
-            check_profile=req.config.validation.profiles.get(profile_name),
+            check_profiles=req.config.validation.profiles, default_profile=profile_name,
         )
 
     async def _merge(self, req: SwarmRequest, name: str, result: LaneResult, round_no: int) -> bool:

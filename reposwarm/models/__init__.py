@@ -1,9 +1,17 @@
 """Model providers behind one small protocol.
 
-A model is named `provider:name`. Today: `replay:<script path>` plays back a
-recorded script (the demo and the tests). Real providers (OpenAI-compatible,
-Anthropic) plug in behind the same protocol. Credentials are read from the
-worker's environment by the provider, never passed through workflows.
+A model is named `provider:name`:
+
+- `replay:<script path>` plays back a recorded script (the demo and the tests);
+- `openai:<model>` is any OpenAI-compatible Chat Completions API (OPENAI_API_KEY,
+  OPENAI_BASE_URL for vLLM, Ollama, llama.cpp and other local servers);
+- `anthropic:<model>` is the Anthropic Messages API (ANTHROPIC_API_KEY,
+  ANTHROPIC_BASE_URL).
+
+Credentials are read from the worker's environment by the provider, never
+passed through workflows. Providers raise ModelError for every failure, with
+`retryable` (and `retry_after`, when the API said how long to wait) so that
+Temporal, which owns retries, can decide.
 """
 
 from __future__ import annotations
@@ -34,9 +42,10 @@ class ModelReply(BaseModel):
 class ModelError(Exception):
     """A model call that failed; `retryable` says whether another attempt may help."""
 
-    def __init__(self, message: str, *, retryable: bool) -> None:
+    def __init__(self, message: str, *, retryable: bool, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.retryable = retryable
+        self.retry_after = retry_after  # seconds the API asked us to wait (Retry-After), if it said
 
 
 class Provider(Protocol):
@@ -50,10 +59,23 @@ def split_model_name(name: str) -> tuple[str, str]:
     return provider, model
 
 
+KNOWN_PROVIDERS = ("replay", "openai", "anthropic")
+
+
 def provider_for(name: str) -> tuple[Provider, str]:
+    """The provider for `provider:model`, built now so a missing key fails before any call."""
     provider, model = split_model_name(name)
     if provider == "replay":
         from reposwarm.models.replay import ReplayProvider
 
         return ReplayProvider(model), model
-    raise ModelError(f"unknown model provider {provider!r} in {name!r} (known: replay)", retryable=False)
+    if provider == "openai":
+        from reposwarm.models.openai import OpenAIProvider
+
+        return OpenAIProvider(), model
+    if provider == "anthropic":
+        from reposwarm.models.anthropic import AnthropicProvider
+
+        return AnthropicProvider(), model
+    raise ModelError(f"unknown model provider {provider!r} in {name!r} (known: {', '.join(KNOWN_PROVIDERS)})",
+                     retryable=False)

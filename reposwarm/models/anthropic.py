@@ -1,0 +1,172 @@
+"""The Anthropic Messages API, with tool use.
+
+The transcript is OpenAI-shaped, so it is converted on the way out: the system
+prompt goes top-level, tool calls become tool_use blocks, tool results become
+tool_result blocks in a user message, and messages of the same role are merged
+because the API requires user and assistant to alternate.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from typing import Annotated, Any, Literal
+
+import httpx
+from pydantic import BaseModel, Discriminator, Tag
+
+from reposwarm.contracts import ToolCall, Usage
+from reposwarm.models import ModelError, ModelReply, ModelRequest
+from reposwarm.models.http import base_url, env_number, parse_arguments, post
+
+DEFAULT_BASE_URL = "https://api.anthropic.com"
+API_VERSION = "2023-06-01"
+_UNSAFE_ID = re.compile(r"[^a-zA-Z0-9_-]")
+
+
+# --- the reply, as the API sends it (id, type, role, model, stop_reason... are ignored) ---
+
+
+class _TextBlock(BaseModel):
+    type: Literal["text"]
+    text: str
+
+
+class _ToolUseBlock(BaseModel):
+    type: Literal["tool_use"]
+    id: str
+    name: str
+    input: dict[str, Any]
+
+
+class _OtherBlock(BaseModel):
+    """thinking, redacted_thinking, server tool blocks...: nothing the lane acts on."""
+
+    type: str
+
+
+def _block_kind(value: Any) -> str:
+    kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
+    return kind if kind in ("text", "tool_use") else "other"
+
+
+_Block = Annotated[
+    Annotated[_TextBlock, Tag("text")] | Annotated[_ToolUseBlock, Tag("tool_use")] | Annotated[_OtherBlock, Tag("other")],
+    Discriminator(_block_kind),
+]
+
+
+class _Usage(BaseModel):
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_creation_input_tokens: int | None = None
+    cache_read_input_tokens: int | None = None
+
+
+class _Message(BaseModel):
+    type: Literal["message"] = "message"
+    content: list[_Block]
+    stop_reason: str | None = None
+    usage: _Usage = _Usage()
+
+
+# --- the request ---
+
+
+def _safe_id(call_id: str) -> str:
+    """tool_use ids must match ^[a-zA-Z0-9_-]+$; ids from other providers may not, so map them alike both ways."""
+    return _UNSAFE_ID.sub("_", call_id) or "call"
+
+
+def _blocks(message: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
+    """One OpenAI-style message as (Anthropic role, content blocks)."""
+    role, text = message.get("role"), message.get("content") or ""
+    if role == "tool":
+        return "user", [{"type": "tool_result", "tool_use_id": _safe_id(str(message.get("tool_call_id", ""))),
+                         "content": str(text)}]
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": str(text)}] if str(text).strip() else []
+    if role == "assistant":
+        for call in message.get("tool_calls") or []:
+            function = call.get("function") or {}
+            blocks.append({"type": "tool_use", "id": _safe_id(str(call.get("id", ""))),
+                           "name": function.get("name", ""),
+                           "input": parse_arguments(function.get("arguments") or "") or {}})
+        return "assistant", blocks
+    return "user", blocks
+
+
+def convert_messages(messages: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
+    """(extra system text, alternating Anthropic messages) from an OpenAI-style transcript."""
+    system: list[str] = []
+    merged: list[dict[str, Any]] = []
+    for message in messages:
+        if message.get("role") == "system":
+            system.append(str(message.get("content") or ""))
+            continue
+        role, blocks = _blocks(message)
+        if not blocks:  # the API rejects empty content; dropping it may let neighbours merge
+            continue
+        if merged and merged[-1]["role"] == role:
+            merged[-1]["content"].extend(blocks)
+        else:
+            merged.append({"role": role, "content": blocks})
+    for message in merged:  # tool results must open a user message, before any text
+        message["content"].sort(key=lambda b: b["type"] != "tool_result")
+    return "\n\n".join(s for s in system if s), merged
+
+
+# --- the provider ---
+
+
+class AnthropicProvider:
+    """The Messages API; credentials come from the worker's environment."""
+
+    name = "anthropic"
+
+    def __init__(self, *, transport: httpx.AsyncBaseTransport | None = None) -> None:
+        custom_url = os.environ.get("ANTHROPIC_BASE_URL", "").strip()
+        self._base_url = base_url("ANTHROPIC_BASE_URL", DEFAULT_BASE_URL)
+        self._key = os.environ.get("ANTHROPIC_API_KEY", "").strip() or None
+        if self._key is None and not custom_url:
+            raise ModelError("ANTHROPIC_API_KEY is not set on this worker", retryable=False)
+        self._max_tokens = int(env_number("REPOSWARM_MAX_OUTPUT_TOKENS", 4096))
+        self._transport = transport
+
+    def __repr__(self) -> str:  # never show the key
+        return f"AnthropicProvider(base_url={self._base_url!r})"
+
+    def request_body(self, request: ModelRequest) -> dict[str, Any]:
+        extra_system, messages = convert_messages(request.messages)
+        system = "\n\n".join(s for s in (request.system, extra_system) if s)
+        body: dict[str, Any] = {"model": request.model, "max_tokens": self._max_tokens, "messages": messages}
+        if system:
+            body["system"] = system
+        if request.tools:
+            body["tools"] = [{"name": t["name"], "description": t.get("description", ""),
+                              "input_schema": t.get("parameters") or {"type": "object", "properties": {}}}
+                             for t in request.tools]
+        return body
+
+    async def complete(self, request: ModelRequest) -> ModelReply:
+        headers = {"anthropic-version": API_VERSION}
+        if self._key:
+            headers["x-api-key"] = self._key
+        reply = await post(
+            f"{self._base_url}/v1/messages",
+            headers=headers,
+            body=self.request_body(request),
+            reply_type=_Message,
+            where=f"anthropic model {request.model}",
+            key_env="ANTHROPIC_API_KEY",
+            secret=self._key,
+            transport=self._transport,
+        )
+        text = "\n\n".join(b.text for b in reply.content if isinstance(b, _TextBlock) and b.text)
+        calls = [ToolCall(id=b.id, name=b.name, arguments=b.input, raw_arguments=json.dumps(b.input))
+                 for b in reply.content if isinstance(b, _ToolUseBlock)]
+        usage = reply.usage
+        cached = (usage.cache_creation_input_tokens or 0) + (usage.cache_read_input_tokens or 0)
+        return ModelReply(content=text, tool_calls=calls,
+                          usage=Usage(input_tokens=usage.input_tokens + cached, output_tokens=usage.output_tokens,
+                                      model_calls=1))

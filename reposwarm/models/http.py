@@ -1,0 +1,172 @@
+"""The HTTP seam shared by the real providers.
+
+One POST per model call, no retries of its own (Temporal owns retries), with
+every failure turned into a ModelError here, so the activity only has to ask
+`retryable`. The API key travels in a header and nowhere else: it is scrubbed
+from anything that could end up in an error message.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from email.utils import parsedate_to_datetime
+from typing import Any, TypeVar
+
+import httpx
+from pydantic import BaseModel, ValidationError
+
+from reposwarm.models import ModelError
+
+T = TypeVar("T", bound=BaseModel)
+
+CONTEXT_HINT = "the conversation is longer than the model's context window"
+_CONTEXT_WORDS = re.compile(
+    r"context[ _](length|window|size)|too many tokens|maximum context|prompt is too long|"
+    r"reduce the length|exceeds? the (available )?context",
+    re.IGNORECASE,
+)
+
+
+def env_number(name: str, default: float) -> float:
+    """A positive number from the worker's environment; a bad value is a configuration error."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if value <= 0:
+        raise ModelError(f"{name}={raw!r} must be a positive number", retryable=False)
+    return value
+
+
+def timeouts() -> httpx.Timeout:
+    """Explicit timeouts: a model may think for minutes, but connecting should be quick."""
+    return httpx.Timeout(connect=10, read=env_number("REPOSWARM_MODEL_TIMEOUT_S", 300), write=30, pool=10)
+
+
+def base_url(env: str, default: str) -> str:
+    return (os.environ.get(env, "").strip() or default).rstrip("/")
+
+
+def parse_arguments(raw: str) -> dict[str, Any] | None:
+    """Tool-call arguments as a dict when they are a JSON object; None tells the lane they were malformed."""
+    try:
+        parsed = json.loads(raw)
+    except (ValueError, TypeError):
+        return None
+    return parsed if isinstance(parsed, dict) else None
+
+
+class _ErrorDetail(BaseModel):
+    message: str = ""
+    type: str | None = None
+    code: str | int | None = None
+
+
+class _ErrorBody(BaseModel):
+    """Error bodies: OpenAI/Anthropic nest {"error": {...}}; vLLM, Ollama and proxies vary."""
+
+    error: _ErrorDetail | str | None = None
+    message: str | None = None
+    detail: Any = None
+
+
+def _api_message(response: httpx.Response) -> str:
+    text = response.text
+    try:
+        body = _ErrorBody.model_validate_json(text)
+    except ValidationError:
+        return text.strip()[:500]
+    if isinstance(body.error, _ErrorDetail):
+        parts = [body.error.message, str(body.error.code or "")]
+        return " ".join(p for p in parts if p).strip() or text.strip()[:500]
+    for candidate in (body.error, body.message, body.detail):
+        if candidate:
+            return str(candidate)[:500]
+    return text.strip()[:500]
+
+
+def _retry_after(headers: httpx.Headers) -> float | None:
+    """Seconds to wait, from retry-after-ms, or Retry-After as seconds or an HTTP date."""
+    if ms := headers.get("retry-after-ms"):
+        try:
+            return max(0.0, float(ms) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+    except (TypeError, ValueError):
+        return None
+
+
+def _scrub(text: str, secret: str | None) -> str:
+    return text.replace(secret, "[redacted]") if secret else text
+
+
+def status_error(response: httpx.Response, *, where: str, key_env: str, secret: str | None) -> ModelError:
+    """Map an HTTP error status to a ModelError that says what to do about it."""
+    status = response.status_code
+    api = _scrub(_api_message(response), secret)
+    head = f"{where}: HTTP {status}"
+    if status in (408, 409, 429) or status >= 500:
+        wait = _retry_after(response.headers)
+        why = "rate limited" if status == 429 else "overloaded" if status == 529 else "server error"
+        after = f", retry after {wait:g}s" if wait is not None else ""
+        return ModelError(f"{head} ({why}{after}): {api}", retryable=True, retry_after=wait)
+    if status in (401, 403):
+        detail = f": {api}" if status == 403 else ""  # a 401 body may echo part of the key
+        return ModelError(f"{head}: bad or missing API key (check {key_env}){detail}", retryable=False)
+    if status == 404:
+        return ModelError(f"{head}: unknown model or wrong base URL: {api}", retryable=False)
+    if 300 <= status < 400:
+        return ModelError(f"{head}: unexpected redirect (check the base URL)", retryable=False)
+    if _CONTEXT_WORDS.search(api):
+        return ModelError(f"{head}: {CONTEXT_HINT}: {api}", retryable=False)
+    return ModelError(f"{head}: the API refused the request: {api}", retryable=False)
+
+
+async def post(
+    url: str,
+    *,
+    headers: dict[str, str],
+    body: dict[str, Any],
+    reply_type: type[T],
+    where: str,
+    key_env: str,
+    secret: str | None,
+    transport: httpx.AsyncBaseTransport | None = None,
+) -> T:
+    """POST a JSON body and validate the reply against the wire model; every failure is a ModelError."""
+    timeout = timeouts()
+    try:
+        async with httpx.AsyncClient(timeout=timeout, transport=transport) as client:
+            response = await client.post(url, headers=headers, json=body)
+    except httpx.TimeoutException as err:
+        limit = timeout.connect if isinstance(err, httpx.ConnectTimeout) else timeout.read
+        raise ModelError(f"{where}: {type(err).__name__}: no answer from {url} within {limit:g}s "
+                         f"(REPOSWARM_MODEL_TIMEOUT_S sets the read timeout)", retryable=True) from None
+    except httpx.UnsupportedProtocol:
+        raise ModelError(f"{where}: {url} is not an http(s) URL (check the base URL)", retryable=False) from None
+    except httpx.TransportError as err:
+        raise ModelError(f"{where}: could not reach {url}: {type(err).__name__}: "
+                         f"{_scrub(str(err), secret)}", retryable=True) from None
+    if not response.is_success:
+        raise status_error(response, where=where, key_env=key_env, secret=secret)
+    try:
+        return reply_type.model_validate_json(response.content)
+    except ValidationError as err:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in err.errors()[:3])
+        raise ModelError(f"{where}: the reply from {url} was malformed (not JSON, or not the expected "
+                         f"shape): {_scrub(problems, secret)}", retryable=True) from None

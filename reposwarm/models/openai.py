@@ -1,0 +1,130 @@
+"""OpenAI-compatible Chat Completions, with tool calling.
+
+The same wire format serves api.openai.com and local servers (vLLM, Ollama,
+llama.cpp): set OPENAI_BASE_URL and the key becomes optional. The transcript is
+already OpenAI-shaped, so the request is nearly a copy; the reply is validated
+against pydantic models of the wire format rather than picked apart by hand.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import httpx
+from pydantic import BaseModel, Field
+
+from reposwarm.contracts import ToolCall, Usage
+from reposwarm.models import ModelError, ModelReply, ModelRequest
+from reposwarm.models.http import base_url, parse_arguments, post
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+_MESSAGE_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name")
+
+
+# --- the reply, as the API sends it (extra fields such as id, object, created are ignored) ---
+
+
+class _Function(BaseModel):
+    name: str
+    arguments: str | dict[str, Any] = ""  # a JSON string; a few local servers send the object itself
+
+
+class _ToolCall(BaseModel):
+    id: str | None = None
+    type: str = "function"
+    function: _Function
+
+
+class _Message(BaseModel):
+    role: str = "assistant"
+    content: str | None = None
+    refusal: str | None = None
+    tool_calls: list[_ToolCall] | None = None
+
+
+class _Choice(BaseModel):
+    index: int = 0
+    message: _Message
+    finish_reason: str | None = None
+
+
+class _Usage(BaseModel):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+class _Completion(BaseModel):
+    choices: list[_Choice] = Field(min_length=1)
+    usage: _Usage | None = None
+
+
+# --- the provider ---
+
+
+def _wire_message(message: dict[str, Any]) -> dict[str, Any]:
+    """Only the keys the API knows; store bookkeeping never goes over the wire."""
+    return {k: message[k] for k in _MESSAGE_KEYS if k in message}
+
+
+def _tool_call(call: _ToolCall, index: int) -> ToolCall:
+    raw = call.function.arguments
+    raw_text = raw if isinstance(raw, str) else json.dumps(raw)
+    return ToolCall(
+        id=call.id or f"call_{index}",  # kept exactly as given; invented only when a server sends none
+        name=call.function.name,
+        arguments=parse_arguments(raw_text),
+        raw_arguments=raw_text,
+    )
+
+
+class OpenAIProvider:
+    """A Chat Completions endpoint; credentials come from the worker's environment."""
+
+    name = "openai"
+
+    def __init__(self, *, transport: httpx.AsyncBaseTransport | None = None) -> None:
+        custom_url = os.environ.get("OPENAI_BASE_URL", "").strip()
+        self._base_url = base_url("OPENAI_BASE_URL", DEFAULT_BASE_URL)
+        self._key = os.environ.get("OPENAI_API_KEY", "").strip() or None
+        if self._key is None and not custom_url:
+            raise ModelError("OPENAI_API_KEY is not set on this worker (set it, or set OPENAI_BASE_URL "
+                             "for a local server that needs no key)", retryable=False)
+        self._transport = transport
+
+    def __repr__(self) -> str:  # never show the key
+        return f"OpenAIProvider(base_url={self._base_url!r})"
+
+    def request_body(self, request: ModelRequest) -> dict[str, Any]:
+        messages = [{"role": "system", "content": request.system}] if request.system else []
+        messages += [_wire_message(m) for m in request.messages]
+        body: dict[str, Any] = {"model": request.model, "messages": messages}
+        if request.tools:
+            body["tools"] = [
+                {"type": "function", "function": {"name": t["name"], "description": t.get("description", ""),
+                                                  "parameters": t.get("parameters") or {"type": "object"}}}
+                for t in request.tools
+            ]
+            body["tool_choice"] = "auto"
+        return body
+
+    async def complete(self, request: ModelRequest) -> ModelReply:
+        headers = {"Authorization": f"Bearer {self._key}"} if self._key else {}
+        reply = await post(
+            f"{self._base_url}/chat/completions",
+            headers=headers,
+            body=self.request_body(request),
+            reply_type=_Completion,
+            where=f"openai model {request.model}",
+            key_env="OPENAI_API_KEY",
+            secret=self._key,
+            transport=self._transport,
+        )
+        message = reply.choices[0].message
+        usage = reply.usage or _Usage()
+        return ModelReply(
+            content=message.content or message.refusal or "",
+            tool_calls=[_tool_call(c, i) for i, c in enumerate(message.tool_calls or [])],
+            usage=Usage(input_tokens=usage.prompt_tokens, output_tokens=usage.completion_tokens, model_calls=1),
+        )

@@ -1,0 +1,70 @@
+"""A lane of 1,000 tool calls: history stays bounded (continue-as-new, claim checks, compaction)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import pytest_asyncio
+
+from reposwarm.contracts import LaneStatus, Phase
+from reposwarm.store import run_dir
+from tests.helpers import finish, make_repo, start_dev_server, start_run, turn, wait_for_phase, write_yaml
+from worker import make_worker
+
+TOOL_CALLS = 1000
+PER_TURN = 20
+
+
+@pytest_asyncio.fixture(scope="module")
+async def suggesting_client(reposwarm_home):
+    """A dev server of its own that suggests continue-as-new after 200 events, as a long run would hit at 4K+."""
+    env = await start_dev_server(["--dynamic-config-value", "limit.historyCount.suggestContinueAsNew=200"])
+    async with make_worker(env.client):
+        yield env.client
+    await env.shutdown()
+
+
+async def test_a_lane_of_1000_tool_calls_keeps_history_bounded(suggesting_client, tmp_path):
+    client = suggesting_client
+    repo = make_repo(tmp_path / "repo", {f"src/f{i}.py": f"X{i} = {i}\n" for i in range(PER_TURN)})
+    lanes = write_yaml(tmp_path / "lanes.yaml", {"swarm": {"lanes": {"src": {
+        "allowed_paths": ["src/"], "token_budget": 50_000_000, "max_turns": 200, "context_tokens": 4000}}}})
+    plan = write_yaml(tmp_path / "plan.yaml", {"interface_contract": "-",
+                                               "lanes": [{"lane": "src", "goal": "Read everything, many times."}]})
+    turns = [turn(*[(f"c{t}_{i}", "read_file", {"path": f"src/f{i}.py"}) for i in range(PER_TURN)])
+             for t in range(TOOL_CALLS // PER_TURN - 1)]
+    turns.append(turn(*[(f"c_last_{i}", "list_dir", {"path": "src"}) for i in range(PER_TURN - 1)],
+                      ("w", "write_file", {"path": "src/done.txt", "content": "read it all\n",
+                                           "reason": "Mark the long read as done"})))
+    turns.append(finish("end", "read everything"))
+    script = write_yaml(tmp_path / "replay.yaml", {"version": 1, "lanes": {"src": {1: turns}}})
+
+    run_id = await start_run(client, repo, lanes, script, plan=plan)
+    status = await wait_for_phase(client, run_id, Phase.review, timeout=600)
+    lane = status.review.lanes[0]
+    assert lane.status == LaneStatus.done, lane.reason
+    assert lane.tool_calls == TOOL_CALLS + 1  # and the finish call
+    assert [e.path for e in lane.edits] == ["src/done.txt"]
+
+    executions = [w async for w in client.list_workflows(f"WorkflowId STARTS_WITH '{run_id}'")]
+    lane_runs = [w for w in executions if w.workflow_type == "LaneWorkflow"]
+    assert len(lane_runs) > 3, "the lane never continued as new"
+    biggest_history, biggest_event = 0, 0
+    for w in executions:
+        history = await client.get_workflow_handle(w.id, run_id=w.run_id).fetch_history()
+        biggest_history = max(biggest_history, len(history.events))
+        biggest_event = max(biggest_event, *(e.ByteSize() for e in history.events))
+    assert biggest_history < 10_240
+    assert biggest_event < 256 * 1024  # so no payload in any event comes near it
+    # The transcript was compacted: no stored transcript grew far past the lane's context size.
+    transcripts = []
+    for blob in (run_dir(run_id) / "store").rglob("*"):
+        try:
+            data = json.loads(blob.read_bytes()) if blob.is_file() else None
+        except ValueError:
+            continue
+        if isinstance(data, list):
+            transcripts.append(len(blob.read_bytes()))
+    assert transcripts and max(transcripts) < 4000 * 4 * 2
+    await client.get_workflow_handle(run_id).terminate("test done")
