@@ -25,13 +25,14 @@ import tempfile
 import uuid
 from pathlib import Path
 
+import yaml
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowUpdateFailedError
 from temporalio.common import TypedSearchAttributes
 from temporalio.service import RPCError, RPCStatusCode
 
-from reposwarm import TASK_QUEUE
+from reposwarm import recording, task_queue
 from reposwarm.config import ConfigError, apply_env, load_lanes_file, load_plan_file
-from reposwarm.contracts import Phase, ReviewDecision, ReviewReceipt, SwarmRequest, SwarmStatus
+from reposwarm.contracts import LanesFile, Phase, ReviewDecision, ReviewReceipt, SwarmRequest, SwarmResult, SwarmStatus
 from reposwarm.review import render_review, render_status
 from worker import connect
 from workflows.lane import LaneWorkflow
@@ -75,19 +76,37 @@ def check_repo(path: str) -> Path:
     return repo
 
 
-def resolve_model(name: str | None, config_model: str | None) -> str:
-    name = name or os.environ.get("REPOSWARM_MODEL") or config_model
-    if not name:
-        raise UserError("no model: pass --model provider:name, set REPOSWARM_MODEL, or set swarm.model in the lanes file")
+KNOWN_PROVIDERS = ("openai", "anthropic", "replay")
+
+
+def resolve_model(name: str, relative_to: Path | None = None, where: str = "model") -> str:
+    """Check a provider:model name; a replay script's path becomes absolute (the worker may run elsewhere)."""
     provider, sep, rest = name.partition(":")
     if not sep or not rest:
-        raise UserError(f"model {name!r} must be named provider:model (for example replay:script.yaml)")
+        raise UserError(f"{where} {name!r} must be named provider:model (for example openai:gpt-4.1)")
+    if provider not in KNOWN_PROVIDERS:
+        raise UserError(f"{where} {name!r}: unknown provider {provider!r} (known: {', '.join(KNOWN_PROVIDERS)})")
     if provider == "replay":
-        script = Path(rest).expanduser().resolve()
-        if not script.is_file():
-            raise UserError(f"replay script not found: {rest}")
-        return f"replay:{script}"
+        script = Path(rest).expanduser()
+        if not script.is_absolute() and relative_to is not None:
+            script = relative_to / script
+        if not script.resolve().is_file():
+            raise UserError(f"{where}: replay script not found: {rest}")
+        return f"replay:{script.resolve()}"
     return name
+
+
+def run_model(cli: str | None, config: LanesFile, lanes_path: Path) -> str:
+    """The run-wide default model: --model, then REPOSWARM_MODEL, then swarm.model in the lanes file."""
+    if cli:
+        return resolve_model(cli, Path.cwd(), "--model")
+    if os.environ.get("REPOSWARM_MODEL"):
+        return resolve_model(os.environ["REPOSWARM_MODEL"], Path.cwd(), "REPOSWARM_MODEL")
+    if config.swarm.model:
+        return resolve_model(config.swarm.model, lanes_path.parent.resolve(), f"{lanes_path}: swarm.model")
+    if all(role.model for role in config.swarm.lanes.values()):
+        return next(iter(config.swarm.lanes.values())).model  # type: ignore[return-value]
+    raise UserError("no model: pass --model provider:name, set REPOSWARM_MODEL, or set swarm.model in the lanes file")
 
 
 def build_request(args: argparse.Namespace, *, auto_approve: bool = False) -> SwarmRequest:
@@ -97,6 +116,10 @@ def build_request(args: argparse.Namespace, *, auto_approve: bool = False) -> Sw
     if lanes_path is None:
         raise UserError(f"no lanes file: pass --lanes FILE or add one of {', '.join(LANES_FILE_NAMES)} to {repo}")
     config = apply_env(load_lanes_file(lanes_path))
+    # Lane models: replay scripts named relative to the lanes file.
+    for name, role in config.swarm.lanes.items():
+        if role.model:
+            role.model = resolve_model(role.model, lanes_path.parent.resolve(), f"{lanes_path}: swarm.lanes.{name}.model")
     plan = load_plan_file(args.plan, config) if args.plan else None
     base_ref = os.environ.get("BASE_BRANCH") or "HEAD"
     try:
@@ -118,7 +141,7 @@ def build_request(args: argparse.Namespace, *, auto_approve: bool = False) -> Sw
             raise UserError(f"SWARM_BRANCH {swarm_branch!r} already exists in {repo}; reposwarm only adds new branches")
     return SwarmRequest(
         run_id=run_id, repo_path=str(repo), task=args.task, config=config, plan=plan,
-        model=resolve_model(args.model, config.swarm.model), base_ref=base_sha, swarm_branch=swarm_branch,
+        model=run_model(args.model, config, lanes_path), base_ref=base_sha, swarm_branch=swarm_branch,
         test_profile=os.environ.get("TEST_PROFILE") or None,
         auto_approve=auto_approve,
     )
@@ -146,7 +169,7 @@ async def has_search_attributes(client: Client) -> bool:
 async def start(client: Client, req: SwarmRequest) -> None:
     plan_note = "from a plan file" if req.plan else "planned by the model"
     await client.start_workflow(
-        SwarmWorkflow.run, req, id=req.run_id, task_queue=TASK_QUEUE,
+        SwarmWorkflow.run, req, id=req.run_id, task_queue=task_queue(),
         search_attributes=search_attributes(req.repo_path, Phase.preparing.value)
         if await has_search_attributes(client) else TypedSearchAttributes.empty,
         static_summary=f"reposwarm: {req.task[:120]}",
@@ -169,6 +192,7 @@ async def get_status(client: Client, run_id: str) -> SwarmStatus:
                 live = await client.get_workflow_handle(f"{run_id}.{lane.lane}.r{status.round}").query(
                     LaneWorkflow.progress)
                 lane.turns, lane.tool_calls, lane.tokens = live.turns, live.tool_calls, live.tokens
+                lane.cost_usd = live.cost_usd
             except RPCError:
                 pass
     return status
@@ -224,10 +248,36 @@ def make_demo_repo() -> Path:
     return repo
 
 
+def render_dry_run(result: SwarmResult) -> str:
+    plan = result.plan
+    lines = [f"dry run {result.run_id}: nothing was dispatched", ""]
+    if plan is not None:
+        lines += ["Interface contract:", plan.interface_contract.rstrip(), ""]
+        lines += [f"- {lp.lane}: {lp.goal}" + (f" (paths: {', '.join(lp.allowed_paths)})" if lp.allowed_paths else "")
+                  for lp in plan.lanes]
+    lines += ["", "Estimated per lane (a coarse model: each turn resends the conversation so far):",
+              f"{'lane':<16} {'model':<28} {'turns':>5} {'tokens in':>10} {'out':>7} {'budget':>9}  fits  cost"]
+    total = 0.0
+    for e in result.estimates:
+        cost = "no price" if e.cost_usd is None else f"${e.cost_usd:.4f}"
+        total += e.cost_usd or 0.0
+        lines.append(f"{e.lane:<16} {e.model[-28:]:<28} {e.turns:>5} {e.input_tokens:>10} {e.output_tokens:>7} "
+                     f"{e.token_budget:>9}  {'yes' if e.within_budget else 'NO':<4}  {cost}")
+    lines.append(f"total estimated cost: ${total:.4f} (models without a price in the lanes file's prices: not counted)")
+    if result.usage.model_calls:
+        lines.append(f"planning spent {result.usage.total_tokens} tokens, ${result.usage.cost_usd:.4f}")
+    return "\n".join(lines)
+
+
 async def cmd_run(args: argparse.Namespace) -> int:
     req = build_request(args)
+    req.dry_run, req.record = args.dry_run, args.record
     client = await client_or_die()
     await start(client, req)
+    if req.dry_run:
+        result = await client.get_workflow_handle_for(SwarmWorkflow.run, req.run_id).result()
+        print(render_dry_run(result))
+        return 0
     print(f"run: {req.run_id}")
     print(f"web ui: {ui_url(req.run_id)}")
     if args.wait:
@@ -309,6 +359,13 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--plan", help="a Plan as YAML or JSON; skips the planning model in round 1")
     run.add_argument("--model", help="provider:name, e.g. replay:script.yaml (default: REPOSWARM_MODEL)")
     run.add_argument("--wait", action="store_true", help="show progress until the run waits for review")
+    run.add_argument("--dry-run", action="store_true",
+                     help="show the plan and each lane's estimated tokens and cost; dispatch nothing")
+    run.add_argument("--record", action="store_true",
+                     help="keep every model exchange, so `starter.py recording RUN` can make a replay script")
+    rec = sub.add_parser("recording", help="the replay script of a run started with --record (on the worker's host)")
+    rec.add_argument("run")
+    rec.add_argument("--out", help="write it to this file (default: standard output)")
     for name in ("status", "review"):
         s = sub.add_parser(name, help=f"show a run's {name}")
         s.add_argument("run")
@@ -324,10 +381,25 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+async def cmd_recording(args: argparse.Namespace) -> int:
+    try:
+        script = recording.replay_script(args.run)
+    except (FileNotFoundError, ValueError) as err:
+        raise UserError(str(err)) from None
+    text = yaml.safe_dump(script, sort_keys=False, allow_unicode=True)
+    if args.out:
+        Path(args.out).write_text(text, encoding="utf-8")
+        print(f"wrote {args.out}: replay it with --model replay:{args.out}")
+    else:
+        print(text, end="")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     handler = {"run": cmd_run, "status": cmd_status, "review": cmd_review, "approve": cmd_decide,
-               "reject": cmd_decide, "demo": cmd_demo}[args.command]
+               "reject": cmd_decide, "demo": cmd_demo,
+               "recording": cmd_recording}[args.command]
     try:
         return asyncio.run(handler(args))
     except (UserError, ConfigError) as err:

@@ -22,7 +22,7 @@ from activities.checks import validate
 from activities.model import model_turn, plan_round
 from activities.repo import checkpoint_lane, create_lane_worktree, deliver, describe_lane, merge_lane, prepare_run
 from activities.tools import run_tool
-from reposwarm import TASK_QUEUE
+from reposwarm import task_queue
 from workflows.lane import LaneWorkflow
 from workflows.swarm import SwarmWorkflow
 
@@ -37,10 +37,10 @@ async def connect() -> Client:
     return await Client.connect(**config, data_converter=pydantic_data_converter)
 
 
-def make_worker(client: Client, task_queue: str = TASK_QUEUE) -> Worker:
+def make_worker(client: Client, queue: str | None = None) -> Worker:
     return Worker(
         client,
-        task_queue=task_queue,
+        task_queue=queue or task_queue(),
         workflows=WORKFLOWS,
         activities=ACTIVITIES,
         activity_executor=ThreadPoolExecutor(16),
@@ -54,7 +54,7 @@ async def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     client = await connect()
     worker = make_worker(client)
-    logging.info("reposwarm worker on task queue %r at %s", TASK_QUEUE, client.service_client.config.target_host)
+    logging.info("reposwarm worker on task queue %r at %s", task_queue(), client.service_client.config.target_host)
     await worker.run()
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from datetime import timedelta
 from typing import Any
 
 import git
@@ -18,9 +19,9 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.tools import parse_args, tool_specs
-from reposwarm import ledger
+from reposwarm import ledger, recording
 from reposwarm.config import ConfigError, check_plan
-from reposwarm.contracts import Finish, LanesFile, ModelTurnInput, ModelTurnResult, Plan, PlanInput, SwarmConfig, ToolCall, Usage
+from reposwarm.contracts import Finish, LanesFile, ModelPrice, ModelTurnInput, ModelTurnResult, Plan, PlanInput, PlanOutcome, SwarmConfig, ToolCall, Usage
 from reposwarm.models import ModelError, ModelReply, ModelRequest, provider_for
 from reposwarm.prompts import LANE_SYSTEM, PLANNER_SYSTEM, planner_message
 from reposwarm.store import Store
@@ -35,20 +36,26 @@ def _estimate(messages: list[dict[str, Any]], reply: ModelReply) -> Usage:
     return Usage(input_tokens=sent // 4, output_tokens=max(1, said // 4), model_calls=1)
 
 
-async def _complete(model_name: str, request_fields: dict[str, Any], run_id: str, call_id: str) -> ModelReply:
+async def _complete(model_name: str, request_fields: dict[str, Any], run_id: str, call_id: str, *,
+                    price: ModelPrice | None = None, record: bool = False) -> ModelReply:
     try:
         provider, model = provider_for(model_name)
         request = ModelRequest(model=model, **request_fields)
         started = time.monotonic()
         reply = await provider.complete(request)
     except ModelError as err:
-        raise ApplicationError(str(err), type="ModelError", non_retryable=not err.retryable) from err
+        delay = timedelta(seconds=err.retry_after) if err.retry_after else None
+        raise ApplicationError(str(err), type="ModelError", non_retryable=not err.retryable,
+                               next_retry_delay=delay) from err
     usage = _estimate(request.messages, reply)
+    if price is not None:
+        usage = usage.model_copy(update={"cost_usd": price.cost(usage.input_tokens, usage.output_tokens)})
     reply = reply.model_copy(update={"usage": usage})
-    ledger.record_activity(run_id, "model_call", call_id=call_id,
-                  agent=request.agent, model=model_name, input_tokens=usage.input_tokens,
-                  output_tokens=usage.output_tokens, cost_usd=usage.cost_usd,
-                  latency_s=round(time.monotonic() - started, 3))
+    if record:
+        recording.save(run_id, request.agent, request.round, request.turn, reply)
+    ledger.record_activity(run_id, "model_call", call_id=call_id, agent=request.agent, model=model_name,
+                           input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
+                           cost_usd=usage.cost_usd, latency_s=round(time.monotonic() - started, 3))
     return reply
 
 
@@ -146,7 +153,7 @@ async def model_turn(req: ModelTurnInput) -> ModelTurnResult:
         req.model,
         dict(system=req.system or LANE_SYSTEM, messages=messages, tools=tool_specs(), agent=req.agent,
              round=req.round, turn=req.turn),
-        req.run_id, f"{req.agent}-r{req.round}-t{req.turn}",
+        req.run_id, f"{req.agent}-r{req.round}-t{req.turn}", price=req.price, record=req.record,
     )
     messages.append(_assistant_message(reply))
     calls, finish = _checked_calls(reply, store)
@@ -154,16 +161,27 @@ async def model_turn(req: ModelTurnInput) -> ModelTurnResult:
                            tool_calls=calls, finish=finish, usage=reply.usage, model=req.model, compacted=compacted)
 
 
+SUBMIT_PLAN = {
+    "name": "submit_plan",
+    "description": "Submit the plan: the interface contract and one goal per lane.",
+    "parameters": {k: v for k, v in Plan.model_json_schema().items() if k != "title"},
+}
+REPO_LISTING_TOKENS = 6_000  # how much of the file list the planner sees
+
+
 def _parse_plan(reply: ModelReply, lanes: LanesFile) -> Plan:
-    text = reply.content.strip()
-    if not text and reply.tool_calls:
-        text = reply.tool_calls[0].raw_arguments
+    """The plan comes as a submit_plan call (structured output) or as JSON in the reply's text."""
+    calls = [c for c in reply.tool_calls if c.name == "submit_plan"]
+    text = calls[0].raw_arguments if calls else reply.content.strip()
     if text.startswith("```"):
         text = text.strip("`").removeprefix("json").strip()
+    if not text:
+        raise ValueError("the reply holds no plan: call submit_plan with the plan")
     try:
         plan = Plan.model_validate_json(text)
     except ValidationError as err:
-        raise ValueError(f"the plan does not match the Plan schema: {err}") from None
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'plan'}: {e['msg']}" for e in err.errors()[:5])
+        raise ValueError(f"the plan does not match the Plan schema: {problems}") from None
     try:
         check_plan(plan, lanes, "plan")
     except ConfigError as err:
@@ -171,26 +189,43 @@ def _parse_plan(reply: ModelReply, lanes: LanesFile) -> Plan:
     return plan
 
 
+def _listing(files: list[str], budget_tokens: int) -> list[str]:
+    """The file list cut to a token budget, shallow paths first so the whole tree's shape shows."""
+    out, used = [], 0
+    for name in sorted(files, key=lambda f: (f.count("/"), f)):
+        used += len(name) // 4 + 1
+        if used > budget_tokens:
+            out.append(f"... and {len(files) - len(out)} more files")
+            break
+        out.append(name)
+    return sorted(out[:-1]) + out[-1:] if used > budget_tokens else sorted(out)
+
+
 @activity.defn
-async def plan_round(req: PlanInput) -> Plan:
+async def plan_round(req: PlanInput) -> PlanOutcome:
     """Ask the model for a Plan; an invalid plan goes back to it once with the error, then fails the run."""
     listing = await asyncio.to_thread(git.Git(req.repo_path).ls_tree, "-r", "--name-only", req.base_sha)
-    files = listing.splitlines()
+    files = _listing(listing.splitlines(), REPO_LISTING_TOKENS)
     lanes = LanesFile(swarm=SwarmConfig(lanes=req.lanes))
     messages: list[dict[str, Any]] = [
         {"role": "user", "content": planner_message(req.task, req.lanes, req.feedback, req.previous_plan, files)}
     ]
-    error = ""
+    error, usage = "", Usage()
     for turn in range(2):
         reply = await _complete(
-            req.model, dict(system=PLANNER_SYSTEM, messages=messages, tools=[], agent="planner",
+            req.model, dict(system=PLANNER_SYSTEM, messages=messages, tools=[SUBMIT_PLAN], agent="planner",
                             round=req.round, turn=turn),
-            req.run_id, f"planner-r{req.round}-t{turn}",
+            req.run_id, f"planner-r{req.round}-t{turn}", price=req.price, record=req.record,
         )
+        usage = usage + reply.usage
         try:
-            return _parse_plan(reply, lanes)
+            return PlanOutcome(plan=_parse_plan(reply, lanes), usage=usage)
         except ValueError as err:
             error = str(err)
-            messages += [{"role": "assistant", "content": reply.content},
-                         {"role": "user", "content": f"That plan is invalid: {error}\nReply with a corrected plan."}]
+            correction = f"That plan is invalid: {error}\nSubmit a corrected plan."
+            messages.append(_assistant_message(reply))
+            if reply.tool_calls:
+                messages += [{"role": "tool", "tool_call_id": c.id, "content": correction} for c in reply.tool_calls]
+            else:
+                messages.append({"role": "user", "content": correction})
     raise ApplicationError(f"the planner's plan was invalid twice: {error}", type="InvalidPlan", non_retryable=True)

@@ -82,7 +82,7 @@ def prepare_run(req: PrepareInput) -> PrepareResult:
         raise ApplicationError(f"base {req.base_ref!r} is not a commit in {req.repo_path}", non_retryable=True)
     branch = integration_branch(req.run_id)
     existing = _rev(g, f"refs/heads/{branch}")
-    if existing is None:
+    if existing is None and req.create_branch:
         if _rev(g, f"refs/heads/{req.swarm_branch}") is not None:
             raise ApplicationError(
                 f"branch {req.swarm_branch!r} already exists in {req.repo_path}; choose another SWARM_BRANCH",

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ import yaml
 from pydantic import ValidationError
 
 from reposwarm.contracts import LanesFile, Plan
+from reposwarm.paths import PathPolicy
 
 # The reference design's environment knobs, read by the starter.
 ENV_KNOBS = (
@@ -142,7 +144,7 @@ def apply_env(config: LanesFile, env: dict[str, str] | None = None) -> LanesFile
         validation.profiles = {
             name: profile.model_copy(update={"timeout_s": timeout}) for name, profile in validation.profiles.items()
         }
-    return LanesFile(swarm=swarm, validation=validation)
+    return config.model_copy(update={"swarm": swarm, "validation": validation})
 
 
 def load_plan_file(path: str | Path, config: LanesFile) -> Plan:
@@ -156,6 +158,14 @@ def load_plan_file(path: str | Path, config: LanesFile) -> Plan:
     return plan
 
 
+def within(pattern: str, allowed: list[str], read_only: list[str]) -> bool:
+    """A narrower slice is acceptable when the fixed part of its pattern is writable for the lane."""
+    if pattern in allowed:
+        return True
+    fixed = re.split(r"[*?\[]", pattern.strip().removeprefix("./"), maxsplit=1)[0].rstrip("/")
+    return bool(fixed) and PathPolicy(".", allowed, read_only).writable(fixed + ("/x" if pattern != fixed else ""))
+
+
 def check_plan(plan: Plan, config: LanesFile, where: str) -> None:
     """A plan may only assign goals to lanes the lanes file defines."""
     for i, lane in enumerate(plan.lanes):
@@ -164,6 +174,13 @@ def check_plan(plan: Plan, config: LanesFile, where: str) -> None:
                 f"{where}: lanes.{i}.lane: unknown lane {lane.lane!r} "
                 f"(the lanes file defines {', '.join(sorted(config.swarm.lanes))})"
             )
+        role = config.swarm.lanes[lane.lane]
+        for pattern in lane.allowed_paths or []:
+            if not within(pattern, role.allowed_paths, role.read_only_paths):
+                raise ConfigError(
+                    f"{where}: lanes.{i}.allowed_paths: {pattern!r} is not within lane {lane.lane!r}'s "
+                    f"allowed paths ({', '.join(role.allowed_paths)})"
+                )
     planned = {lane.lane for lane in plan.lanes}
     for lane in plan.lanes:
         for dep in config.swarm.lanes[lane.lane].depends_on:

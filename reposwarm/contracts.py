@@ -68,9 +68,20 @@ class SwarmConfig(Contract):
     lanes: dict[str, HelperRole] = Field(min_length=1)
 
 
+class ModelPrice(Contract):
+    """US dollars per million tokens, for the cost shown per call, lane and run."""
+
+    input_per_mtok: float = Field(ge=0)
+    output_per_mtok: float = Field(ge=0)
+
+    def cost(self, input_tokens: int, output_tokens: int) -> float:
+        return round((input_tokens * self.input_per_mtok + output_tokens * self.output_per_mtok) / 1e6, 6)
+
+
 class LanesFile(Contract):
     swarm: SwarmConfig
     validation: ValidationConfig = ValidationConfig()
+    prices: dict[str, ModelPrice] = {}  # by model name, e.g. "openai:gpt-4.1"
 
 
 # --- the plan ---
@@ -79,6 +90,7 @@ class LanesFile(Contract):
 class LanePlan(Contract):
     lane: str
     goal: str = Field(min_length=1)
+    allowed_paths: list[str] | None = None  # a narrower slice, within what the lanes file allows
 
 
 class Plan(Contract):
@@ -112,6 +124,8 @@ class SwarmRequest(Contract):
     swarm_branch: str | None = None
     test_profile: str | None = None
     auto_approve: bool = False
+    dry_run: bool = False  # plan and estimate, dispatch nothing
+    record: bool = False  # keep every model exchange, to replay the run offline later
 
 
 # --- lanes ---
@@ -138,6 +152,8 @@ class HelperTask(Contract):
     checkpoint_key: str
     check_profiles: dict[str, CheckProfile] = {}
     default_profile: str = "default"
+    price: ModelPrice | None = None
+    record: bool = False
     resume: LaneResume | None = None
 
 
@@ -259,6 +275,8 @@ class ModelTurnInput(Contract):
     new_messages: list[dict[str, Any]] = []  # appended before the call (tool results, user text)
     system: str = ""
     context_tokens: int = 100_000  # the transcript is compacted as it nears this
+    price: ModelPrice | None = None
+    record: bool = False
 
 
 class ModelTurnResult(Contract):
@@ -386,6 +404,7 @@ class Phase(str, Enum):
     running_lanes = "running_lanes"
     validating = "validating"
     review = "review"
+    planned = "planned"  # a dry run ends here
     delivering = "delivering"
     delivered = "delivered"
     failed = "failed"
@@ -398,6 +417,7 @@ class LaneState(Contract):
     turns: int = 0
     tool_calls: int = 0
     tokens: int = 0
+    cost_usd: float = 0.0
     reason: str = ""
 
 
@@ -431,6 +451,7 @@ class PrepareInput(Contract):
     repo_path: str
     base_ref: str
     swarm_branch: str
+    create_branch: bool = True
 
 
 class PrepareResult(Contract):
@@ -448,14 +469,37 @@ class PlanInput(Contract):
     lanes: dict[str, HelperRole]
     feedback: list[str] = []
     previous_plan: Plan | None = None
+    price: ModelPrice | None = None
+    record: bool = False
+
+
+class LaneEstimate(Contract):
+    lane: str
+    model: str
+    turns: int
+    input_tokens: int
+    output_tokens: int
+    token_budget: int
+    cost_usd: float | None  # None when the model has no price in the configuration
+
+    @property
+    def within_budget(self) -> bool:
+        return self.input_tokens + self.output_tokens <= self.token_budget
+
+
+class PlanOutcome(Contract):
+    plan: Plan
+    usage: Usage = Usage()
 
 
 class SwarmResult(Contract):
     run_id: str
-    delivered_branch: str
-    delivered_sha: str
+    delivered_branch: str = ""
+    delivered_sha: str = ""
     rounds: int
     usage: Usage
+    plan: Plan | None = None
+    estimates: list[LaneEstimate] = []
 
 
 TestReport.model_rebuild()

@@ -51,9 +51,14 @@ def render_review(pkg: ReviewPackage, ui_url: str = "") -> str:
 def render_status(status: SwarmStatus) -> str:
     lines = [f"run {status.run_id}: {status.phase.value} (round {status.round})", f"repo {status.repo_path}"]
     for lane in status.lanes:
-        extra = f"{lane.turns} turns, {lane.tool_calls} tool calls, {lane.tokens} tokens" if lane.turns else ""
+        extra = (f"{lane.turns} turns, {lane.tool_calls} tool calls, {lane.tokens} tokens, ${lane.cost_usd:.4f}"
+                 if lane.turns else "")
         reason = f" - {lane.reason}" if lane.reason else ""
         lines.append(f"  {lane.lane:<16} {lane.state:<26} {extra}{reason}")
+    u = status.usage
+    if u.model_calls:
+        lines.append(f"usage: {u.model_calls} model calls, {u.input_tokens} tokens in / {u.output_tokens} out, "
+                     f"${u.cost_usd:.4f}")
     if status.test_report is not None:
         lines.append(f"checks: {'passed' if status.test_report.passed else 'FAILED'}")
     if status.delivered_branch:

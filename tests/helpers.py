@@ -99,3 +99,40 @@ async def wait_for_phase(client: Client, run_id: str, *phases: Phase, timeout: f
         if asyncio.get_running_loop().time() > deadline:
             raise AssertionError(f"run {run_id} did not reach {phases} in {timeout}s")
         await asyncio.sleep(0.2)
+
+
+class WorkerProcess:
+    """`python worker.py` in a process of its own, as a user runs it (killable for real)."""
+
+    def __init__(self, address: str, queue: str, home: Path, env: dict[str, str] | None = None) -> None:
+        self.log = home / f"worker-{queue}.log"
+        home.mkdir(parents=True, exist_ok=True)
+        clean = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_", "REPOSWARM_"))}
+        self.env = {**clean, "TEMPORAL_ADDRESS": address, "REPOSWARM_TASK_QUEUE": queue,
+                    "REPOSWARM_HOME": str(home), **(env or {})}
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> WorkerProcess:
+        import sys
+
+        self.proc = subprocess.Popen([sys.executable, str(ROOT / "worker.py")], cwd=ROOT, env=self.env,
+                                     stdout=self.log.open("ab"), stderr=subprocess.STDOUT, start_new_session=True)
+        return self
+
+    async def ready(self, timeout: float = 60) -> None:
+        deadline = asyncio.get_running_loop().time() + timeout
+        while "reposwarm worker on task queue" not in self.log.read_text(errors="replace"):
+            if self.proc is None or self.proc.poll() is not None:
+                raise AssertionError(f"worker exited:\n{self.log.read_text(errors='replace')}")
+            if asyncio.get_running_loop().time() > deadline:
+                raise AssertionError(f"worker not ready in {timeout}s:\n{self.log.read_text(errors='replace')}")
+            await asyncio.sleep(0.1)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()

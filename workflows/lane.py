@@ -83,12 +83,13 @@ class LaneWorkflow:
                 model_turn,
                 ModelTurnInput(run_id=task.run_id, agent=task.lane, round=task.round, turn=r.turn, model=task.model,
                                transcript_ref=r.transcript_ref, new_messages=r.pending,
-                               context_tokens=role.context_tokens),
+                               context_tokens=role.context_tokens, price=task.price, record=task.record),
                 **MODEL,
             )
             r.transcript_ref, r.usage, r.pending = result.transcript_ref, r.usage + result.usage, []
             r.turn += 1
             self._state.turns, self._state.tokens = r.turn, r.usage.total_tokens
+            self._state.cost_usd = r.usage.cost_usd
 
             changed, new_chars, valid_calls = await self._run_calls(task, result, r, edits)
             self._state.tool_calls = r.tool_calls

@@ -18,6 +18,8 @@ with workflow.unsafe.imports_passed_through():
     from activities.checks import validate
     from activities.model import plan_round
     from activities.repo import deliver, lane_branch, merge_lane, prepare_run
+    from reposwarm.estimate import estimate_lane
+    from reposwarm.prompts import lane_first_message
     from reposwarm.contracts import (
         ChangeSet,
         DeliverInput,
@@ -46,6 +48,13 @@ with workflow.unsafe.imports_passed_through():
 REPO_ATTR = SearchAttributeKey.for_keyword("RepoSwarmRepo")
 STATUS_ATTR = SearchAttributeKey.for_keyword("RepoSwarmStatus")
 GIT = dict(start_to_close_timeout=timedelta(minutes=5), retry_policy=RetryPolicy(maximum_attempts=5))
+
+
+def root_cause(err: BaseException) -> str:
+    """The innermost failure's message: 'Activity task failed' says less than what failed in it."""
+    while getattr(err, "cause", None) is not None:
+        err = err.cause  # type: ignore[attr-defined]
+    return str(err) or type(err).__name__
 
 
 def search_attributes(repo_path: str, phase: str) -> TypedSearchAttributes:
@@ -108,7 +117,7 @@ class SwarmWorkflow:
             self._use_search_attributes = bool(workflow.info().typed_search_attributes.get(REPO_ATTR))
             prep = await workflow.execute_activity(
                 prepare_run, PrepareInput(run_id=req.run_id, repo_path=req.repo_path, base_ref=req.base_ref,
-                                          swarm_branch=swarm_branch), **GIT)
+                                          swarm_branch=swarm_branch, create_branch=not req.dry_run), **GIT)
             self._status.integration_branch = prep.integration_branch
             self._status.integration_sha = prep.base_sha
             plan = req.plan
@@ -118,14 +127,20 @@ class SwarmWorkflow:
                 self._status.round = round_no
                 if plan is None or round_no > 1:
                     self._phase(Phase.planning, f"round {round_no}: planning")
-                    plan = await workflow.execute_activity(
+                    planner = req.model
+                    outcome = await workflow.execute_activity(
                         plan_round,
                         PlanInput(run_id=req.run_id, repo_path=req.repo_path, base_sha=self._status.integration_sha,
-                                  round=round_no, task=req.task, model=req.config.swarm.model or req.model,
-                                  lanes=req.config.swarm.lanes, feedback=feedback, previous_plan=plan),
+                                  round=round_no, task=req.task, model=planner, lanes=req.config.swarm.lanes,
+                                  feedback=feedback, previous_plan=plan, price=req.config.prices.get(planner),
+                                  record=req.record),
                         start_to_close_timeout=timedelta(minutes=10),
                         retry_policy=RetryPolicy(initial_interval=timedelta(seconds=2), maximum_attempts=6),
                     )
+                    plan = outcome.plan
+                    self._status.usage = self._status.usage + outcome.usage
+                if req.dry_run:
+                    return self._dry_run(req, plan)
                 results = await self._run_lanes(req, plan, round_no, prep.base_sha)
                 report = await self._validate(req)
                 package = self._package(req, plan, round_no, prep.base_sha, results, report, feedback)
@@ -149,9 +164,18 @@ class SwarmWorkflow:
                                delivered_sha=self._status.integration_sha, rounds=self._status.round,
                                usage=self._status.usage)
         except Exception as err:
-            self._status.error = str(err)
-            self._phase(Phase.failed, f"failed: {err}")
+            self._status.error = root_cause(err)
+            self._phase(Phase.failed, f"failed: {self._status.error}")
             raise
+
+    def _dry_run(self, req: SwarmRequest, plan: Plan) -> SwarmResult:
+        estimates = []
+        for lp in plan.lanes:
+            task = self._helper_task(req, lp.lane, lp.goal, plan, 1)
+            estimates.append(estimate_lane(lp.lane, task.model, task.role, lane_first_message(task),
+                                           req.config.prices.get(task.model)))
+        self._phase(Phase.planned, f"dry run: {len(estimates)} lanes planned, nothing dispatched")
+        return SwarmResult(run_id=req.run_id, rounds=1, usage=self._status.usage, plan=plan, estimates=estimates)
 
     def _phase(self, phase: Phase, details: str) -> None:
         self._status.phase = phase
@@ -207,7 +231,7 @@ class SwarmWorkflow:
                 state = states[name]
                 state.state, state.reason = result.status.value, result.reason
                 state.turns, state.tool_calls = result.turns, result.tool_calls
-                state.tokens = result.usage.total_tokens
+                state.tokens, state.cost_usd = result.usage.total_tokens, result.usage.cost_usd
                 self._status.usage = self._status.usage + result.usage
                 if result.status in (LaneStatus.done, LaneStatus.budget_exhausted):
                     if await self._merge(req, name, result, round_no):
@@ -220,20 +244,21 @@ class SwarmWorkflow:
         try:
             return await workflow.execute_child_workflow(LaneWorkflow.run, task, id=task.task_id)
         except Exception as err:
-            cause = getattr(err, "cause", None) or err
-            return LaneResult(lane=task.lane, status=LaneStatus.failed, reason=str(cause),
+            return LaneResult(lane=task.lane, status=LaneStatus.failed, reason=root_cause(err),
                               changeset=ChangeSet(task_id=task.task_id))
 
     def _helper_task(self, req: SwarmRequest, name: str, goal: str, plan: Plan, round_no: int) -> HelperTask:
         role = req.config.swarm.lanes[name]
         profile_name = req.test_profile or req.config.validation.profile
+        narrowed = next((lp.allowed_paths for lp in plan.lanes if lp.lane == name and lp.allowed_paths), None)
         return HelperTask(
             task_id=f"{req.run_id}.{name}.r{round_no}", run_id=req.run_id, repo_path=req.repo_path, lane=name,
             round=round_no, role=role, goal=goal, task=req.task, interface_contract=plan.interface_contract,
-            allowed_paths=role.allowed_paths, read_only_paths=role.read_only_paths,
+            allowed_paths=narrowed or role.allowed_paths, read_only_paths=role.read_only_paths,
             branch=lane_branch(req.run_id, name), base_sha=self._status.integration_sha,
-            model=role.model or req.config.swarm.model or req.model, max_loops=req.config.swarm.max_helper_loops,
+            model=role.model or req.model, max_loops=req.config.swarm.max_helper_loops,
             checkpoint_key=f"{req.run_id}/{name}/r{round_no}",
+            price=req.config.prices.get(role.model or req.model), record=req.record,
             check_profiles=req.config.validation.profiles, default_profile=profile_name,
         )
 

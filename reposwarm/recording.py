@@ -1,0 +1,55 @@
+"""Recording a run's model exchanges, and turning them into a replay script.
+
+With recording on, every model reply is saved under the run's folder as
+`recording/<agent>/r<round>/t<turn>.json`, in the replay script's own reply
+format (content, tool calls with the raw arguments the model sent, usage), so
+`replay:<script>` plays the run back offline through the same code path.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from reposwarm.ledger import redact
+from reposwarm.models import ModelReply
+from reposwarm.store import run_dir
+
+
+def save(run_id: str, agent: str, round_no: int, turn: int, reply: ModelReply) -> None:
+    path = run_dir(run_id) / "recording" / agent / f"r{round_no}" / f"t{turn}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    entry = {
+        "content": reply.content,
+        "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.raw_arguments} for c in reply.tool_calls],
+        "usage": {"input_tokens": reply.usage.input_tokens, "output_tokens": reply.usage.output_tokens},
+    }
+    fd, tmp = tempfile.mkstemp(dir=path.parent)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(redact(json.dumps(entry, ensure_ascii=False)))
+    os.replace(tmp, path)  # a retried call overwrites its own entry: one entry per (agent, round, turn)
+
+
+def replay_script(run_id: str) -> dict[str, Any]:
+    """The replay script of a recorded run (version 1)."""
+    root = run_dir(run_id) / "recording"
+    if not root.is_dir():
+        raise FileNotFoundError(f"no recording of run {run_id} under {root} (was it started with --record, "
+                                "and is REPOSWARM_HOME the worker's?)")
+    script: dict[str, Any] = {"version": 1, "planner": {}, "lanes": {}}
+
+    def turns(folder: Path) -> list[dict[str, Any]]:
+        files = sorted(folder.glob("t*.json"), key=lambda p: int(p.stem[1:]))
+        return [json.loads(p.read_text(encoding="utf-8")) for p in files]
+
+    for agent in sorted(p for p in root.iterdir() if p.is_dir()):
+        for round_dir in sorted(agent.glob("r*"), key=lambda p: int(p.name[1:])):
+            round_no = int(round_dir.name[1:])
+            if agent.name == "planner":
+                script["planner"][round_no] = turns(round_dir)
+            else:
+                script["lanes"].setdefault(agent.name, {})[round_no] = turns(round_dir)
+    return script

@@ -1,0 +1,139 @@
+"""A fake model server on loopback that speaks the real OpenAI Chat Completions or Anthropic Messages wire format.
+
+It plays a replay-format script: the agent is read from the request (the
+planner's system prompt, or a lane's first message "Goal for lane X:"), the
+turn from the number of assistant messages already in the conversation. Every
+request is kept (path, headers, body) so a test can check what was sent.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class Seen:
+    path: str
+    headers: dict[str, str]
+    body: dict[str, Any]
+    raw: bytes
+
+
+@dataclass
+class FakeModelServer:
+    wire: str  # "openai" or "anthropic"
+    script: dict[str, Any]
+    requests: list[Seen] = field(default_factory=list)
+    rate_limit_first: int = 0  # answer this many requests with 429 and Retry-After: 1 first
+
+    def __post_init__(self) -> None:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+                raw = self.rfile.read(int(self.headers.get("content-length", 0)))
+                body = json.loads(raw)
+                server.requests.append(Seen(self.path, {k.lower(): v for k, v in self.headers.items()}, body, raw))
+                expected = "/v1/chat/completions" if server.wire == "openai" else "/v1/messages"
+                if self.path != expected:
+                    return self._send(404, {"error": {"message": f"no route {self.path}"}})
+                if server.rate_limit_first > 0:
+                    server.rate_limit_first -= 1
+                    return self._send(429, {"error": {"type": "rate_limit_error", "message": "slow down"}},
+                                      {"retry-after": "1"})
+                try:
+                    reply = server.reply_for(body)
+                except LookupError as err:
+                    return self._send(400, {"error": {"type": "invalid_request_error", "message": str(err)}})
+                self._send(200, reply)
+
+            def _send(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                for name, value in (headers or {}).items():
+                    self.send_header(name, value)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}" + ("/v1" if self.wire == "openai" else "")
+
+    def __enter__(self) -> FakeModelServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    # --- choosing and shaping the reply ---
+
+    def _conversation(self, body: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
+        if self.wire == "openai":
+            messages = body["messages"]
+            system = next((m["content"] for m in messages if m["role"] == "system"), "")
+            return system, [m for m in messages if m["role"] != "system"]
+        system = body.get("system") or ""
+        return system if isinstance(system, str) else json.dumps(system), body["messages"]
+
+    def reply_for(self, body: dict[str, Any]) -> dict[str, Any]:
+        system, messages = self._conversation(body)
+        first = messages[0]["content"]
+        first_text = first if isinstance(first, str) else " ".join(b.get("text", "") for b in first)
+        turn = sum(1 for m in messages if m["role"] == "assistant")
+        if "planner" in system:
+            agent, replies = "planner", self.script.get("planner", {}).get(1, [])
+            replies = replies if isinstance(replies, list) else [replies]
+        else:
+            match = re.search(r"Goal for lane (\S+):", first_text)
+            if not match:
+                raise LookupError("cannot tell which lane is asking")
+            agent = match.group(1)
+            replies = self.script["lanes"][agent][1]
+        if turn >= len(replies):
+            raise LookupError(f"the script has no turn {turn + 1} for {agent}")
+        return self._wire(replies[turn], body["model"])
+
+    def _wire(self, reply: dict[str, Any], model: str) -> dict[str, Any]:
+        usage = reply.get("usage", {"input_tokens": 1200, "output_tokens": 80})
+        calls = reply.get("tool_calls") or []
+        if self.wire == "openai":
+            message: dict[str, Any] = {"role": "assistant", "content": reply.get("content") or None, "refusal": None}
+            if calls:
+                message["tool_calls"] = [
+                    {"id": c["id"], "type": "function",
+                     "function": {"name": c["name"], "arguments": json.dumps(c["arguments"])}} for c in calls]
+            return {
+                "id": f"chatcmpl-{int(time.time() * 1000)}", "object": "chat.completion", "created": int(time.time()),
+                "model": model, "system_fingerprint": "fp_fake",
+                "choices": [{"index": 0, "message": message, "logprobs": None,
+                             "finish_reason": "tool_calls" if calls else "stop"}],
+                "usage": {"prompt_tokens": usage["input_tokens"], "completion_tokens": usage["output_tokens"],
+                          "total_tokens": usage["input_tokens"] + usage["output_tokens"]},
+            }
+        content: list[dict[str, Any]] = []
+        if reply.get("content"):
+            content.append({"type": "text", "text": reply["content"]})
+        content += [{"type": "tool_use", "id": c["id"], "name": c["name"], "input": c["arguments"]} for c in calls]
+        return {
+            "id": f"msg_{int(time.time() * 1000)}", "type": "message", "role": "assistant", "model": model,
+            "content": content, "stop_reason": "tool_use" if calls else "end_turn", "stop_sequence": None,
+            "usage": {"input_tokens": usage["input_tokens"], "output_tokens": usage["output_tokens"],
+                      "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0},
+        }
