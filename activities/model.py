@@ -18,13 +18,25 @@ from pydantic import ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.tools import parse_args, tool_specs
 from reposwarm import ledger, recording
 from reposwarm.config import ConfigError, check_plan
-from reposwarm.contracts import Finish, LanesFile, ModelPrice, ModelTurnInput, ModelTurnResult, Plan, PlanInput, PlanOutcome, SwarmConfig, ToolCall, Usage
+from reposwarm.contracts import (
+    Finish,
+    LanesFile,
+    ModelPrice,
+    ModelTurnInput,
+    ModelTurnResult,
+    Plan,
+    PlanInput,
+    PlanOutcome,
+    SwarmConfig,
+    ToolCall,
+    Usage,
+)
 from reposwarm.models import ModelError, ModelReply, ModelRequest, provider_for
 from reposwarm.prompts import LANE_SYSTEM, PLANNER_SYSTEM, planner_message
 from reposwarm.store import Store
+from reposwarm.tools import parse_args, tool_specs
 
 
 def _estimate(messages: list[dict[str, Any]], reply: ModelReply) -> Usage:

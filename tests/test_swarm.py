@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from temporalio.client import WorkflowUpdateFailedError
+from temporalio.service import RPCError
 
 from reposwarm import ledger
 from reposwarm.contracts import Phase, ReviewDecision
@@ -174,7 +175,7 @@ async def test_reject_then_replan_then_approve(client, tmp_path):
     text = git(repo, "show", f"{result.delivered_branch}:api/app.py")
     assert "NAME = 'swarm'" in text and "OWNER = 'team'" in text
     assert git(repo, "show", f"{result.delivered_branch}:web/client.js") == "export const v = 2;"
-    with pytest.raises(Exception):  # the run has ended: no more decisions
+    with pytest.raises(RPCError, match="workflow execution already completed"):  # no more decisions
         await handle.execute_update(SwarmWorkflow.review, ReviewDecision(approve=True))
 
 

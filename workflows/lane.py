@@ -11,7 +11,6 @@ it, carrying their state (transcript and edits by reference).
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy

@@ -18,8 +18,6 @@ with workflow.unsafe.imports_passed_through():
     from activities.checks import validate
     from activities.model import plan_round
     from activities.repo import deliver, lane_branch, merge_lane, prepare_run
-    from reposwarm.estimate import estimate_lane
-    from reposwarm.prompts import lane_first_message
     from reposwarm.contracts import (
         ChangeSet,
         DeliverInput,
@@ -43,6 +41,8 @@ with workflow.unsafe.imports_passed_through():
         Usage,
         ValidateInput,
     )
+    from reposwarm.estimate import estimate_lane
+    from reposwarm.prompts import lane_first_message
     from workflows.lane import LaneWorkflow
 
 REPO_ATTR = SearchAttributeKey.for_keyword("RepoSwarmRepo")

@@ -1,6 +1,7 @@
 import unittest
 
 from db.migrate import connect
+
 from services.api.taskboard_api import complete_task, create_task, get_task, list_tasks
 
 

@@ -1,0 +1,268 @@
+"""The helper's tool surface (DESIGN.md section 5), over one folder and one path policy.
+
+Names and arguments are a public interface, shared by the lanes (through the
+run_tool activity) and by any agent (through the MCP server). Every path goes
+through the one PathPolicy; a refusal raises ToolRefused, whose message is
+what the caller shows the model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from typing import Any
+
+import git
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from reposwarm.checks import run_profile
+from reposwarm.contracts import CheckProfile, FileEdit
+from reposwarm.paths import PathPolicy, ToolRefused
+from reposwarm.store import Store
+
+OUTPUT_CAP = 20_000
+MAX_MATCHES = 200
+PREVIEW_CHARS = 300
+
+
+class _Args(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ReadFileArgs(_Args):
+    """Read lines of a file (1-based, inclusive range)."""
+
+    path: str
+    start_line: int | None = Field(default=None, ge=1)
+    end_line: int | None = Field(default=None, ge=1)
+
+
+class ListDirArgs(_Args):
+    """List the entries of a folder; folders end with '/'."""
+
+    path: str = "."
+
+
+class SearchArgs(_Args):
+    """Search the lane's readable files for a regular expression (git grep -E)."""
+
+    pattern: str = Field(min_length=1)
+    paths: list[str] | None = None
+
+
+class SymbolLookupArgs(_Args):
+    """Find where a symbol is defined, then where it is referenced."""
+
+    symbol: str = Field(pattern=r"^[A-Za-z_$][A-Za-z0-9_$.]*$")
+
+
+class WriteFileArgs(_Args):
+    """Create or replace a file inside the lane's allowed paths."""
+
+    path: str
+    content: str
+    reason: str | None = Field(default=None, description="why this edit is made (at least 12 characters)")
+
+
+class EditFileArgs(_Args):
+    """Replace exactly one occurrence of `old` with `new` in a file."""
+
+    path: str
+    old: str = Field(min_length=1)
+    new: str
+    reason: str | None = Field(default=None, description="why this edit is made (at least 12 characters)")
+
+
+class DeleteFileArgs(_Args):
+    """Delete a file inside the lane's allowed paths."""
+
+    path: str
+    reason: str | None = Field(default=None, description="why this file goes (at least 12 characters)")
+
+
+class RunChecksArgs(_Args):
+    """Run the configured check commands in the lane's worktree."""
+
+    profile: str | None = None
+
+
+class FinishArgs(_Args):
+    """End the lane's work with a summary of what was done."""
+
+    summary: str = Field(min_length=1)
+    assumptions: list[str] = []
+
+
+TOOL_ARGS: dict[str, type[_Args]] = {
+    "read_file": ReadFileArgs,
+    "list_dir": ListDirArgs,
+    "search": SearchArgs,
+    "symbol_lookup": SymbolLookupArgs,
+    "write_file": WriteFileArgs,
+    "edit_file": EditFileArgs,
+    "delete_file": DeleteFileArgs,
+    "run_checks": RunChecksArgs,
+    "finish": FinishArgs,
+}
+
+
+def tool_specs() -> list[dict[str, Any]]:
+    """JSON-schema specs of the tools, as offered to models."""
+    specs = []
+    for name, model in TOOL_ARGS.items():
+        schema = model.model_json_schema()
+        schema.pop("title", None)
+        description = schema.pop("description", "")
+        specs.append({"name": name, "description": description, "parameters": schema})
+    return specs
+
+
+def parse_args(name: str, arguments: dict[str, Any] | None, raw: str) -> _Args:
+    """Validate a call's arguments; the ValueError's message is what the model sees."""
+    if name not in TOOL_ARGS:
+        raise ValueError(f"unknown tool {name!r}; the tools are: {', '.join(TOOL_ARGS)}")
+    if arguments is None:
+        raise ValueError(f"arguments of {name} were not a JSON object: {raw[:200]!r}")
+    try:
+        return TOOL_ARGS[name].model_validate(arguments)
+    except ValidationError as err:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}" for e in err.errors())
+        raise ValueError(f"bad arguments for {name}: {problems}") from None
+
+
+def _cap(text: str) -> str:
+    if len(text) <= OUTPUT_CAP:
+        return text
+    return text[:OUTPUT_CAP] + f"\n[... {len(text) - OUTPUT_CAP} more characters cut; narrow the request]"
+
+
+def _grep(policy: PathPolicy, argv: list[str], paths: list[str]) -> list[str]:
+    status, out, _ = git.Git(str(policy.root)).execute(
+        ["git", "grep", "--untracked", "-n", "-I", *argv, "--", *paths],
+        with_extended_output=True, with_exceptions=False,
+    )
+    if status not in (0, 1):
+        raise ValueError(f"search failed: {out.strip()[:300] or 'bad pattern'}")
+    hits = [line for line in out.splitlines() if policy.readable(line.split(":", 1)[0])]
+    return hits
+
+
+class Toolbox:
+    """The tools over one folder (a lane's worktree, or the repository an MCP server was given)."""
+
+    def __init__(self, policy: PathPolicy, *, store: Store | None = None,
+                 check_profiles: dict[str, CheckProfile] | None = None, default_profile: str = "default",
+                 default_reason: str = "") -> None:
+        self.policy = policy
+        self.store = store
+        self.check_profiles = check_profiles or {}
+        self.default_profile = default_profile
+        self.default_reason = default_reason
+        self.edit: FileEdit | None = None  # the edit the last call made, if any
+
+    def call(self, name: str, arguments: dict[str, Any] | None, raw: str = "") -> str:
+        """Run one tool by name; raises ToolRefused, or ValueError/OSError for a failed call."""
+        if name not in TOOL_ARGS:
+            raise ToolRefused(f"unknown tool {name!r}; the tools are: {', '.join(TOOL_ARGS)}")
+        args = parse_args(name, arguments, raw)
+        if name == "finish":
+            raise ValueError("finish ends a lane; it is not run as a tool")
+        self.edit = None
+        return getattr(self, name)(args)
+
+    def _ref(self, data: bytes | str) -> str | None:
+        return self.store.put(data) if self.store is not None else None
+
+    def _reason(self, given: str | None, fallback: str) -> str:
+        reason = (given or "").strip() or self.default_reason.strip() or fallback
+        return reason if len(reason) >= 12 else f"{reason} ({fallback})"
+
+    def read_file(self, a: ReadFileArgs) -> str:
+        rel, real = self.policy.for_read(a.path)
+        if not real.is_file():
+            raise ValueError(f"{rel}: no such file")
+        lines = real.read_text(encoding="utf-8", errors="replace").splitlines(keepends=True)
+        start = (a.start_line or 1) - 1
+        end = a.end_line or len(lines)
+        body = "".join(lines[start:end])
+        return _cap(f"{rel} (lines {start + 1}-{min(end, len(lines))} of {len(lines)})\n{body}")
+
+    def list_dir(self, a: ListDirArgs) -> str:
+        rel, real = self.policy.for_list(a.path)
+        if not real.is_dir():
+            raise ValueError(f"{rel or '.'}: not a folder")
+        entries = []
+        for child in sorted(real.iterdir()):
+            child_rel = f"{rel}/{child.name}" if rel else child.name
+            if child.name == ".git":
+                continue
+            if child.is_dir():
+                entries.append(child.name + "/")
+            elif self.policy.readable(child_rel):
+                entries.append(child.name)
+        return _cap("\n".join(entries) or "(empty, or nothing readable for this lane)")
+
+    def search(self, a: SearchArgs) -> str:
+        paths = [self.policy.for_list(p)[0] or "." for p in (a.paths or ["."])]
+        hits = _grep(self.policy, ["-E", "-e", a.pattern], paths)
+        more = f"\n[{len(hits) - MAX_MATCHES} more matches]" if len(hits) > MAX_MATCHES else ""
+        return _cap("\n".join(hits[:MAX_MATCHES]) + more) if hits else "no matches"
+
+    def symbol_lookup(self, a: SymbolLookupArgs) -> str:
+        name = re.escape(a.symbol.split(".")[-1])
+        kinds = r"(def|class|function|func|fn|const|let|var|type|interface|struct|enum|trait|impl)"
+        definitions = _grep(self.policy, ["-E", "-e", rf"(^|[^A-Za-z0-9_]){kinds}[[:space:]]+\*?{name}([^A-Za-z0-9_$]|$)"], ["."])
+        references = [h for h in _grep(self.policy, ["-w", "-e", a.symbol.split(".")[-1]], ["."]) if h not in definitions]
+        out = ["definitions:", *(definitions[:50] or ["(none found)"]), "references:", *(references[:MAX_MATCHES] or ["(none found)"])]
+        return _cap("\n".join(out))
+
+    def write_file(self, a: WriteFileArgs) -> str:
+        data = a.content.encode("utf-8")
+        rel, real = self.policy.for_write(a.path, size=len(data))
+        if real.is_dir():
+            raise ValueError(f"{rel} is a folder")
+        existed = real.exists()
+        real.parent.mkdir(parents=True, exist_ok=True)
+        real.write_bytes(data)
+        self.edit = FileEdit(path=rel, operation="modify" if existed else "create",
+                             reason=self._reason(a.reason, f"write_file {rel}"), content_ref=self._ref(data))
+        return f"wrote {rel} ({len(data)} bytes)"
+
+    def edit_file(self, a: EditFileArgs) -> str:
+        rel, real = self.policy.for_write(a.path)
+        if not real.is_file():
+            raise ValueError(f"{rel}: no such file")
+        text = real.read_text(encoding="utf-8")
+        count = text.count(a.old)
+        if count != 1:
+            raise ValueError(f"{rel}: `old` occurs {count} times; it must occur exactly once (give more context)")
+        new_text = text.replace(a.old, a.new, 1)
+        rel, real = self.policy.for_write(a.path, size=len(new_text.encode("utf-8")))
+        real.write_text(new_text, encoding="utf-8")
+        self.edit = FileEdit(path=rel, operation="modify", reason=self._reason(a.reason, f"edit_file {rel}"),
+                             content_ref=self._ref(new_text))
+        return f"edited {rel}: replaced 1 occurrence"
+
+    def delete_file(self, a: DeleteFileArgs) -> str:
+        rel, real = self.policy.for_write(a.path)
+        if not real.is_file() and not real.is_symlink():
+            raise ValueError(f"{rel}: no such file")
+        real.unlink()
+        self.edit = FileEdit(path=rel, operation="delete", reason=self._reason(a.reason, f"delete_file {rel}"))
+        return f"deleted {rel}"
+
+    def run_checks(self, a: RunChecksArgs) -> str:
+        name = a.profile or self.default_profile
+        profile = self.check_profiles.get(name)
+        if profile is None:
+            configured = ", ".join(sorted(self.check_profiles)) or "none"
+            raise ToolRefused(f"run_checks runs only configured check profiles; {name!r} is not one "
+                              f"(configured: {configured})")
+        # Tools run in the worker's thread pool; the checks get an event loop of their own.
+        report = asyncio.run(run_profile(profile, self.policy.root, self.store))
+        lines = [f"checks {'passed' if report.passed else 'FAILED'} in {report.duration_s:.1f}s"]
+        for result in report.commands:
+            state = "timed out" if result.timed_out else f"exit {result.exit_code}"
+            lines.append(f"$ {' '.join(result.argv)}  ({state}; full log {result.log_ref})\n"
+                         f"{result.output_tail[-3000:]}")
+        return _cap("\n".join(lines))
