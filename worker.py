@@ -19,6 +19,7 @@ from temporalio.envconfig import ClientConfig
 from temporalio.worker import Worker
 
 from activities.checks import validate
+from activities.converge import resolve_conflict
 from activities.model import model_turn, plan_round
 from activities.repo import checkpoint_lane, create_lane_worktree, deliver, describe_lane, merge_lane, prepare_run
 from activities.tools import run_tool
@@ -28,7 +29,7 @@ from workflows.swarm import SwarmWorkflow
 
 WORKFLOWS = [SwarmWorkflow, LaneWorkflow]
 ACTIVITIES = [prepare_run, create_lane_worktree, checkpoint_lane, describe_lane, merge_lane, deliver,
-              model_turn, plan_round, run_tool, validate]
+              model_turn, plan_round, run_tool, validate, resolve_conflict]
 
 
 async def connect() -> Client:

@@ -64,7 +64,7 @@ async def _complete(model_name: str, request_fields: dict[str, Any], run_id: str
         usage = usage.model_copy(update={"cost_usd": price.cost(usage.input_tokens, usage.output_tokens)})
     reply = reply.model_copy(update={"usage": usage})
     if record:
-        recording.save(run_id, request.agent, request.round, request.turn, reply)
+        recording.save(run_id, request.agent, request.round, request.turn, reply, attempt=request.attempt)
     ledger.record_activity(run_id, "model_call", call_id=call_id, agent=request.agent, model=model_name,
                            input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
                            cost_usd=usage.cost_usd, latency_s=round(time.monotonic() - started, 3))
@@ -164,7 +164,7 @@ async def model_turn(req: ModelTurnInput) -> ModelTurnResult:
     reply = await _complete(
         req.model,
         dict(system=req.system or LANE_SYSTEM, messages=messages, tools=tool_specs(), agent=req.agent,
-             round=req.round, turn=req.turn),
+             round=req.round, turn=req.turn, attempt=req.attempt),
         req.run_id, f"{req.agent}-r{req.round}-t{req.turn}", price=req.price, record=req.record,
     )
     messages.append(_assistant_message(reply))

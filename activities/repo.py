@@ -9,6 +9,7 @@ least once).
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import git
@@ -100,7 +101,7 @@ def create_lane_worktree(task: HelperTask) -> LaneWorktree:
     If the branch already holds work on top of task.base_sha (a lane resumed
     after continue-as-new, or rebuilt on another host), it is checked out as is.
     Otherwise the branch is set to base_sha; commits of it not already in the
-    base are first kept under <branch>-r<previous round>, so nothing is lost.
+    base are first kept under <branch>-kept-<sha>, so nothing is lost.
     A worktree that exists is recycled (cheaper than remove + add).
     """
     g = open_repo(task.repo_path)
@@ -111,7 +112,7 @@ def create_lane_worktree(task: HelperTask) -> LaneWorktree:
         start = current  # this assignment's own work: keep it
     else:
         if current is not None and not _is_ancestor(g, current, task.base_sha):
-            g.branch("-f", f"{branch}-r{task.round - 1}", current)
+            g.branch("-f", f"{branch}-kept-{current[:10]}", current)
         start = task.base_sha
     if (path / ".git").exists():
         wt = _git(path)
@@ -155,9 +156,51 @@ def describe_lane(task: HelperTask) -> dict[str, str]:
     return {"__head__": head, "__stat__": stat, **files}
 
 
+_DEFINITION = r"(?:\b(?:def|class|function|func|fn|const|let|var|type|interface|struct|enum)\s+\*?{name}\b|^\s*{name}\s*[:=])"
+
+
+def contract_symbols(contract: str) -> set[str]:
+    """Names an interface contract declares: called names, `quoted` names, and CONSTANTS."""
+    names = set(re.findall(r"\b([A-Za-z_][A-Za-z0-9_]*)\s*\(", contract))
+    names |= set(re.findall(r"`([A-Za-z_][A-Za-z0-9_]*)`", contract))
+    names |= set(re.findall(r"\b([A-Z][A-Z0-9_]{2,})\b", contract))
+    return {n for n in names if len(n) > 2}
+
+
+def contract_flags(g: git.Git, base: str, head: str, lane: str, goal: str, contract: str) -> list[str]:
+    """A lane that removes or rewrites the definition of a name the contract declares, unasked by its goal."""
+    names = [n for n in contract_symbols(contract) if not re.search(rf"\b{re.escape(n)}\b", goal)]
+    if not names:
+        return []
+    flags = []
+    diff = g.diff("--unified=0", "--no-color", base, head)
+    path = ""
+    removed: dict[tuple[str, str], str] = {}
+    added: set[str] = set()
+    for line in diff.splitlines():
+        if line.startswith("+++ "):
+            path = line[6:] if line.startswith("+++ b/") else path
+        elif line.startswith("--- a/"):
+            path = line[6:]
+        elif line.startswith("-") and not line.startswith("---"):
+            for name in names:
+                if re.search(_DEFINITION.format(name=re.escape(name)), line[1:]):
+                    removed[(name, path)] = line[1:].strip()
+        elif line.startswith("+") and not line.startswith("+++"):
+            added.add(line[1:].strip())
+    for (name, file), old in sorted(removed.items()):
+        if old not in added:
+            flags.append(f"{lane} changed the contract's {name} in {file} (was: {old[:120]})")
+    return flags
+
+
 @activity.defn
 def merge_lane(req: MergeInput) -> MergeResult:
-    """Three-way merge of a lane branch into the integration branch, without a working tree."""
+    """Three-way merge of a lane branch into the integration branch, without a working tree.
+
+    A textual conflict merges nothing and is reported with its paths; the
+    converger (or the lane, redone) settles it, and either side stays intact.
+    """
     g = open_repo(req.repo_path)
     integ_ref = f"refs/heads/{req.integration_branch}"
     integ = _rev(g, integ_ref)
@@ -167,8 +210,10 @@ def merge_lane(req: MergeInput) -> MergeResult:
                                non_retryable=True)
     if _is_ancestor(g, lane_head, integ):
         # Nothing new, or merged by an earlier attempt of this activity.
-        return MergeResult(lane=req.lane, merged=True, integration_sha=integ)
-    files = g.diff("--name-only", f"{integ}...{lane_head}").splitlines()
+        return MergeResult(lane=req.lane, merged=True, integration_sha=integ, lane_sha=lane_head)
+    base = g.merge_base(integ, lane_head)
+    files = g.diff("--name-only", base, lane_head).splitlines()
+    flags = contract_flags(g, base, lane_head, req.lane, req.goal, req.interface_contract)
     status, out, _ = g.execute(
         ["git", "merge-tree", "--write-tree", "--name-only", "--no-messages", integ, lane_head],
         with_extended_output=True, with_exceptions=False,
@@ -177,14 +222,17 @@ def merge_lane(req: MergeInput) -> MergeResult:
     if status == 1:
         conflicts = sorted(set(lines[1:]))
         ledger.record_activity(req.run_id, "merge", lane=req.lane, merged=False, conflicts=conflicts)
-        return MergeResult(lane=req.lane, merged=False, integration_sha=integ, conflicts=conflicts, files=files)
+        return MergeResult(lane=req.lane, merged=False, integration_sha=integ, lane_sha=lane_head,
+                           conflicts=conflicts, files=files, contract_flags=flags)
     if status != 0:
         raise ApplicationError(f"git merge-tree failed for lane {req.lane}: {out.strip()[:500]}")
-    tree = lines[0].strip()
-    commit = g.execute(["git", *IDENTITY, "commit-tree", tree, "-p", integ, "-p", lane_head, "-m", req.message])
+    commit = g.execute(["git", *IDENTITY, "commit-tree", lines[0].strip(), "-p", integ, "-p", lane_head,
+                        "-m", req.message])
     g.update_ref(integ_ref, commit, integ)
-    ledger.record_activity(req.run_id, "merge", lane=req.lane, merged=True, sha=commit, files=files)
-    return MergeResult(lane=req.lane, merged=True, integration_sha=commit, files=files)
+    ledger.record_activity(req.run_id, "merge", lane=req.lane, merged=True, sha=commit, files=files,
+                           contract_flags=flags)
+    return MergeResult(lane=req.lane, merged=True, integration_sha=commit, lane_sha=lane_head, files=files,
+                       contract_flags=flags)
 
 
 @activity.defn

@@ -139,6 +139,7 @@ class HelperTask(Contract):
     repo_path: str
     lane: str
     round: int
+    attempt: int = 1  # >1 when the lane is re-dispatched within a round (a conflict to redo)
     role: HelperRole
     goal: str
     task: str
@@ -272,6 +273,7 @@ class ModelTurnInput(Contract):
     turn: int
     model: str
     transcript_ref: str | None  # None for the first turn
+    attempt: int = 1
     new_messages: list[dict[str, Any]] = []  # appended before the call (tool results, user text)
     system: str = ""
     context_tokens: int = 100_000  # the transcript is compacted as it nears this
@@ -334,14 +336,53 @@ class MergeInput(Contract):
     lane_branch: str
     integration_branch: str
     message: str
+    goal: str = ""
+    interface_contract: str = ""  # frozen at plan time; a lane changing its declared surface is flagged
 
 
 class MergeResult(Contract):
     lane: str
     merged: bool
     integration_sha: str
-    conflicts: list[str] = []
+    lane_sha: str = ""
+    conflicts: list[str] = []  # paths with textual conflicts (nothing was merged then)
+    files: list[str] = []  # paths the lane changed relative to the merge base
+    contract_flags: list[str] = []
+
+
+class ConflictInput(Contract):
+    """A lane that conflicted with the integration branch, for the converger model to resolve."""
+
+    run_id: str
+    repo_path: str
+    round: int
+    attempt: int  # the converger call's index within the round (its replay turn)
+    model: str
+    price: ModelPrice | None = None
+    record: bool = False
+    lane: str
+    lane_goal: str
+    lane_sha: str
+    integration_branch: str
+    integration_sha: str
+    files: list[str]
+    other_goals: dict[str, str] = {}  # lanes already merged that touched these files: their goals
+    interface_contract: str
+    merge_message: str
+
+
+class Resolution(Contract):
+    lane: str
+    resolved: bool
+    integration_sha: str
     files: list[str] = []
+    how: str = ""  # the converger's explanation, or why the resolution was refused
+    usage: Usage = Usage()
+
+
+class Overlap(Contract):
+    path: str
+    lanes: list[str]
 
 
 class ValidateInput(Contract):
@@ -378,7 +419,11 @@ class ReviewPackage(Contract):
     plan: Plan
     lanes: list[LaneReview]
     test_report: TestReport | None = None
-    conflicts: list[str] = []
+    conflicts: list[str] = []  # unresolved: the lane's branch is kept, nothing of either side dropped
+    resolutions: list[str] = []  # how each conflict was settled (converger, or the lane redone)
+    overlaps: list[Overlap] = []
+    contract_flags: list[str] = []
+    first_pass_merge_rate: float | None = None
     usage: Usage = Usage()
     previous_comments: list[str] = []
 
@@ -412,6 +457,7 @@ class Phase(str, Enum):
 
 class LaneState(Contract):
     lane: str
+    attempt: int = 1
     state: str = "pending"  # pending | running | merged | done | budget_exhausted | failed | cancelled
     goal: str = ""
     turns: int = 0
@@ -437,6 +483,10 @@ class SwarmStatus(Contract):
     delivered_branch: str | None = None
     error: str | None = None
     usage: Usage = Usage()
+    overlaps: list[Overlap] = []
+    resolutions: list[str] = []
+    contract_flags: list[str] = []
+    first_pass_merge_rate: float | None = None
 
 
 class DeliverInput(Contract):

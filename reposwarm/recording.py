@@ -19,8 +19,15 @@ from reposwarm.models import ModelReply
 from reposwarm.store import run_dir
 
 
-def save(run_id: str, agent: str, round_no: int, turn: int, reply: ModelReply) -> None:
-    path = run_dir(run_id) / "recording" / agent / f"r{round_no}" / f"t{turn}.json"
+def _round_key(name: str) -> int | str:
+    """Folder r3 is round 3; r3.2 is round 3, second dispatch of the lane (replay key "3.2")."""
+    key = name[1:]
+    return int(key) if key.isdigit() else key
+
+
+def save(run_id: str, agent: str, round_no: int, turn: int, reply: ModelReply, *, attempt: int = 1) -> None:
+    folder = f"r{round_no}" if attempt == 1 else f"r{round_no}.{attempt}"
+    path = run_dir(run_id) / "recording" / agent / folder / f"t{turn}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     entry = {
         "content": reply.content,
@@ -39,17 +46,17 @@ def replay_script(run_id: str) -> dict[str, Any]:
     if not root.is_dir():
         raise FileNotFoundError(f"no recording of run {run_id} under {root} (was it started with --record, "
                                 "and is REPOSWARM_HOME the worker's?)")
-    script: dict[str, Any] = {"version": 1, "planner": {}, "lanes": {}}
+    script: dict[str, Any] = {"version": 1, "planner": {}, "converger": {}, "lanes": {}}
 
     def turns(folder: Path) -> list[dict[str, Any]]:
         files = sorted(folder.glob("t*.json"), key=lambda p: int(p.stem[1:]))
         return [json.loads(p.read_text(encoding="utf-8")) for p in files]
 
     for agent in sorted(p for p in root.iterdir() if p.is_dir()):
-        for round_dir in sorted(agent.glob("r*"), key=lambda p: int(p.name[1:])):
-            round_no = int(round_dir.name[1:])
-            if agent.name == "planner":
-                script["planner"][round_no] = turns(round_dir)
+        for round_dir in sorted(agent.glob("r*"), key=lambda p: str(p.name)):
+            key = _round_key(round_dir.name)
+            if agent.name in ("planner", "converger"):
+                script[agent.name][key] = turns(round_dir)
             else:
-                script["lanes"].setdefault(agent.name, {})[round_no] = turns(round_dir)
+                script["lanes"].setdefault(agent.name, {})[key] = turns(round_dir)
     return script

@@ -29,8 +29,21 @@ def render_review(pkg: ReviewPackage, ui_url: str = "") -> str:
             out += ["```", lane.diff_stat.rstrip(), "```", ""]
         if lane.assumptions:
             out += ["Assumptions (not verified):", *[f"- {a}" for a in lane.assumptions], ""]
+    out += ["## Merging", ""]
+    if pkg.first_pass_merge_rate is not None:
+        out.append(f"First-pass merge rate: {pkg.first_pass_merge_rate:.0%} of lanes merged with no conflict")
+    if pkg.overlaps:
+        out += ["", "Files touched by more than one lane:"]
+        out += [f"- `{o.path}`: {', '.join(o.lanes)}" for o in pkg.overlaps]
+    if pkg.resolutions:
+        out += ["", "Conflicts and how they were settled:", *[f"- {r}" for r in pkg.resolutions]]
     if pkg.conflicts:
-        out += ["## Merge conflicts (lane branches kept, not merged)", *[f"- {c}" for c in pkg.conflicts], ""]
+        out += ["", "**Unresolved conflicts** (nothing of either side dropped; the lane's branch is kept):"]
+        out += [f"- {c}" for c in pkg.conflicts]
+    if pkg.contract_flags:
+        out += ["", "**Interface contract changed** by a lane whose goal did not ask for it:"]
+        out += [f"- {f}" for f in pkg.contract_flags]
+    out.append("")
     out += ["## Checks", ""]
     report = pkg.test_report
     if report is None:
@@ -55,6 +68,11 @@ def render_status(status: SwarmStatus) -> str:
                  if lane.turns else "")
         reason = f" - {lane.reason}" if lane.reason else ""
         lines.append(f"  {lane.lane:<16} {lane.state:<26} {extra}{reason}")
+    if status.first_pass_merge_rate is not None:
+        lines.append(f"first-pass merge rate: {status.first_pass_merge_rate:.0%}; "
+                     f"{len(status.resolutions)} resolution(s), {len(status.overlaps)} overlapping file(s)")
+    for flag in status.contract_flags:
+        lines.append(f"contract flag: {flag}")
     u = status.usage
     if u.model_calls:
         lines.append(f"usage: {u.model_calls} model calls, {u.input_tokens} tokens in / {u.output_tokens} out, "

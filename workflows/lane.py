@@ -80,7 +80,8 @@ class LaneWorkflow:
 
             result = await workflow.execute_activity(
                 model_turn,
-                ModelTurnInput(run_id=task.run_id, agent=task.lane, round=task.round, turn=r.turn, model=task.model,
+                ModelTurnInput(run_id=task.run_id, agent=task.lane, round=task.round, attempt=task.attempt,
+                               turn=r.turn, model=task.model,
                                transcript_ref=r.transcript_ref, new_messages=r.pending,
                                context_tokens=role.context_tokens, price=task.price, record=task.record),
                 **MODEL,

@@ -17,7 +17,7 @@ from temporalio.exceptions import ApplicationError
 with workflow.unsafe.imports_passed_through():
     from activities.checks import validate
     from activities.model import plan_round
-    from activities.repo import deliver, lane_branch, merge_lane, prepare_run
+    from activities.repo import deliver, lane_branch, prepare_run
     from reposwarm.contracts import (
         ChangeSet,
         DeliverInput,
@@ -26,7 +26,6 @@ with workflow.unsafe.imports_passed_through():
         LaneReview,
         LaneState,
         LaneStatus,
-        MergeInput,
         Phase,
         Plan,
         PlanInput,
@@ -43,18 +42,13 @@ with workflow.unsafe.imports_passed_through():
     )
     from reposwarm.estimate import estimate_lane
     from reposwarm.prompts import lane_first_message
+    from workflows import root_cause
     from workflows.lane import LaneWorkflow
+    from workflows.merging import MergeQueue
 
 REPO_ATTR = SearchAttributeKey.for_keyword("RepoSwarmRepo")
 STATUS_ATTR = SearchAttributeKey.for_keyword("RepoSwarmStatus")
 GIT = dict(start_to_close_timeout=timedelta(minutes=5), retry_policy=RetryPolicy(maximum_attempts=5))
-
-
-def root_cause(err: BaseException) -> str:
-    """The innermost failure's message: 'Activity task failed' says less than what failed in it."""
-    while getattr(err, "cause", None) is not None:
-        err = err.cause  # type: ignore[attr-defined]
-    return str(err) or type(err).__name__
 
 
 def search_attributes(repo_path: str, phase: str) -> TypedSearchAttributes:
@@ -190,7 +184,10 @@ class SwarmWorkflow:
         roles = req.config.swarm.lanes
         goals = {lp.lane: lp.goal for lp in plan.lanes}
         self._status.lanes = [LaneState(lane=name, goal=goal) for name, goal in goals.items()]
+        self._status.overlaps, self._status.resolutions, self._status.contract_flags = [], [], []
         states = {s.lane: s for s in self._status.lanes}
+        queue = MergeQueue(req=req, plan=plan, round_no=round_no, status=self._status)
+        redo: dict[str, str] = {}  # lane -> the conflict note for its next dispatch
         waiting = list(goals)
         running: dict[str, asyncio.Task[LaneResult]] = {}
         results: dict[str, LaneResult] = {}
@@ -220,7 +217,10 @@ class SwarmWorkflow:
                     continue
                 self._dispatches[name] = self._dispatches.get(name, 0) + 1
                 states[name].state = "running"
-                task = self._helper_task(req, name, goals[name], plan, round_no)
+                if name in redo:
+                    states[name].attempt += 1
+                task = self._helper_task(req, name, goals[name] + redo.pop(name, ""), plan, round_no,
+                                         attempt=states[name].attempt)
                 running[name] = asyncio.create_task(self._lane(task))
             if not running:
                 continue
@@ -234,9 +234,20 @@ class SwarmWorkflow:
                 state.tokens, state.cost_usd = result.usage.total_tokens, result.usage.cost_usd
                 self._status.usage = self._status.usage + result.usage
                 if result.status in (LaneStatus.done, LaneStatus.budget_exhausted):
-                    if await self._merge(req, name, result, round_no):
+                    queue.note_overlaps(name, result)
+                    landing = await queue.land(name, result)
+                    if landing.merged:
                         merged.add(name)
                         state.state = "merged" if result.status == LaneStatus.done else "merged (budget exhausted)"
+                    elif self._dispatches.get(name, 0) < req.config.swarm.max_helper_loops:
+                        redo[name] = landing.redo_note
+                        results.pop(name)  # not settled yet: its dependents keep waiting
+                        waiting.insert(0, name)
+                        state.state = "redo after conflict"
+                    else:
+                        state.state = "conflict"
+                        state.reason = "unresolved conflict; its branch is kept for review"
+                self._status.first_pass_merge_rate = queue.rate()
                 self._phase(Phase.running_lanes, f"round {round_no}: {len(merged)}/{len(goals)} lanes merged")
         return results
 
@@ -247,13 +258,14 @@ class SwarmWorkflow:
             return LaneResult(lane=task.lane, status=LaneStatus.failed, reason=root_cause(err),
                               changeset=ChangeSet(task_id=task.task_id))
 
-    def _helper_task(self, req: SwarmRequest, name: str, goal: str, plan: Plan, round_no: int) -> HelperTask:
+    def _helper_task(self, req: SwarmRequest, name: str, goal: str, plan: Plan, round_no: int,
+                     attempt: int = 1) -> HelperTask:
         role = req.config.swarm.lanes[name]
         profile_name = req.test_profile or req.config.validation.profile
         narrowed = next((lp.allowed_paths for lp in plan.lanes if lp.lane == name and lp.allowed_paths), None)
         return HelperTask(
-            task_id=f"{req.run_id}.{name}.r{round_no}", run_id=req.run_id, repo_path=req.repo_path, lane=name,
-            round=round_no, role=role, goal=goal, task=req.task, interface_contract=plan.interface_contract,
+            task_id=f"{req.run_id}.{name}.r{round_no}" + (f".a{attempt}" if attempt > 1 else ""),
+            run_id=req.run_id, repo_path=req.repo_path, lane=name, round=round_no, attempt=attempt, role=role, goal=goal, task=req.task, interface_contract=plan.interface_contract,
             allowed_paths=narrowed or role.allowed_paths, read_only_paths=role.read_only_paths,
             branch=lane_branch(req.run_id, name), base_sha=self._status.integration_sha,
             model=role.model or req.model, max_loops=req.config.swarm.max_helper_loops,
@@ -261,23 +273,6 @@ class SwarmWorkflow:
             price=req.config.prices.get(role.model or req.model), record=req.record,
             check_profiles=req.config.validation.profiles, default_profile=profile_name,
         )
-
-    async def _merge(self, req: SwarmRequest, name: str, result: LaneResult, round_no: int) -> bool:
-        cs = result.changeset
-        if not cs.edits:
-            return True  # nothing to merge; dependents may go on
-        message = "\n".join([f"reposwarm {name} (round {round_no}): {cs.summary[:200]}", "",
-                             *[f"- {e.operation} {e.path}: {e.reason}" for e in cs.edits]])
-        merge = await workflow.execute_activity(
-            merge_lane, MergeInput(run_id=req.run_id, repo_path=req.repo_path, lane=name,
-                                   lane_branch=lane_branch(req.run_id, name),
-                                   integration_branch=self._status.integration_branch, message=message), **GIT)
-        if not merge.merged:
-            cs.conflicts = merge.conflicts
-            self._status.lanes[[s.lane for s in self._status.lanes].index(name)].state = "conflict"
-            return False
-        self._status.integration_sha = merge.integration_sha
-        return True
 
     async def _validate(self, req: SwarmRequest) -> TestReport | None:
         profile_name = req.test_profile or req.config.validation.profile
@@ -303,11 +298,13 @@ class SwarmWorkflow:
                        elapsed_s=r.elapsed_s)
             for name, r in results.items()
         ]
-        conflicts = [f"{name}: {', '.join(r.changeset.conflicts)}" for name, r in results.items()
-                     if r.changeset.conflicts]
+        conflicts = [f"{name}: {', '.join(r.changeset.conflicts)} (branch {lane_branch(req.run_id, name)} kept)"
+                     for name, r in results.items() if r.changeset.conflicts]
         return ReviewPackage(run_id=req.run_id, round=round_no, task=req.task, repo_path=req.repo_path,
                              base_sha=base_sha, integration_sha=self._status.integration_sha, plan=plan, lanes=lanes,
-                             test_report=report, conflicts=conflicts,
+                             test_report=report, conflicts=conflicts, resolutions=list(self._status.resolutions),
+                             overlaps=list(self._status.overlaps), contract_flags=list(self._status.contract_flags),
+                             first_pass_merge_rate=self._status.first_pass_merge_rate,
                              usage=sum((r.usage for r in results.values()), Usage()),
                              previous_comments=list(feedback))
 

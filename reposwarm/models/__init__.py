@@ -31,6 +31,7 @@ class ModelRequest(BaseModel):
     agent: str  # "planner" or a lane name
     round: int
     turn: int  # index of this reply within the agent's conversation this round
+    attempt: int = 1  # the lane's dispatch within the round (a re-dispatch after a conflict is 2, ...)
 
 
 class ModelReply(BaseModel):

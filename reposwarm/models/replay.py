@@ -6,9 +6,12 @@ Script format (YAML or JSON):
     planner:                 # replies for planning rounds that ask the model
       2: {content: '{"interface_contract": "...", "lanes": [...]}'}
       3: [{content: "not a plan"}, {content: '{...}'}]   # a list: one reply per turn
+    converger:               # replies to merge conflicts, by round: one per conflict, in order
+      1: [{tool_calls: [{id: r1, name: resolve, arguments: {files: [{path: a.py, content: "..."}], explanation: "..."}}]}]
     lanes:
       api_layer:
         1:                   # round
+        "1.2": [...]         # round 1, second dispatch (the lane redoing its change after a conflict)
           - content: "optional text"
             tool_calls:
               - {id: call_1, name: read_file, arguments: {path: services/api/app.py}}
@@ -81,26 +84,28 @@ class ReplayProvider:
 
     async def complete(self, request: ModelRequest) -> ModelReply:
         script = load_script(self.path)
-        if request.agent == "planner":
-            replies = script.get("planner") or {}
+        if request.agent in ("planner", "converger"):
+            replies = script.get(request.agent) or {}
             raw = replies.get(request.round, replies.get(str(request.round)))
             if raw is None:
                 raise ModelError(
-                    f"replay script {self.path} has no planner reply for round {request.round}", retryable=False
+                    f"replay script {self.path} has no {request.agent} reply for round {request.round}",
+                    retryable=False,
                 )
             if isinstance(raw, list):  # several turns: a correction after an invalid plan
                 if request.turn >= len(raw):
-                    raise ModelError(f"replay script {self.path} has no planner turn {request.turn + 1} "
+                    raise ModelError(f"replay script {self.path} has no {request.agent} turn {request.turn + 1} "
                                      f"for round {request.round}", retryable=False)
                 raw = raw[request.turn]
-            return _reply(raw, f"planner round {request.round}")
+            return _reply(raw, f"{request.agent} round {request.round}")
         lanes = script.get("lanes") or {}
         rounds = lanes.get(request.agent) or {}
-        turns = rounds.get(request.round, rounds.get(str(request.round))) or []
+        key = str(request.round) if request.attempt == 1 else f"{request.round}.{request.attempt}"
+        turns = {str(k): v for k, v in rounds.items()}.get(key) or []  # YAML may read 1.2 as a float
         if request.turn >= len(turns):
             raise ModelError(
                 f"replay script {self.path} has no turn {request.turn + 1} for lane {request.agent!r} "
-                f"round {request.round} (it has {len(turns)})",
+                f"round {key} (it has {len(turns)})",
                 retryable=False,
             )
         return _reply(turns[request.turn], f"{request.agent} round {request.round} turn {request.turn + 1}")
