@@ -18,7 +18,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.envconfig import ClientConfig
 from temporalio.worker import Worker
 
-from activities.checks import validate
+from activities.checks import attribute_failures, rollback_integration, validate
 from activities.converge import resolve_conflict
 from activities.model import model_turn, plan_round
 from activities.repo import checkpoint_lane, create_lane_worktree, deliver, describe_lane, merge_lane, prepare_run
@@ -29,7 +29,8 @@ from workflows.swarm import SwarmWorkflow
 
 WORKFLOWS = [SwarmWorkflow, LaneWorkflow]
 ACTIVITIES = [prepare_run, create_lane_worktree, checkpoint_lane, describe_lane, merge_lane, deliver,
-              model_turn, plan_round, run_tool, validate, resolve_conflict]
+              model_turn, plan_round, run_tool, validate, resolve_conflict, attribute_failures,
+              rollback_integration]
 
 
 async def connect() -> Client:

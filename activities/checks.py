@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
+import posixpath
+import re
+from pathlib import Path, PurePosixPath
 
 import git
 from temporalio import activity
 
 from reposwarm import ledger
 from reposwarm.checks import run_profile
-from reposwarm.contracts import TestReport, ValidateInput
+from reposwarm.contracts import AttributeInput, RollbackInput, TestReport, ValidateInput
+from reposwarm.paths import PathPolicy
 from reposwarm.store import Store, run_dir
 
 
@@ -29,10 +32,77 @@ def _checkout(repo_path: str, path: Path, ref: str) -> None:
 
 @activity.defn
 async def validate(req: ValidateInput) -> TestReport:
-    """Run the check profile on a clean checkout of `ref` (the merged tree)."""
-    path = run_dir(req.run_id) / "validate"
+    """Run the check profile on a clean checkout of `ref`; keep the validated state under a ref of the run."""
+    slug = re.sub(r"[^a-z0-9]+", "-", req.label.lower()).strip("-") or "check"
+    path = run_dir(req.run_id) / ("baseline" if slug == "baseline" else "validate")
     await asyncio.to_thread(_checkout, req.repo_path, path, req.ref)
     report = await run_profile(req.profile, path, Store(req.run_id))
-    ledger.record_activity(req.run_id, "validation", ref=req.ref, profile=req.profile_name, passed=report.passed, failures=report.failures,
-                  duration_s=report.duration_s)
+    report = report.model_copy(update={"ref": req.ref})
+    if slug != "baseline":
+        # Every validated state stays reachable (rollback needs the last green one; nothing is lost).
+        state = "green" if report.passed else "red"
+        await asyncio.to_thread(git.Git(req.repo_path).update_ref,
+                                f"refs/reposwarm/{req.run_id}/validated/{slug}-{state}", req.ref)
+    ledger.record_activity(req.run_id, "validation", ref=req.ref, label=req.label, profile=req.profile_name,
+                           passed=report.passed, failures=[f.name for f in report.failures],
+                           flaky=[f.name for f in report.flaky], duration_s=report.duration_s)
     return report
+
+
+_PY_IMPORT = re.compile(r"^\s*(?:from\s+([\w.]+)\s+import|import\s+([\w.]+))", re.M)
+_JS_IMPORT = re.compile(r"""(?:from\s+|require\(\s*|import\(\s*)['"](\.{1,2}/[^'"]+)['"]""")
+
+
+def _imports(g: git.Git, ref: str, path: str) -> set[str]:
+    """Files of the repository that a test file imports (Python modules, relative JS/TS imports)."""
+    status, text, _ = g.execute(["git", "show", f"{ref}:{path}"], with_extended_output=True, with_exceptions=False)
+    if status != 0:
+        return set()
+    found: set[str] = set()
+    for a, b in _PY_IMPORT.findall(text):
+        module = (a or b).replace(".", "/")
+        found |= {f"{module}.py", f"{module}/__init__.py"}
+    base = PurePosixPath(path).parent
+    for rel in _JS_IMPORT.findall(text):
+        target = posixpath.normpath(str(base / rel))
+        found |= {target, *(target + ext for ext in (".js", ".ts", ".mjs", ".tsx", ".jsx", "/index.js"))}
+    return found
+
+
+@activity.defn
+def attribute_failures(req: AttributeInput) -> dict[str, list[str]]:
+    """Which lanes caused which new failures (failure keys per lane).
+
+    In order: lanes that touched a file the failure names (its test file, or a
+    path in its message: the traceback); lanes whose paths hold the failing test;
+    lanes that touched a file the failing test imports; else every lane that
+    changed something.
+    """
+    g = git.Git(req.repo_path)
+    policies = {lane: PathPolicy(req.repo_path, paths) for lane, paths in req.lane_paths.items()}
+    blamed: dict[str, list[str]] = {}
+    for failure in req.failures:
+        text = f"{failure.file or ''}\n{failure.message}"
+        lanes = {lane for lane, files in req.touched.items() if any(f in text for f in files)}
+        if not lanes and failure.file:
+            lanes = {lane for lane, policy in policies.items() if policy.writable(failure.file)}
+        if not lanes and failure.file:
+            imported = _imports(g, req.ref, failure.file)
+            lanes = {lane for lane, files in req.touched.items() if imported & set(files)}
+        if not lanes:
+            lanes = {lane for lane, files in req.touched.items() if files}
+        for lane in sorted(lanes):
+            blamed.setdefault(lane, []).append(failure.key)
+    return blamed
+
+
+@activity.defn
+def rollback_integration(req: RollbackInput) -> str:
+    """Put the integration branch back on the last green state; the red one stays under a ref of the run."""
+    g = git.Git(req.repo_path)
+    g.update_ref(f"refs/reposwarm/{req.run_id}/rolled-back/{req.from_sha[:12]}", req.from_sha)
+    current = g.rev_parse(f"refs/heads/{req.integration_branch}")
+    if current != req.to_sha:
+        g.update_ref(f"refs/heads/{req.integration_branch}", req.to_sha, current)
+    ledger.record_activity(req.run_id, "rollback", from_sha=req.from_sha, to_sha=req.to_sha)
+    return req.to_sha

@@ -250,10 +250,10 @@ def deliver(req: DeliverInput) -> str:
         return req.branch  # delivered by an earlier attempt
     if existing is not None:
         raise ApplicationError(f"branch {req.branch!r} already exists in {req.repo_path}", non_retryable=True)
-    lanes_root = run_dir(req.run_id) / "lanes"
-    for wt_dir in sorted(lanes_root.glob("*")) + [run_dir(req.run_id) / "validate"]:
-        if (wt_dir / ".git").exists():
-            g.worktree("remove", "--force", str(wt_dir))
+    root = run_dir(req.run_id)
+    for line in g.worktree("list", "--porcelain").splitlines():
+        if line.startswith("worktree ") and Path(line[9:]).is_relative_to(root):
+            g.worktree("remove", "--force", line[9:])
     g.worktree("prune")
     prefix = f"refs/heads/swarm/{req.run_id}/"
     for line in g.for_each_ref("--format=%(refname) %(objectname)", prefix).splitlines():
@@ -261,6 +261,11 @@ def deliver(req: DeliverInput) -> str:
         if not _is_ancestor(g, sha, req.integration_sha):
             g.update_ref(f"refs/heads/swarm-kept/{req.run_id}/{ref[len(prefix):]}", sha)
         g.update_ref("-d", ref, sha)
+    # Validated and rolled-back states: kept while their commits are not in the delivered one.
+    for line in g.for_each_ref("--format=%(refname) %(objectname)", f"refs/reposwarm/{req.run_id}/").splitlines():
+        ref, sha = line.split()
+        if _is_ancestor(g, sha, req.integration_sha):
+            g.update_ref("-d", ref, sha)
     g.update_ref(target, req.integration_sha, "0" * 40)
     ledger.record_activity(req.run_id, "delivery", branch=req.branch, sha=req.integration_sha)
     return req.branch

@@ -10,13 +10,16 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import tempfile
 import time
+import uuid
 from pathlib import Path
+from xml.etree import ElementTree
 
 from temporalio import activity
 
 from reposwarm import ledger
-from reposwarm.contracts import CheckProfile, CommandResult, TestReport
+from reposwarm.contracts import CheckProfile, CommandResult, TestFailure, TestReport
 from reposwarm.store import Store
 
 # Variables a check may see. Model and forge credentials are never among them.
@@ -94,15 +97,82 @@ async def run_command(argv: list[str], cwd: Path, timeout_s: float, store: Store
     )
 
 
-async def run_profile(profile: CheckProfile, cwd: Path, store: Store | None) -> TestReport:
+JUNIT = "{junit}"  # in a configured command, the path where its runner should write JUnit XML
+
+
+def parse_junit(path: Path, command: str, cwd: Path) -> list[TestFailure]:
+    """Failing test cases of a JUnit XML report (pytest, jest-junit, gotestsum, Maven Surefire...)."""
+    try:
+        root = ElementTree.parse(path).getroot()
+    except (ElementTree.ParseError, OSError):
+        return []
+    failures = []
+    for case in root.iter("testcase"):
+        problem = case.find("failure")
+        if problem is None:
+            problem = case.find("error")
+        if problem is None:
+            continue
+        classname, name = case.get("classname", ""), case.get("name", "?")
+        failures.append(TestFailure(
+            name=f"{classname}.{name}" if classname else name, file=case.get("file") or _guess_file(classname, cwd),
+            message=((problem.get("message") or "") + "\n" + (problem.text or "")).strip()[:2000], command=command))
+    return failures
+
+
+def _guess_file(classname: str, cwd: Path) -> str | None:
+    """pytest and unittest name cases by dotted module path: tests.test_x.TestY -> tests/test_x.py."""
+    parts = classname.split(".")
+    for end in range(len(parts), 0, -1):
+        candidate = "/".join(parts[:end]) + ".py"
+        if (cwd / candidate).is_file():
+            return candidate
+    return None
+
+
+async def _run_once(argv: list[str], cwd: Path, timeout_s: float, store: Store | None,
+                    scratch: Path) -> tuple[CommandResult, list[TestFailure]]:
+    junit = scratch / f"junit-{uuid.uuid4().hex}.xml"
+    result = await run_command([a.replace(JUNIT, str(junit)) for a in argv], cwd, timeout_s, store)
+    result = result.model_copy(update={"argv": argv})
+    command = " ".join(argv)
+    if result.exit_code == 0 and not result.timed_out:
+        return result, []
+    parsed = parse_junit(junit, command, cwd) if junit.exists() else []
+    if parsed and not result.timed_out:
+        return result, parsed
+    why = f"killed after its {timeout_s:.0f}s timeout" if result.timed_out else f"exit {result.exit_code}"
+    return result, [TestFailure(name=command, message=f"{why}\n{result.output_tail[-2000:]}", command=command)]
+
+
+async def run_profile(profile: CheckProfile, cwd: Path, store: Store | None, *, rerun: bool = True) -> TestReport:
+    """Run each command; a failing one runs once more, and what passes the second time is flaky."""
     started = time.monotonic()
-    results = []
-    for argv in profile.commands:
-        remaining = max(1.0, profile.timeout_s - (time.monotonic() - started))
-        results.append(await run_command(argv, cwd, remaining, store))
-    failures = [
-        f"{' '.join(r.argv)}: " + ("timed out" if r.timed_out else f"exit {r.exit_code}")
-        for r in results if r.timed_out or r.exit_code != 0
-    ]
-    return TestReport(passed=not failures, failures=failures, duration_s=round(time.monotonic() - started, 3),
-                      commands=results)
+    results: list[CommandResult] = []
+    failures: list[TestFailure] = []
+    flaky: list[TestFailure] = []
+    with tempfile.TemporaryDirectory(prefix="reposwarm-checks-") as scratch:
+        for argv in profile.commands:
+            remaining = max(1.0, profile.timeout_s - (time.monotonic() - started))
+            result, failed = await _run_once(argv, cwd, remaining, store, Path(scratch))
+            results.append(result)
+            if failed and rerun and not result.timed_out:
+                remaining = max(1.0, profile.timeout_s - (time.monotonic() - started))
+                again, failed_again = await _run_once(argv, cwd, remaining, store, Path(scratch))
+                if not again.timed_out:
+                    still = {f.key for f in failed_again}
+                    flaky += [f for f in failed if f.key not in still]
+                    failed = [f for f in failed if f.key in still]
+            failures += failed
+    return TestReport(passed=not failures, failures=failures, flaky=flaky,
+                      duration_s=round(time.monotonic() - started, 3), commands=results)
+
+
+def against_baseline(report: TestReport, baseline: TestReport | None) -> TestReport:
+    """Failures that the base commit has too are pre-existing: reported, never blamed on the swarm."""
+    if baseline is None:
+        return report
+    known = {f.key for f in baseline.failures + baseline.pre_existing}
+    new = [f for f in report.failures if f.key not in known]
+    old = [f for f in report.failures if f.key in known]
+    return report.model_copy(update={"failures": new, "pre_existing": old, "passed": not new})

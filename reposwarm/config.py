@@ -141,8 +141,10 @@ def apply_env(config: LanesFile, env: dict[str, str] | None = None) -> LanesFile
             raise ConfigError(f"environment: VALIDATION_TIMEOUT_S={env['VALIDATION_TIMEOUT_S']!r} is not a number") from None
         if not math.isfinite(timeout) or timeout <= 0:
             raise ConfigError(f"environment: VALIDATION_TIMEOUT_S must be a positive number of seconds, got {timeout}")
+        # the default for profiles that set no timeout of their own
         validation.profiles = {
-            name: profile.model_copy(update={"timeout_s": timeout}) for name, profile in validation.profiles.items()
+            name: profile if "timeout_s" in profile.model_fields_set else profile.model_copy(update={"timeout_s": timeout})
+            for name, profile in validation.profiles.items()
         }
     return config.model_copy(update={"swarm": swarm, "validation": validation})
 

@@ -64,6 +64,7 @@ class SwarmConfig(Contract):
     max_helper_loops: int = Field(default=3, gt=0)
     max_consecutive_test_fails: int = Field(default=3, gt=0)
     max_review_rounds: int = Field(default=5, gt=0)
+    on_red: Literal["review", "fail"] = "review"  # after a rollback: go to review with the report, or fail
     model: str | None = None
     lanes: dict[str, HelperRole] = Field(min_length=1)
 
@@ -165,19 +166,36 @@ class FileEdit(Contract):
     content_ref: str | None = None
 
 
+class TestFailure(Contract):
+    """One failing test (from JUnit XML), or one failing command when its runner wrote none."""
+
+    __test__ = False
+
+    name: str
+    file: str | None = None
+    message: str = ""
+    command: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.command}::{self.file or ''}::{self.name}"
+
+
 class TestReport(Contract):
     __test__ = False  # not a pytest class
 
     passed: bool
-    failures: list[str] = []
-    flaky: list[str] = []
+    failures: list[TestFailure] = []  # new failures: the ones the swarm is answerable for
+    pre_existing: list[TestFailure] = []  # failing on the base commit too: never blamed on the swarm
+    flaky: list[TestFailure] = []  # failed, then passed on an immediate re-run
     duration_s: float = 0.0
     coverage_delta: float | None = None
     commands: list[CommandResult] = []
+    ref: str = ""
 
 
 class CommandResult(Contract):
-    argv: list[str]
+    argv: list[str]  # as configured ({junit} not yet filled in)
     exit_code: int | None
     timed_out: bool = False
     duration_s: float
@@ -391,6 +409,23 @@ class ValidateInput(Contract):
     ref: str
     profile_name: str
     profile: CheckProfile
+    label: str = ""  # "baseline", or "round 1 check 2": names the kept ref of a validated state
+
+
+class AttributeInput(Contract):
+    repo_path: str
+    ref: str
+    failures: list[TestFailure]
+    touched: dict[str, list[str]]  # lane -> files it changed this round
+    lane_paths: dict[str, list[str]]  # lane -> its allowed paths
+
+
+class RollbackInput(Contract):
+    run_id: str
+    repo_path: str
+    integration_branch: str
+    from_sha: str
+    to_sha: str
 
 
 class LaneReview(Contract):
@@ -424,6 +459,7 @@ class ReviewPackage(Contract):
     overlaps: list[Overlap] = []
     contract_flags: list[str] = []
     first_pass_merge_rate: float | None = None
+    validations: list[str] = []
     usage: Usage = Usage()
     previous_comments: list[str] = []
 
@@ -487,6 +523,7 @@ class SwarmStatus(Contract):
     resolutions: list[str] = []
     contract_flags: list[str] = []
     first_pass_merge_rate: float | None = None
+    validations: list[str] = []  # one line per check of the round, and any rollback
 
 
 class DeliverInput(Contract):

@@ -49,12 +49,19 @@ def render_review(pkg: ReviewPackage, ui_url: str = "") -> str:
     if report is None:
         out.append("No check profile is configured: nothing was run.")
     else:
-        out.append(f"**{'PASSED' if report.passed else 'FAILED'}** in {report.duration_s:.1f}s")
+        out.append(f"**{'PASSED' if report.passed else 'FAILED'}** in {report.duration_s:.1f}s "
+                   f"(on `{report.ref[:12]}`)")
         for cmd in report.commands:
             state = "timed out" if cmd.timed_out else f"exit {cmd.exit_code}"
             out.append(f"- `{' '.join(cmd.argv)}`: {state} ({cmd.duration_s:.1f}s)")
-        for failure in report.failures:
-            out.append(f"  - failure: {failure}")
+        for title, items in (("New failures", report.failures), ("Pre-existing (failing on the base commit too; "
+                             "not blamed on the swarm)", report.pre_existing),
+                             ("Flaky (failed, then passed on an immediate re-run)", report.flaky)):
+            if items:
+                out += ["", f"{title}:"]
+                out += [f"- {f.name}" + (f" (`{f.file}`)" if f.file else "") for f in items]
+    if pkg.validations:
+        out += ["", "Validation history:", *[f"- {v}" for v in pkg.validations]]
     u = pkg.usage
     out += ["", "## Cost", "", f"{u.model_calls} model calls, {u.input_tokens} tokens in / {u.output_tokens} out, "
             f"${u.cost_usd:.4f}"]

@@ -261,6 +261,8 @@ class Toolbox:
         # Tools run in the worker's thread pool; the checks get an event loop of their own.
         report = asyncio.run(run_profile(profile, self.policy.root, self.store))
         lines = [f"checks {'passed' if report.passed else 'FAILED'} in {report.duration_s:.1f}s"]
+        lines += [f"failing: {f.name}" + (f" ({f.file})" if f.file else "") for f in report.failures]
+        lines += [f"flaky (failed, then passed on a re-run): {f.name}" for f in report.flaky]
         for result in report.commands:
             state = "timed out" if result.timed_out else f"exit {result.exit_code}"
             lines.append(f"$ {' '.join(result.argv)}  ({state}; full log {result.log_ref})\n"

@@ -15,7 +15,6 @@ from temporalio.common import RetryPolicy, SearchAttributeKey, SearchAttributePa
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.checks import validate
     from activities.model import plan_round
     from activities.repo import deliver, lane_branch, prepare_run
     from reposwarm.contracts import (
@@ -38,13 +37,13 @@ with workflow.unsafe.imports_passed_through():
         SwarmStatus,
         TestReport,
         Usage,
-        ValidateInput,
     )
     from reposwarm.estimate import estimate_lane
     from reposwarm.prompts import lane_first_message
     from workflows import root_cause
     from workflows.lane import LaneWorkflow
     from workflows.merging import MergeQueue
+    from workflows.validation import Gate, repair_note
 
 REPO_ATTR = SearchAttributeKey.for_keyword("RepoSwarmRepo")
 STATUS_ATTR = SearchAttributeKey.for_keyword("RepoSwarmStatus")
@@ -65,6 +64,7 @@ class SwarmWorkflow:
         self._decision: ReviewDecision | None = None
         self._use_search_attributes = False
         self._dispatches: dict[str, int] = {}  # per lane, across rounds: bounded by MAX_HELPER_LOOPS
+        self._gate_state: Gate | None = None
 
     # --- queries, the review Update and its Signal twin ---
 
@@ -135,8 +135,7 @@ class SwarmWorkflow:
                     self._status.usage = self._status.usage + outcome.usage
                 if req.dry_run:
                     return self._dry_run(req, plan)
-                results = await self._run_lanes(req, plan, round_no, prep.base_sha)
-                report = await self._validate(req)
+                results, report = await self._round(req, plan, round_no, prep.base_sha)
                 package = self._package(req, plan, round_no, prep.base_sha, results, report, feedback)
                 self._status.review = package
                 decision = await self._await_review(req, report)
@@ -179,14 +178,59 @@ class SwarmWorkflow:
         if self._use_search_attributes:
             workflow.upsert_search_attributes([STATUS_ATTR.value_set(phase.value)])
 
-    async def _run_lanes(self, req: SwarmRequest, plan: Plan, round_no: int, base_sha: str) -> dict[str, LaneResult]:
+    async def _round(self, req: SwarmRequest, plan: Plan, round_no: int,
+                     base_sha: str) -> tuple[dict[str, LaneResult], TestReport | None]:
+        """Lanes, merged as they finish; then the gate, sending failures back to the lanes that caused them."""
+        self._status.lanes = [LaneState(lane=lp.lane, goal=lp.goal, attempt=0) for lp in plan.lanes]
+        self._status.overlaps, self._status.resolutions, self._status.contract_flags = [], [], []
+        queue = MergeQueue(req=req, plan=plan, round_no=round_no, status=self._status)
+        gate = self._gate(req, base_sha)
+        if gate is not None and round_no == 1:
+            gate.start_baseline()
+        results = await self._run_lanes(req, plan, round_no, {lp.lane: lp.goal for lp in plan.lanes}, queue)
+        if gate is None:
+            return results, None
+        self._phase(Phase.validating, f"round {round_no}: running check profile {gate.profile_name!r}")
+        report = await gate.check(round_no)
+        while not report.passed:
+            if gate.exhausted:
+                await gate.rollback()
+                if req.config.swarm.on_red == "fail":
+                    raise ApplicationError(f"validation failed {gate.consecutive_fails} times in a row; rolled back "
+                                           f"to {gate.last_green[:12]}", non_retryable=True)
+                break
+            touched = {lane: [e.path for e in r.changeset.edits] for lane, r in results.items()}
+            blamed = await gate.blame(report, touched)
+            loops = req.config.swarm.max_helper_loops
+            repairs = {lane: failures for lane, failures in blamed.items() if self._dispatches.get(lane, 0) < loops}
+            if not repairs:
+                gate.history.append("no lane left to repair within MAX_HELPER_LOOPS: going to review as it is")
+                break
+            goals = {lp.lane: lp.goal for lp in plan.lanes}
+            self._phase(Phase.running_lanes, f"round {round_no}: repairing {', '.join(repairs)}")
+            repaired = await self._run_lanes(
+                req, plan, round_no, {lane: goals[lane] + repair_note(f) for lane, f in repairs.items()}, queue)
+            results.update(repaired)
+            self._phase(Phase.validating, f"round {round_no}: checking again")
+            report = await gate.check(round_no)
+        self._status.validations = list(gate.history)
+        return results, report
+
+    def _gate(self, req: SwarmRequest, base_sha: str) -> Gate | None:
+        if self._gate_state is None:
+            name = req.test_profile or req.config.validation.profile
+            profile = req.config.validation.profiles.get(name)
+            if profile is None:
+                return None
+            self._gate_state = Gate(req=req, status=self._status, profile_name=name, profile=profile,
+                                    last_green=base_sha)
+        return self._gate_state
+
+    async def _run_lanes(self, req: SwarmRequest, plan: Plan, round_no: int, goals: dict[str, str],
+                         queue: MergeQueue) -> dict[str, LaneResult]:
         """Start lanes whose dependencies are merged, at most max_parallel at once; merge each as it ends."""
         roles = req.config.swarm.lanes
-        goals = {lp.lane: lp.goal for lp in plan.lanes}
-        self._status.lanes = [LaneState(lane=name, goal=goal) for name, goal in goals.items()]
-        self._status.overlaps, self._status.resolutions, self._status.contract_flags = [], [], []
         states = {s.lane: s for s in self._status.lanes}
-        queue = MergeQueue(req=req, plan=plan, round_no=round_no, status=self._status)
         redo: dict[str, str] = {}  # lane -> the conflict note for its next dispatch
         waiting = list(goals)
         running: dict[str, asyncio.Task[LaneResult]] = {}
@@ -217,8 +261,7 @@ class SwarmWorkflow:
                     continue
                 self._dispatches[name] = self._dispatches.get(name, 0) + 1
                 states[name].state = "running"
-                if name in redo:
-                    states[name].attempt += 1
+                states[name].attempt += 1
                 task = self._helper_task(req, name, goals[name] + redo.pop(name, ""), plan, round_no,
                                          attempt=states[name].attempt)
                 running[name] = asyncio.create_task(self._lane(task))
@@ -274,20 +317,6 @@ class SwarmWorkflow:
             check_profiles=req.config.validation.profiles, default_profile=profile_name,
         )
 
-    async def _validate(self, req: SwarmRequest) -> TestReport | None:
-        profile_name = req.test_profile or req.config.validation.profile
-        profile = req.config.validation.profiles.get(profile_name)
-        if profile is None:
-            return None
-        self._phase(Phase.validating, f"running check profile {profile_name!r}")
-        report = await workflow.execute_activity(
-            validate, ValidateInput(run_id=req.run_id, repo_path=req.repo_path, ref=self._status.integration_sha,
-                                    profile_name=profile_name, profile=profile),
-            start_to_close_timeout=timedelta(seconds=profile.timeout_s + 120),
-            heartbeat_timeout=timedelta(seconds=60), retry_policy=RetryPolicy(maximum_attempts=2))
-        self._status.test_report = report
-        return report
-
     def _package(self, req: SwarmRequest, plan: Plan, round_no: int, base_sha: str, results: dict[str, LaneResult],
                  report: TestReport | None, feedback: list[str]) -> ReviewPackage:
         goals = {lp.lane: lp.goal for lp in plan.lanes}
@@ -305,6 +334,7 @@ class SwarmWorkflow:
                              test_report=report, conflicts=conflicts, resolutions=list(self._status.resolutions),
                              overlaps=list(self._status.overlaps), contract_flags=list(self._status.contract_flags),
                              first_pass_merge_rate=self._status.first_pass_merge_rate,
+                             validations=list(self._status.validations),
                              usage=sum((r.usage for r in results.values()), Usage()),
                              previous_comments=list(feedback))
 

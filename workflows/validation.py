@@ -1,0 +1,106 @@
+"""The test gate, for SwarmWorkflow (workflow code: decisions only).
+
+The check profile runs once on the base commit (the baseline, alongside the
+lanes) and on every merged state. Failures the base has too are pre-existing,
+never blamed. New failures are attributed to lanes, which are redone with the
+failure report; after MAX_CONSECUTIVE_TEST_FAILS red checks in a row the
+integration branch goes back to the last green state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+
+with workflow.unsafe.imports_passed_through():
+    from activities.checks import attribute_failures, rollback_integration, validate
+    from reposwarm.checks import against_baseline
+    from reposwarm.contracts import (
+        AttributeInput,
+        CheckProfile,
+        RollbackInput,
+        SwarmRequest,
+        SwarmStatus,
+        TestFailure,
+        TestReport,
+        ValidateInput,
+    )
+
+GIT = dict(start_to_close_timeout=timedelta(minutes=5), retry_policy=RetryPolicy(maximum_attempts=5))
+
+
+@dataclass
+class Gate:
+    req: SwarmRequest
+    status: SwarmStatus
+    profile_name: str
+    profile: CheckProfile
+    last_green: str  # the base commit, until a merged state passes
+    baseline: asyncio.Task[TestReport] | None = None
+    checks: int = 0
+    consecutive_fails: int = 0
+    history: list[str] = field(default_factory=list)  # one line per check, for the review package
+
+    def start_baseline(self) -> None:
+        """Run the profile on the base commit while the lanes work."""
+        self.baseline = asyncio.create_task(self._validate(self.last_green, "baseline"))
+
+    async def _validate(self, ref: str, label: str) -> TestReport:
+        return await workflow.execute_activity(
+            validate, ValidateInput(run_id=self.req.run_id, repo_path=self.req.repo_path, ref=ref,
+                                    profile_name=self.profile_name, profile=self.profile, label=label),
+            # a failing command runs twice (the flaky check), so allow for both
+            start_to_close_timeout=timedelta(seconds=2 * self.profile.timeout_s + 120),
+            heartbeat_timeout=timedelta(seconds=60), retry_policy=RetryPolicy(maximum_attempts=2))
+
+    async def check(self, round_no: int) -> TestReport:
+        baseline = await self.baseline if self.baseline is not None else None
+        self.checks += 1
+        report = against_baseline(
+            await self._validate(self.status.integration_sha, f"round {round_no} check {self.checks}"), baseline)
+        state = "green" if report.passed else f"red: {len(report.failures)} new failure(s)"
+        extra = [f"{len(report.pre_existing)} pre-existing"] if report.pre_existing else []
+        extra += [f"{len(report.flaky)} flaky"] if report.flaky else []
+        self.history.append(f"round {round_no} check {self.checks} at {self.status.integration_sha[:12]}: {state}"
+                            + (f" ({', '.join(extra)})" if extra else ""))
+        if report.passed:
+            self.last_green, self.consecutive_fails = self.status.integration_sha, 0
+        else:
+            self.consecutive_fails += 1
+        self.status.test_report = report
+        return report
+
+    @property
+    def exhausted(self) -> bool:
+        return self.consecutive_fails >= self.req.config.swarm.max_consecutive_test_fails
+
+    async def blame(self, report: TestReport, touched: dict[str, list[str]]) -> dict[str, list[TestFailure]]:
+        roles = self.req.config.swarm.lanes
+        keys = await workflow.execute_activity(
+            attribute_failures, AttributeInput(
+                repo_path=self.req.repo_path, ref=self.status.integration_sha, failures=report.failures,
+                touched=touched, lane_paths={lane: roles[lane].allowed_paths for lane in touched}), **GIT)
+        by_key = {f.key: f for f in report.failures}
+        return {lane: [by_key[k] for k in ks] for lane, ks in keys.items()}
+
+    async def rollback(self) -> None:
+        red = self.status.integration_sha
+        await workflow.execute_activity(
+            rollback_integration, RollbackInput(run_id=self.req.run_id, repo_path=self.req.repo_path,
+                                                integration_branch=self.status.integration_branch,
+                                                from_sha=red, to_sha=self.last_green), **GIT)
+        self.status.integration_sha = self.last_green
+        self.history.append(f"rolled back from {red[:12]} to the last green state {self.last_green[:12]} after "
+                            f"{self.consecutive_fails} failed checks in a row (the red state is kept under "
+                            f"refs/reposwarm/{self.req.run_id}/)")
+
+
+def repair_note(failures: list[TestFailure]) -> str:
+    lines = [f"- {f.name}" + (f" ({f.file})" if f.file else "") + (f": {f.message[:600]}" if f.message else "")
+             for f in failures[:10]]
+    return ("\n\nThe merged tree fails these checks, and they are attributed to your change. Fix them, "
+            "keeping the goal above:\n" + "\n".join(lines))
