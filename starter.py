@@ -189,7 +189,8 @@ async def get_status(client: Client, run_id: str) -> SwarmStatus:
     for lane in status.lanes:  # live progress of running lanes, from the lanes themselves
         if lane.state == "running":
             try:
-                live = await client.get_workflow_handle(f"{run_id}.{lane.lane}.r{status.round}").query(
+                suffix = f".a{lane.attempt}" if lane.attempt > 1 else ""
+                live = await client.get_workflow_handle(f"{run_id}.{lane.lane}.r{status.round}{suffix}").query(
                     LaneWorkflow.progress)
                 lane.turns, lane.tool_calls, lane.tokens = live.turns, live.tool_calls, live.tokens
                 lane.cost_usd = live.cost_usd
@@ -378,7 +379,33 @@ def parser() -> argparse.ArgumentParser:
     reject.add_argument("--comment", required=True)
     demo = sub.add_parser("demo", help="run the bundled example end to end")
     demo.add_argument("--yes", action="store_true", help="approve without asking")
+    mcp = sub.add_parser("mcp", help="serve the lanes' tools over one repository to an MCP client (stdio or HTTP)")
+    mcp.add_argument("--repo", required=True, help="the git repository's top folder")
+    mcp.add_argument("--allow", action="append", default=[], metavar="GLOB",
+                     help="readable and writable paths; writes go straight to the working tree (repeatable)")
+    mcp.add_argument("--read-only", action="append", default=[], metavar="GLOB",
+                     help="readable paths (repeatable); with neither flag, the whole repository is read-only")
+    mcp.add_argument("--lanes", metavar="FILE", help="lanes file whose validation.profiles run_checks may run")
+    mcp.add_argument("--http", type=int, metavar="PORT",
+                     help="serve streamable HTTP at http://127.0.0.1:PORT/mcp instead of stdio")
     return p
+
+
+async def cmd_mcp(args: argparse.Namespace) -> int:
+    """Serve the tool surface over MCP; stdout is the protocol on stdio, so everything else goes to stderr."""
+    from reposwarm import mcp_server
+
+    repo = check_repo(args.repo)
+    mcp_server.setup_logging()
+    server = mcp_server.build_server(repo, args.allow, args.read_only, args.lanes)
+    sock = None
+    if args.http is not None:
+        try:
+            sock = mcp_server.listen(args.http)
+        except (OSError, OverflowError) as err:
+            raise UserError(f"--http {args.http}: cannot listen on 127.0.0.1: {getattr(err, 'strerror', None) or err}") from None
+    await mcp_server.serve(server, sock)
+    return 0
 
 
 async def cmd_recording(args: argparse.Namespace) -> int:
@@ -399,7 +426,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     handler = {"run": cmd_run, "status": cmd_status, "review": cmd_review, "approve": cmd_decide,
                "reject": cmd_decide, "demo": cmd_demo,
-               "recording": cmd_recording}[args.command]
+               "recording": cmd_recording, "mcp": cmd_mcp}[args.command]
     try:
         return asyncio.run(handler(args))
     except (UserError, ConfigError) as err:
