@@ -5,6 +5,10 @@
     python starter.py review RUN [--json]
     python starter.py approve RUN [--comment TEXT]
     python starter.py reject RUN --comment TEXT
+    python starter.py watch RUN
+    python starter.py list [--repo PATH]
+    python starter.py recording RUN [--out FILE]
+    python starter.py mcp --repo PATH [--allow GLOB ...] [--read-only GLOB ...] [--http PORT]
     python starter.py demo [--yes]
 
 Every input is checked here, before any workflow starts; a problem is one
@@ -23,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 
 import yaml
@@ -34,9 +39,10 @@ from reposwarm import recording, task_queue
 from reposwarm.config import ConfigError, apply_env, load_lanes_file, load_plan_file
 from reposwarm.contracts import LanesFile, Phase, ReviewDecision, ReviewReceipt, SwarmRequest, SwarmResult, SwarmStatus
 from reposwarm.review import render_review, render_status
+from reposwarm.store import run_dir
 from worker import connect
 from workflows.lane import LaneWorkflow
-from workflows.swarm import REPO_ATTR, SwarmWorkflow, search_attributes
+from workflows.swarm import REPO_ATTR, STATUS_ATTR, SwarmWorkflow, search_attributes
 
 HERE = Path(__file__).resolve().parent
 DEMO = HERE / "examples" / "demo"
@@ -123,6 +129,10 @@ def build_request(args: argparse.Namespace, *, auto_approve: bool = False) -> Sw
     plan = load_plan_file(args.plan, config) if args.plan else None
     base_ref = os.environ.get("BASE_BRANCH") or "HEAD"
     try:
+        base_branch = os.environ.get("BASE_BRANCH") or git_out(repo, "symbolic-ref", "--short", "-q", "HEAD")
+    except subprocess.CalledProcessError:
+        base_branch = None  # a detached HEAD: no pull request base to name
+    try:
         base_sha = git_out(repo, "rev-parse", "--verify", "--quiet", f"{base_ref}^{{commit}}")
     except subprocess.CalledProcessError:
         raise UserError(f"base {base_ref!r} (BASE_BRANCH) is not a commit in {repo}") from None
@@ -143,7 +153,7 @@ def build_request(args: argparse.Namespace, *, auto_approve: bool = False) -> Sw
         run_id=run_id, repo_path=str(repo), task=args.task, config=config, plan=plan,
         model=run_model(args.model, config, lanes_path), base_ref=base_sha, swarm_branch=swarm_branch,
         test_profile=os.environ.get("TEST_PROFILE") or None,
-        auto_approve=auto_approve,
+        auto_approve=auto_approve, base_branch=base_branch or None, ui_url=ui_url(run_id),
     )
 
 
@@ -199,30 +209,47 @@ async def get_status(client: Client, run_id: str) -> SwarmStatus:
     return status
 
 
-async def watch(client: Client, run_id: str, *, until_review: bool) -> SwarmStatus:
-    """Print progress as it changes, until the run waits for review or ends."""
+def _age(seconds: float) -> str:
+    seconds = int(seconds)
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m" if seconds >= 3600 else f"{seconds // 60}m{seconds % 60:02d}s"
+
+
+def _view(status: SwarmStatus, elapsed: float, compact: bool) -> str:
+    if compact:
+        return f"[{status.phase.value}] " + "  ".join(
+            f"{lane.lane}:{lane.state}" + (f"({lane.turns}t)" if lane.turns else "") for lane in status.lanes)
+    lines = [f"{status.run_id}  {status.phase.value}  round {status.round}  elapsed {_age(elapsed)}"]
+    for lane in status.lanes:
+        lines.append(f"  {lane.lane:<16} {lane.state:<26} {lane.turns:>4} turns {lane.tokens:>9} tokens"
+                     + (f"  attempt {lane.attempt}" if lane.attempt > 1 else ""))
+    return "\n".join(lines)
+
+
+async def watch(client: Client, run_id: str, *, until_review: bool, compact: bool = True) -> SwarmStatus:
+    """Print the run's view whenever it changes, until it waits for review or ends."""
     handle = client.get_workflow_handle_for(SwarmWorkflow.run, run_id)
-    last = ""
+    last, misses = "", 0
     while True:
-        desc = await handle.describe()
-        if desc.status != WorkflowExecutionStatus.RUNNING:
-            try:
-                return await get_status(client, run_id)
-            except RPCError:
-                raise UserError(f"run {run_id} ended: {desc.status.name if desc.status else 'unknown'}") from None
         try:
+            desc = await handle.describe()
             status = await get_status(client, run_id)
-        except RPCError:
+            misses = 0
+        except UserError:
+            raise
+        except Exception as err:  # a query can time out while a worker restarts: keep watching
+            misses += 1
+            if misses > 120:
+                raise UserError(f"cannot follow run {run_id}: {err}") from None
             await asyncio.sleep(0.5)
             continue
-        line = f"[{status.phase.value}] " + "  ".join(
-            f"{lane.lane}:{lane.state}" + (f"({lane.turns}t)" if lane.turns else "") for lane in status.lanes)
-        if line != last:
-            print(line, flush=True)
-            last = line
-        if until_review and status.phase == Phase.review:
+        elapsed = ((desc.close_time or datetime.now(UTC)) - desc.start_time).total_seconds()
+        view = _view(status, elapsed, compact)
+        if view.split("elapsed")[0] != last.split("elapsed")[0] or (not compact and view != last):
+            print(view, flush=True)
+            last = view
+        if desc.status != WorkflowExecutionStatus.RUNNING or (until_review and status.phase == Phase.review):
             return status
-        await asyncio.sleep(0.5)
+        await asyncio.sleep(0.5 if compact else 1.0)
 
 
 async def decide(client: Client, run_id: str, decision: ReviewDecision) -> ReviewReceipt:
@@ -334,10 +361,41 @@ async def cmd_status(args: argparse.Namespace) -> int:
 
 
 async def cmd_review(args: argparse.Namespace) -> int:
-    status = await get_status(await client_or_die(), args.run)
+    try:
+        status = await get_status(await client_or_die(), args.run)
+    except (UserError, RPCError) as err:
+        # The run may be gone from Temporal (retention): the package is also kept as files of the run.
+        folder = run_dir(args.run) / "review"
+        saved = folder / ("latest.json" if args.json else "latest.md")
+        if not saved.is_file():
+            raise UserError(f"{err}; and no saved review package at {saved}") from None
+        print(saved.read_text(encoding="utf-8"), end="")
+        return 0
     if status.review is None:
         raise UserError(f"run {args.run} has no review package yet (phase: {status.phase.value})")
     print(status.review.model_dump_json(indent=2) if args.json else render_review(status.review, ui_url(args.run)))
+    return 0
+
+
+async def cmd_watch(args: argparse.Namespace) -> int:
+    status = await watch(await client_or_die(), args.run, until_review=True, compact=False)
+    print(render_status(status))
+    return 0
+
+
+async def cmd_list(args: argparse.Namespace) -> int:
+    client = await client_or_die()
+    query = "WorkflowType = 'SwarmWorkflow'"
+    if args.repo:
+        query += f" AND RepoSwarmRepo = '{check_repo(args.repo)}'"
+    rows = []
+    async for wf in client.list_workflows(query, limit=args.limit):
+        attrs = wf.typed_search_attributes
+        phase = attrs.get(STATUS_ATTR) or (wf.status.name.lower() if wf.status else "?")
+        age = _age((datetime.now(UTC) - wf.start_time).total_seconds())
+        rows.append(f"{wf.id:<40} {phase:<14} {age:>8}  {attrs.get(REPO_ATTR) or '-'}")
+    print(f"{'run':<40} {'phase':<14} {'age':>8}  repository")
+    print("\n".join(rows) if rows else "(no runs)")
     return 0
 
 
@@ -371,6 +429,11 @@ def parser() -> argparse.ArgumentParser:
         s = sub.add_parser(name, help=f"show a run's {name}")
         s.add_argument("run")
         s.add_argument("--json", action="store_true")
+    w = sub.add_parser("watch", help="a live view of a run until it waits for review or ends")
+    w.add_argument("run")
+    ls = sub.add_parser("list", help="list runs, newest first")
+    ls.add_argument("--repo", help="only runs on this repository")
+    ls.add_argument("--limit", type=int, default=20)
     approve = sub.add_parser("approve", help="approve a run waiting for review")
     approve.add_argument("run")
     approve.add_argument("--comment")
@@ -425,7 +488,7 @@ async def cmd_recording(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     handler = {"run": cmd_run, "status": cmd_status, "review": cmd_review, "approve": cmd_decide,
-               "reject": cmd_decide, "demo": cmd_demo,
+               "reject": cmd_decide, "demo": cmd_demo, "watch": cmd_watch, "list": cmd_list,
                "recording": cmd_recording, "mcp": cmd_mcp}[args.command]
     try:
         return asyncio.run(handler(args))
@@ -437,4 +500,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Leave without interpreter finalization: the Temporal client's native runtime threads can abort a normal
+    # exit ("PyGILState_Release ... finalizing"), which would turn a finished command into a crash.
+    os._exit(code)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import signal
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
@@ -20,8 +22,10 @@ from temporalio.worker import Worker
 
 from activities.checks import attribute_failures, rollback_integration, validate
 from activities.converge import resolve_conflict
+from activities.delivery import deliver
 from activities.model import model_turn, plan_round
-from activities.repo import checkpoint_lane, create_lane_worktree, deliver, describe_lane, merge_lane, prepare_run
+from activities.repo import checkpoint_lane, create_lane_worktree, describe_lane, merge_lane, prepare_run
+from activities.review import publish_review
 from activities.tools import run_tool
 from reposwarm import task_queue
 from workflows.lane import LaneWorkflow
@@ -30,7 +34,7 @@ from workflows.swarm import SwarmWorkflow
 WORKFLOWS = [SwarmWorkflow, LaneWorkflow]
 ACTIVITIES = [prepare_run, create_lane_worktree, checkpoint_lane, describe_lane, merge_lane, deliver,
               model_turn, plan_round, run_tool, validate, resolve_conflict, attribute_failures,
-              rollback_integration]
+              rollback_integration, publish_review]
 
 
 async def connect() -> Client:
@@ -55,13 +59,17 @@ def make_worker(client: Client, queue: str | None = None) -> Worker:
 async def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     client = await connect()
-    worker = make_worker(client)
-    logging.info("reposwarm worker on task queue %r at %s", task_queue(), client.service_client.config.target_host)
-    await worker.run()
+    stop = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        asyncio.get_running_loop().add_signal_handler(sig, stop.set)
+    async with make_worker(client):
+        logging.info("reposwarm worker on task queue %r at %s", task_queue(), client.service_client.config.target_host)
+        await stop.wait()
+        logging.info("stopping: finishing the activities in flight")
 
 
 if __name__ == "__main__":
-    try:
-        asyncio.run(main())
-    except KeyboardInterrupt:
-        pass
+    asyncio.run(main())
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)  # skip interpreter finalization, which the Temporal client's native threads can abort

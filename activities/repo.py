@@ -19,7 +19,6 @@ from temporalio.exceptions import ApplicationError
 from reposwarm import ledger
 from reposwarm.contracts import (
     CheckpointInput,
-    DeliverInput,
     HelperTask,
     LaneWorktree,
     MergeInput,
@@ -233,39 +232,3 @@ def merge_lane(req: MergeInput) -> MergeResult:
                            contract_flags=flags)
     return MergeResult(lane=req.lane, merged=True, integration_sha=commit, lane_sha=lane_head, files=files,
                        contract_flags=flags)
-
-
-@activity.defn
-def deliver(req: DeliverInput) -> str:
-    """Put the approved tree on the delivery branch and retire the run's working branches.
-
-    Lane and integration branches are deleted only when their commits are in
-    the delivered commit (merged); any other is kept under swarm-kept/<run>/.
-    Worktrees of the run are removed, never the user's own.
-    """
-    g = open_repo(req.repo_path)
-    target = f"refs/heads/{req.branch}"
-    existing = _rev(g, target)
-    if existing == req.integration_sha:
-        return req.branch  # delivered by an earlier attempt
-    if existing is not None:
-        raise ApplicationError(f"branch {req.branch!r} already exists in {req.repo_path}", non_retryable=True)
-    root = run_dir(req.run_id)
-    for line in g.worktree("list", "--porcelain").splitlines():
-        if line.startswith("worktree ") and Path(line[9:]).is_relative_to(root):
-            g.worktree("remove", "--force", line[9:])
-    g.worktree("prune")
-    prefix = f"refs/heads/swarm/{req.run_id}/"
-    for line in g.for_each_ref("--format=%(refname) %(objectname)", prefix).splitlines():
-        ref, sha = line.split()
-        if not _is_ancestor(g, sha, req.integration_sha):
-            g.update_ref(f"refs/heads/swarm-kept/{req.run_id}/{ref[len(prefix):]}", sha)
-        g.update_ref("-d", ref, sha)
-    # Validated and rolled-back states: kept while their commits are not in the delivered one.
-    for line in g.for_each_ref("--format=%(refname) %(objectname)", f"refs/reposwarm/{req.run_id}/").splitlines():
-        ref, sha = line.split()
-        if _is_ancestor(g, sha, req.integration_sha):
-            g.update_ref("-d", ref, sha)
-    g.update_ref(target, req.integration_sha, "0" * 40)
-    ledger.record_activity(req.run_id, "delivery", branch=req.branch, sha=req.integration_sha)
-    return req.branch

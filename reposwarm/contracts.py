@@ -64,6 +64,7 @@ class SwarmConfig(Contract):
     max_helper_loops: int = Field(default=3, gt=0)
     max_consecutive_test_fails: int = Field(default=3, gt=0)
     max_review_rounds: int = Field(default=5, gt=0)
+    review_timeout_s: float | None = Field(default=None, gt=0)  # then the run ends as expired, branches kept
     on_red: Literal["review", "fail"] = "review"  # after a rollback: go to review with the report, or fail
     model: str | None = None
     lanes: dict[str, HelperRole] = Field(min_length=1)
@@ -79,10 +80,20 @@ class ModelPrice(Contract):
         return round((input_tokens * self.input_per_mtok + output_tokens * self.output_per_mtok) / 1e6, 6)
 
 
+class DeliveryConfig(Contract):
+    """Where the approved branch goes besides the target repository."""
+
+    remote: str | None = None  # push the branch to this git remote
+    pull_request: bool = False  # open a pull request (GitHub REST API; GITHUB_TOKEN in the worker's environment)
+    github_repo: str | None = Field(default=None, pattern=r"^[\w.-]+/[\w.-]+$")  # owner/name; else from the remote's URL
+    draft: bool = False
+
+
 class LanesFile(Contract):
     swarm: SwarmConfig
     validation: ValidationConfig = ValidationConfig()
     prices: dict[str, ModelPrice] = {}  # by model name, e.g. "openai:gpt-4.1"
+    delivery: DeliveryConfig = DeliveryConfig()
 
 
 # --- the plan ---
@@ -127,6 +138,8 @@ class SwarmRequest(Contract):
     auto_approve: bool = False
     dry_run: bool = False  # plan and estimate, dispatch nothing
     record: bool = False  # keep every model exchange, to replay the run offline later
+    base_branch: str | None = None  # the branch the base commit came from (a pull request's base)
+    ui_url: str = ""  # the run in the Temporal Web UI, for the review package
 
 
 # --- lanes ---
@@ -145,6 +158,7 @@ class HelperTask(Contract):
     goal: str
     task: str
     interface_contract: str
+    feedback: list[str] = []  # the reviewer's comments from earlier rounds
     allowed_paths: list[str] = Field(min_length=1)
     read_only_paths: list[str] = []
     branch: str
@@ -462,12 +476,16 @@ class ReviewPackage(Contract):
     validations: list[str] = []
     usage: Usage = Usage()
     previous_comments: list[str] = []
+    since_last_round: str = ""  # what changed since the last round's review (diff stat)
+    ui_url: str = ""
 
 
 class ReviewDecision(Contract):
     approve: bool
     comment: str = ""
     reviewer: str = ""
+    decided_at: str = ""  # set by the run when it takes the decision (ISO 8601, UTC)
+    round: int = 0  # set by the run
 
 
 class ReviewReceipt(Contract):
@@ -486,6 +504,7 @@ class Phase(str, Enum):
     validating = "validating"
     review = "review"
     planned = "planned"  # a dry run ends here
+    expired = "expired"  # no review decision in time
     delivering = "delivering"
     delivered = "delivered"
     failed = "failed"
@@ -517,6 +536,8 @@ class SwarmStatus(Contract):
     decisions: list[ReviewDecision] = []
     ignored_signals: list[str] = []
     delivered_branch: str | None = None
+    pull_request_url: str | None = None
+    review_path: str | None = None  # the latest review package, as files on the worker's host
     error: str | None = None
     usage: Usage = Usage()
     overlaps: list[Overlap] = []
@@ -531,6 +552,30 @@ class DeliverInput(Contract):
     repo_path: str
     integration_sha: str
     branch: str
+    delivery: DeliveryConfig = DeliveryConfig()
+    base_branch: str | None = None
+    title: str = ""
+    review_ref: str | None = None  # the review package (Markdown) in the run's store: the pull request's body
+
+
+class Delivered(Contract):
+    branch: str
+    pushed_to: str | None = None
+    pull_request_url: str | None = None
+
+
+class PublishInput(Contract):
+    run_id: str
+    repo_path: str
+    package: ReviewPackage
+    previous_sha: str | None = None
+
+
+class Published(Contract):
+    markdown_ref: str
+    json_ref: str
+    path: str  # the package as files under the run's folder, readable after the run ends
+    since_last_round: str = ""  # diff stat from the previous round's tree
 
 
 class PrepareInput(Contract):
@@ -581,6 +626,8 @@ class PlanOutcome(Contract):
 
 class SwarmResult(Contract):
     run_id: str
+    expired: bool = False  # no decision within the review timeout: nothing delivered, branches kept
+    pull_request_url: str | None = None
     delivered_branch: str = ""
     delivered_sha: str = ""
     rounds: int

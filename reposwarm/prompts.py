@@ -35,15 +35,21 @@ def lane_first_message(task: HelperTask) -> str:
         "",
         f"You may write: {', '.join(task.allowed_paths)}",
         f"You may also read: {', '.join(task.read_only_paths) or '(nothing else)'}",
+        *(["", f"Round {task.round}. The reviewer's comments on earlier rounds, oldest first:",
+           *[f"- {c}" for c in task.feedback]] if task.feedback else []),
     ])
 
 
 def planner_message(task: str, lanes: dict[str, HelperRole], feedback: list[str], previous: Plan | None,
-                    repo_files: list[str]) -> str:
+                    repo_files: list[str], repo_map: str = "") -> str:
+    """The planner's first message; the repository map (definitions ranked toward the task) comes before the files."""
     parts = [f"Task:\n{task}", "", "Lanes (name: may write / may read / depends on):"]
     for name, role in lanes.items():
         parts.append(f"- {name}: {', '.join(role.allowed_paths)} / {', '.join(role.read_only_paths) or '-'}"
                      f" / {', '.join(role.depends_on) or '-'}")
+    if repo_map:
+        parts += ["", "Repository map (the definitions most relevant to the task, by file; `line: kind name`):",
+                  repo_map]
     parts += ["", "Repository files:", *repo_files]
     if previous is not None:
         parts += ["", "The previous plan:", json.dumps(previous.model_dump(), indent=2)]

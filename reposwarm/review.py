@@ -12,6 +12,9 @@ def render_review(pkg: ReviewPackage, ui_url: str = "") -> str:
         out.append(f"Web UI: {ui_url}")
     if pkg.previous_comments:
         out += ["", "## Earlier review comments", *[f"- {c}" for c in pkg.previous_comments]]
+    if pkg.round > 1:
+        out += ["", "## What changed since the last round", "", "```",
+                (pkg.since_last_round or "nothing").rstrip(), "```"]
     out += ["", "## Plan", "", pkg.plan.summary or "", "", "### Interface contract", "", "```",
             pkg.plan.interface_contract.rstrip(), "```"]
     out += ["", "## Lanes", ""]

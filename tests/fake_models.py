@@ -98,14 +98,18 @@ class FakeModelServer:
         first_text = first if isinstance(first, str) else " ".join(b.get("text", "") for b in first)
         turn = sum(1 for m in messages if m["role"] == "assistant")
         if "planner" in system:
-            agent, replies = "planner", self.script.get("planner", {}).get(1, [])
+            # round = 1 + the reviewer comments the planner was given
+            comments = first_text.split("Their comments, oldest first:")[1:]
+            round_no = 1 + (comments[0].count("\n- ") if comments else 0)
+            agent, replies = "planner", self.script.get("planner", {}).get(round_no, [])
             replies = replies if isinstance(replies, list) else [replies]
         else:
             match = re.search(r"Goal for lane (\S+):", first_text)
             if not match:
                 raise LookupError("cannot tell which lane is asking")
             agent = match.group(1)
-            replies = self.script["lanes"][agent][1]
+            said = re.search(r"^Round (\d+)\.", first_text, re.M)
+            replies = self.script["lanes"][agent][int(said.group(1)) if said else 1]
         if turn >= len(replies):
             raise LookupError(f"the script has no turn {turn + 1} for {agent}")
         return self._wire(replies[turn], body["model"])

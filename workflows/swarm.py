@@ -15,8 +15,10 @@ from temporalio.common import RetryPolicy, SearchAttributeKey, SearchAttributePa
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
+    from activities.delivery import deliver
     from activities.model import plan_round
-    from activities.repo import deliver, lane_branch, prepare_run
+    from activities.repo import lane_branch, prepare_run
+    from activities.review import publish_review
     from reposwarm.contracts import (
         ChangeSet,
         DeliverInput,
@@ -29,6 +31,7 @@ with workflow.unsafe.imports_passed_through():
         Plan,
         PlanInput,
         PrepareInput,
+        PublishInput,
         ReviewDecision,
         ReviewPackage,
         ReviewReceipt,
@@ -65,6 +68,7 @@ class SwarmWorkflow:
         self._use_search_attributes = False
         self._dispatches: dict[str, int] = {}  # per lane, across rounds: bounded by MAX_HELPER_LOOPS
         self._gate_state: Gate | None = None
+        self._feedback: list[str] = []
 
     # --- queries, the review Update and its Signal twin ---
 
@@ -116,6 +120,8 @@ class SwarmWorkflow:
             self._status.integration_sha = prep.base_sha
             plan = req.plan
             feedback: list[str] = []
+            reviewed_sha: str | None = None
+            review_ref: str | None = None
             rounds = req.config.swarm.max_review_rounds
             for round_no in range(1, rounds + 1):
                 self._status.round = round_no
@@ -135,10 +141,19 @@ class SwarmWorkflow:
                     self._status.usage = self._status.usage + outcome.usage
                 if req.dry_run:
                     return self._dry_run(req, plan)
+                self._feedback = list(feedback)
                 results, report = await self._round(req, plan, round_no, prep.base_sha)
                 package = self._package(req, plan, round_no, prep.base_sha, results, report, feedback)
-                self._status.review = package
+                published = await workflow.execute_activity(
+                    publish_review, PublishInput(run_id=req.run_id, repo_path=req.repo_path, package=package,
+                                                 previous_sha=reviewed_sha), **GIT)
+                package.since_last_round = published.since_last_round
+                self._status.review, self._status.review_path = package, published.path
+                review_ref, reviewed_sha = published.markdown_ref, package.integration_sha
                 decision = await self._await_review(req, report)
+                if decision is None:
+                    self._phase(Phase.expired, "no review decision in time: nothing delivered, branches kept")
+                    return SwarmResult(run_id=req.run_id, expired=True, rounds=round_no, usage=self._status.usage)
                 self._status.decisions.append(decision)
                 if decision.approve:
                     break
@@ -148,14 +163,20 @@ class SwarmWorkflow:
                                        non_retryable=True)
 
             self._phase(Phase.delivering, f"delivering {swarm_branch}")
-            branch = await workflow.execute_activity(
+            delivered = await workflow.execute_activity(
                 deliver, DeliverInput(run_id=req.run_id, repo_path=req.repo_path,
-                                      integration_sha=self._status.integration_sha, branch=swarm_branch), **GIT)
-            self._status.delivered_branch = branch
-            self._phase(Phase.delivered, f"delivered **{branch}** in `{req.repo_path}`")
-            return SwarmResult(run_id=req.run_id, delivered_branch=branch,
+                                      integration_sha=self._status.integration_sha, branch=swarm_branch,
+                                      delivery=req.config.delivery, base_branch=req.base_branch,
+                                      title=f"reposwarm: {req.task[:200]}", review_ref=review_ref),
+                start_to_close_timeout=timedelta(minutes=5),
+                retry_policy=RetryPolicy(maximum_attempts=5, initial_interval=timedelta(seconds=2)))
+            self._status.delivered_branch = delivered.branch
+            self._status.pull_request_url = delivered.pull_request_url
+            where = f" and {delivered.pull_request_url}" if delivered.pull_request_url else ""
+            self._phase(Phase.delivered, f"delivered **{delivered.branch}** in `{req.repo_path}`{where}")
+            return SwarmResult(run_id=req.run_id, delivered_branch=delivered.branch,
                                delivered_sha=self._status.integration_sha, rounds=self._status.round,
-                               usage=self._status.usage)
+                               usage=self._status.usage, pull_request_url=delivered.pull_request_url)
         except Exception as err:
             self._status.error = root_cause(err)
             self._phase(Phase.failed, f"failed: {self._status.error}")
@@ -308,6 +329,7 @@ class SwarmWorkflow:
         narrowed = next((lp.allowed_paths for lp in plan.lanes if lp.lane == name and lp.allowed_paths), None)
         return HelperTask(
             task_id=f"{req.run_id}.{name}.r{round_no}" + (f".a{attempt}" if attempt > 1 else ""),
+            feedback=list(self._feedback),
             run_id=req.run_id, repo_path=req.repo_path, lane=name, round=round_no, attempt=attempt, role=role, goal=goal, task=req.task, interface_contract=plan.interface_contract,
             allowed_paths=narrowed or role.allowed_paths, read_only_paths=role.read_only_paths,
             branch=lane_branch(req.run_id, name), base_sha=self._status.integration_sha,
@@ -336,17 +358,26 @@ class SwarmWorkflow:
                              first_pass_merge_rate=self._status.first_pass_merge_rate,
                              validations=list(self._status.validations),
                              usage=sum((r.usage for r in results.values()), Usage()),
-                             previous_comments=list(feedback))
+                             previous_comments=list(feedback), ui_url=req.ui_url)
 
-    async def _await_review(self, req: SwarmRequest, report: TestReport | None) -> ReviewDecision:
+    async def _await_review(self, req: SwarmRequest, report: TestReport | None) -> ReviewDecision | None:
+        """The human gate. Waiting holds no worker; None when the review timeout passes first."""
         self._decision = None
+        stamp = dict(decided_at=workflow.now().isoformat(), round=self._status.round)
         if req.auto_approve:
             green = report is None or report.passed
-            return ReviewDecision(approve=green, reviewer="auto", comment="" if green else "validation failed")
+            return ReviewDecision(approve=green, reviewer="auto", comment="" if green else "validation failed",
+                                  **stamp)
         checks = "no checks configured" if report is None else ("checks passed" if report.passed else "checks FAILED")
         self._phase(Phase.review, f"waiting for a reviewer ({checks}); approve or reject with starter.py")
-        await workflow.wait_condition(lambda: self._decision is not None)
-        decision = self._decision or ReviewDecision(approve=False)  # wait_condition guarantees a decision
+        timeout = req.config.swarm.review_timeout_s
+        try:
+            await workflow.wait_condition(lambda: self._decision is not None,
+                                          timeout=timedelta(seconds=timeout) if timeout else None)
+        except TimeoutError:
+            return None
+        decision = (self._decision or ReviewDecision(approve=False)).model_copy(
+            update=dict(decided_at=workflow.now().isoformat(), round=self._status.round))
         self._phase(Phase.planning if not decision.approve else Phase.delivering,
                     f"{'approved' if decision.approve else 'rejected'} by {decision.reviewer or 'a reviewer'}")
         return decision

@@ -1,0 +1,33 @@
+"""Publishing the review package: Markdown for people and JSON for tools, kept after the run ends."""
+
+from __future__ import annotations
+
+import json
+
+import git
+from temporalio import activity
+
+from reposwarm import ledger
+from reposwarm.contracts import Published, PublishInput
+from reposwarm.review import render_review
+from reposwarm.store import Store, run_dir
+
+
+@activity.defn
+def publish_review(req: PublishInput) -> Published:
+    package = req.package
+    since = ""
+    if req.previous_sha and req.previous_sha != package.integration_sha:
+        since = git.Git(req.repo_path).diff("--stat", req.previous_sha, package.integration_sha)
+    package = package.model_copy(update={"since_last_round": since})
+    markdown = ledger.redact(render_review(package, package.ui_url))
+    as_json = ledger.redact(json.dumps(package.model_dump(mode="json"), indent=2))
+    store = Store(req.run_id)
+    folder = run_dir(req.run_id) / "review"
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in (f"round-{package.round}", "latest"):
+        (folder / f"{name}.md").write_text(markdown, encoding="utf-8")
+        (folder / f"{name}.json").write_text(as_json, encoding="utf-8")
+    ledger.record_activity(req.run_id, "review_package", round=package.round, path=str(folder / "latest.md"))
+    return Published(markdown_ref=store.put(markdown), json_ref=store.put(as_json), path=str(folder / "latest.md"),
+                     since_last_round=since)
