@@ -8,7 +8,7 @@ PY     := $(VENV)/bin/python
 STATE  := $(CURDIR)/.reposwarm
 export REPOSWARM_HOME ?= $(STATE)
 
-.PHONY: venv demo test dev-server stop-dev-server worker clean record-history
+.PHONY: venv demo test dev-server stop-dev-server worker clean record-history bench
 
 venv: $(VENV)/.installed
 
@@ -34,6 +34,10 @@ worker: venv
 
 test: venv
 	$(PY) -m pytest -q
+
+# the symbol index benchmark: a generated 1M-line monorepo (kept in $TMPDIR/reposwarm-bench), bench/results_index.json
+bench: venv
+	$(PY) bench/bench_index.py $(BENCH_ARGS)
 
 record-history: venv
 	$(PY) -m tests.record_history

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 import time
 from datetime import timedelta
 from typing import Any
 
 import git
+from opentelemetry import trace
 from pydantic import ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -35,8 +37,12 @@ from reposwarm.contracts import (
 )
 from reposwarm.models import ModelError, ModelReply, ModelRequest, provider_for
 from reposwarm.prompts import LANE_SYSTEM, PLANNER_SYSTEM, planner_message
+from reposwarm.repomap import repo_map
 from reposwarm.store import Store
+from reposwarm.symbols import SymbolIndexError
 from reposwarm.tools import parse_args, tool_specs
+
+tracer = trace.get_tracer("reposwarm")
 
 
 def _estimate(messages: list[dict[str, Any]], reply: ModelReply) -> Usage:
@@ -50,25 +56,35 @@ def _estimate(messages: list[dict[str, Any]], reply: ModelReply) -> Usage:
 
 async def _complete(model_name: str, request_fields: dict[str, Any], run_id: str, call_id: str, *,
                     price: ModelPrice | None = None, record: bool = False) -> ModelReply:
-    try:
-        provider, model = provider_for(model_name)
-        request = ModelRequest(model=model, **request_fields)
+    """One model request. Every attempt is a ledger line (so the ledger matches what the provider saw),
+    and a span carrying the lane and the token counts."""
+    agent = str(request_fields.get("agent", ""))
+    with tracer.start_as_current_span("model_call", attributes={"reposwarm.lane": agent,
+                                                                "reposwarm.model": model_name}) as span:
         started = time.monotonic()
-        reply = await provider.complete(request)
-    except ModelError as err:
-        delay = timedelta(seconds=err.retry_after) if err.retry_after else None
-        raise ApplicationError(str(err), type="ModelError", non_retryable=not err.retryable,
-                               next_retry_delay=delay) from err
-    usage = _estimate(request.messages, reply)
-    if price is not None:
-        usage = usage.model_copy(update={"cost_usd": price.cost(usage.input_tokens, usage.output_tokens)})
-    reply = reply.model_copy(update={"usage": usage})
-    if record:
-        recording.save(run_id, request.agent, request.round, request.turn, reply, attempt=request.attempt)
-    ledger.record_activity(run_id, "model_call", call_id=call_id, agent=request.agent, model=model_name,
-                           input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
-                           cost_usd=usage.cost_usd, latency_s=round(time.monotonic() - started, 3))
-    return reply
+        try:
+            provider, model = provider_for(model_name)
+            request = ModelRequest(model=model, **request_fields)
+            reply = await provider.complete(request)
+        except ModelError as err:
+            ledger.record_activity(run_id, "model_call", call_id=call_id, agent=agent, model=model_name,
+                                   outcome="error", error=str(err)[:300],
+                                   latency_s=round(time.monotonic() - started, 3))
+            delay = timedelta(seconds=err.retry_after) if err.retry_after else None
+            raise ApplicationError(str(err), type="ModelError", non_retryable=not err.retryable,
+                                   next_retry_delay=delay) from err
+        usage = _estimate(request.messages, reply)
+        if price is not None:
+            usage = usage.model_copy(update={"cost_usd": price.cost(usage.input_tokens, usage.output_tokens)})
+        reply = reply.model_copy(update={"usage": usage})
+        span.set_attributes({"reposwarm.tokens_in": usage.input_tokens, "reposwarm.tokens_out": usage.output_tokens,
+                             "reposwarm.tool_calls": len(reply.tool_calls)})
+        if record:
+            recording.save(run_id, request.agent, request.round, request.turn, reply, attempt=request.attempt)
+        ledger.record_activity(run_id, "model_call", call_id=call_id, agent=agent, model=model_name, outcome="ok",
+                               input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
+                               cost_usd=usage.cost_usd, latency_s=round(time.monotonic() - started, 3))
+        return reply
 
 
 def _assistant_message(reply: ModelReply) -> dict[str, Any]:
@@ -178,7 +194,9 @@ SUBMIT_PLAN = {
     "description": "Submit the plan: the interface contract and one goal per lane.",
     "parameters": {k: v for k, v in Plan.model_json_schema().items() if k != "title"},
 }
-REPO_LISTING_TOKENS = 6_000  # how much of the file list the planner sees
+REPO_MAP_TOKENS = 4_000  # the repository map: the most relevant definitions, by file
+REPO_LISTING_TOKENS = 1_500  # the shallow file list after the map
+REPO_LISTING_ONLY_TOKENS = 6_000  # the file list when there is no map (no language the index parses)
 
 
 def _parse_plan(reply: ModelReply, lanes: LanesFile) -> Plan:
@@ -213,14 +231,25 @@ def _listing(files: list[str], budget_tokens: int) -> list[str]:
     return sorted(out[:-1]) + out[-1:] if used > budget_tokens else sorted(out)
 
 
+def _repo_map(repo_path: str, base_sha: str, focus: str) -> str:
+    """The repository map of the base commit; without one (an index failure) the planner gets the file list."""
+    try:
+        return repo_map(repo_path, base_sha, budget_tokens=REPO_MAP_TOKENS, focus_text=focus)
+    except (SymbolIndexError, sqlite3.Error, ImportError, OSError) as err:
+        activity.logger.warning("no repository map for %s: %s", repo_path, err)
+        return ""
+
+
 @activity.defn
 async def plan_round(req: PlanInput) -> PlanOutcome:
     """Ask the model for a Plan; an invalid plan goes back to it once with the error, then fails the run."""
     listing = await asyncio.to_thread(git.Git(req.repo_path).ls_tree, "-r", "--name-only", req.base_sha)
-    files = _listing(listing.splitlines(), REPO_LISTING_TOKENS)
+    map_text = await asyncio.to_thread(_repo_map, req.repo_path, req.base_sha, "\n".join([req.task, *req.feedback]))
+    files = _listing(listing.splitlines(), REPO_LISTING_TOKENS if map_text else REPO_LISTING_ONLY_TOKENS)
     lanes = LanesFile(swarm=SwarmConfig(lanes=req.lanes))
     messages: list[dict[str, Any]] = [
-        {"role": "user", "content": planner_message(req.task, req.lanes, req.feedback, req.previous_plan, files)}
+        {"role": "user", "content": planner_message(req.task, req.lanes, req.feedback, req.previous_plan, files,
+                                                    repo_map=map_text)}
     ]
     error, usage = "", Usage()
     for turn in range(2):

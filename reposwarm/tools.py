@@ -179,13 +179,23 @@ class Toolbox:
 
     def read_file(self, a: ReadFileArgs) -> str:
         rel, real = self.policy.for_read(a.path)
-        if not real.is_file():
-            raise ValueError(f"{rel}: no such file")
-        lines = real.read_text(encoding="utf-8", errors="replace").splitlines(keepends=True)
+        if real.is_file():
+            text = real.read_text(encoding="utf-8", errors="replace")
+        else:
+            text = self._from_git(rel)  # outside a sparse checkout, the file is still in git's objects
+        lines = text.splitlines(keepends=True)
         start = (a.start_line or 1) - 1
         end = a.end_line or len(lines)
         body = "".join(lines[start:end])
         return _cap(f"{rel} (lines {start + 1}-{min(end, len(lines))} of {len(lines)})\n{body}")
+
+    def _from_git(self, rel: str) -> str:
+        status, out, _ = git.Git(str(self.policy.root)).execute(
+            ["git", "show", f"HEAD:{rel}"], with_extended_output=True, with_exceptions=False,
+            strip_newline_in_stdout=False)
+        if status != 0:
+            raise ValueError(f"{rel}: no such file")
+        return out
 
     def list_dir(self, a: ListDirArgs) -> str:
         rel, real = self.policy.for_list(a.path)
@@ -209,11 +219,51 @@ class Toolbox:
         return _cap("\n".join(hits[:MAX_MATCHES]) + more) if hits else "no matches"
 
     def symbol_lookup(self, a: SymbolLookupArgs) -> str:
+        """Definitions, then references: from the symbol index of the worktree's HEAD (checkpointed after
+        every turn) for the languages it parses, and from git grep for every other file."""
+        import sqlite3
+        from concurrent.futures import ThreadPoolExecutor
+
+        from temporalio import activity
+
+        from reposwarm.symbols import SymbolIndex, SymbolIndexError, indexed_globs
+
+        def heartbeat(message: str) -> None:  # a first index of a large repository takes a while
+            if activity.in_activity():
+                activity.heartbeat(message)
+
+        # the grep finder: the whole answer before the index, now for the files the index does not parse
         name = re.escape(a.symbol.split(".")[-1])
         kinds = r"(def|class|function|func|fn|const|let|var|type|interface|struct|enum|trait|impl)"
-        definitions = _grep(self.policy, ["-E", "-e", rf"(^|[^A-Za-z0-9_]){kinds}[[:space:]]+\*?{name}([^A-Za-z0-9_$]|$)"], ["."])
-        references = [h for h in _grep(self.policy, ["-w", "-e", a.symbol.split(".")[-1]], ["."]) if h not in definitions]
-        out = ["definitions:", *(definitions[:50] or ["(none found)"]), "references:", *(references[:MAX_MATCHES] or ["(none found)"])]
+        greps = [["-E", "-e", rf"(^|[^A-Za-z0-9_]){kinds}[[:space:]]+\*?{name}([^A-Za-z0-9_$]|$)"],
+                 ["-w", "-e", a.symbol.split(".")[-1]]]
+        others = [".", *(f":(exclude){glob}" for glob in indexed_globs())]
+        indexed_defs: list[str] = []
+        indexed_refs: list[str] = []
+        more_defs = more_refs = 0
+        with ThreadPoolExecutor(2) as pool:  # the greps run while the index answers
+            grepped = [pool.submit(_grep, self.policy, argv, others) for argv in greps]
+            try:
+                with SymbolIndex(self.policy.root) as index:
+                    found = index.lookup(a.symbol, rev="HEAD", limit=50, readable=self.policy.readable,
+                                         progress=heartbeat)
+                indexed_defs = [f"{d.path}:{d.line}: {d.kind} {d.name}" + (f" (in {d.scope})" if d.scope else "")
+                                for d in found.definitions]
+                indexed_refs = [f"{r.path}:{r.line}" for r in found.references]
+                more_defs, more_refs = found.more_definitions, found.more_references
+                definitions, references = (future.result() for future in grepped)
+            except (SymbolIndexError, sqlite3.Error, ImportError, OSError):
+                # no index (no commit yet, no grammar): grep everything, as before
+                definitions, references = (_grep(self.policy, argv, ["."]) for argv in greps)
+        references = [h for h in references if h not in definitions]
+        definitions = indexed_defs + definitions[:50]
+        references = indexed_refs + references[:MAX_MATCHES - len(indexed_refs)]
+        out = ["definitions:", *(definitions or ["(none found)"])]
+        if more_defs:
+            out.append(f"[{more_defs} more definitions; a qualified symbol (Class.method) ranks that scope first]")
+        out += ["references:", *(references or ["(none found)"])]
+        if more_refs:
+            out.append(f"[{more_refs} more references]")
         return _cap("\n".join(out))
 
     def write_file(self, a: WriteFileArgs) -> str:

@@ -119,8 +119,8 @@ async def test_stdio_every_tool(repo: Path, lanes_file: Path, tmp_path: Path) ->
         text, error = await call(session, "symbol_lookup", symbol="greet")
         assert not error
         definitions, references = text.split("references:")
-        assert "src/app.py:1:def greet(name):" in definitions
-        assert "src/app.py:5:" in references and "src/util.py:1:" in references
+        assert "src/app.py:1: function greet" in definitions
+        assert "src/app.py:5" in references and "src/util.py:1" in references
 
         text, error = await call(session, "read_file", path="docs/guide.md")
         assert not error and "Call greet" in text  # read-only paths are readable
