@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import getpass
+import json
 import os
 import re
 import shutil
@@ -35,7 +36,7 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowUpdateFai
 from temporalio.common import TypedSearchAttributes
 from temporalio.service import RPCError, RPCStatusCode
 
-from reposwarm import recording, task_queue
+from reposwarm import ledger, metrics, recording, task_queue
 from reposwarm.config import ConfigError, apply_env, load_lanes_file, load_plan_file
 from reposwarm.contracts import LanesFile, Phase, ReviewDecision, ReviewReceipt, SwarmRequest, SwarmResult, SwarmStatus
 from reposwarm.review import render_review, render_status
@@ -422,6 +423,12 @@ def parser() -> argparse.ArgumentParser:
                      help="show the plan and each lane's estimated tokens and cost; dispatch nothing")
     run.add_argument("--record", action="store_true",
                      help="keep every model exchange, so `starter.py recording RUN` can make a replay script")
+    rep = sub.add_parser("report", help="a run's figures from its ledger (on the worker's host)")
+    rep.add_argument("run")
+    rep.add_argument("--json", action="store_true")
+    exp = sub.add_parser("explain", help="which lane changed a file, in which turn, and why")
+    exp.add_argument("run")
+    exp.add_argument("path")
     rec = sub.add_parser("recording", help="the replay script of a run started with --record (on the worker's host)")
     rec.add_argument("run")
     rec.add_argument("--out", help="write it to this file (default: standard output)")
@@ -471,6 +478,58 @@ async def cmd_mcp(args: argparse.Namespace) -> int:
     return 0
 
 
+def _ledger_lines(run_id: str) -> list[dict]:
+    lines = ledger.read(run_id)
+    if not lines:
+        raise UserError(f"no ledger for run {run_id} under {ledger.ledger_path(run_id)} "
+                        "(REPOSWARM_HOME must be the worker's)")
+    return lines
+
+
+async def cmd_report(args: argparse.Namespace) -> int:
+    figures = metrics.report(args.run, _ledger_lines(args.run))
+    print(figures.model_dump_json(indent=2) if args.json else metrics.render(figures))
+    return 0
+
+
+async def cmd_explain(args: argparse.Namespace) -> int:
+    """Which lane changed a file, in which turn, and why: from the ledger, then from git."""
+    lines = _ledger_lines(args.run)
+    path = args.path.removeprefix("./")
+    edits = [e for e in lines if e["event"] == "tool_call" and e.get("path") == path and e.get("outcome") == "ok"
+             and e.get("tool") in ("write_file", "edit_file", "delete_file")]
+    refused = [e for e in lines if e["event"] == "tool_call" and e.get("path") == path and e.get("outcome") != "ok"]
+    if not edits and not refused:
+        raise UserError(f"no lane of run {args.run} changed {path}")
+    print(f"{path} in run {args.run}:")
+    for e in edits:
+        print(f"- lane {e['lane']}, round {e.get('round', 1)}, turn {e.get('turn', '?')}: {e['tool']} "
+              f"(call {e['call_id']}): {e.get('reason') or 'no reason given'}")
+    for e in refused:
+        print(f"- refused: lane {e['lane']} tried {e['tool']}: {e.get('detail')}")
+    repo = next((e.get("repo") for e in lines if e.get("repo")), None) or _repo_of(args.run)
+    if repo:
+        ref = f"swarm/{args.run}" if git_ok(repo, "rev-parse", "--verify", "-q", f"swarm/{args.run}") else \
+            f"swarm/{args.run}/integration"
+        log = subprocess.run(["git", "-C", repo, "log", "--format=%h %s", ref, "--", path],
+                             capture_output=True, text=True).stdout.strip()
+        if log:
+            print(f"\ncommits on {ref}:")
+            print(log)
+    return 0
+
+
+def git_ok(repo: str, *args: str) -> bool:
+    return subprocess.run(["git", "-C", repo, *args], capture_output=True).returncode == 0
+
+
+def _repo_of(run_id: str) -> str | None:
+    try:
+        return str(json.loads((run_dir(run_id) / "review" / "latest.json").read_text())["repo_path"])
+    except (OSError, ValueError, KeyError):
+        return None
+
+
 async def cmd_recording(args: argparse.Namespace) -> int:
     try:
         script = recording.replay_script(args.run)
@@ -489,6 +548,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     handler = {"run": cmd_run, "status": cmd_status, "review": cmd_review, "approve": cmd_decide,
                "reject": cmd_decide, "demo": cmd_demo, "watch": cmd_watch, "list": cmd_list,
+               "report": cmd_report, "explain": cmd_explain,
                "recording": cmd_recording, "mcp": cmd_mcp}[args.command]
     try:
         return asyncio.run(handler(args))

@@ -27,7 +27,7 @@ from activities.model import model_turn, plan_round
 from activities.repo import checkpoint_lane, create_lane_worktree, describe_lane, merge_lane, prepare_run
 from activities.review import publish_review
 from activities.tools import run_tool
-from reposwarm import task_queue
+from reposwarm import task_queue, telemetry
 from workflows.lane import LaneWorkflow
 from workflows.swarm import SwarmWorkflow
 
@@ -37,10 +37,13 @@ ACTIVITIES = [prepare_run, create_lane_worktree, checkpoint_lane, describe_lane,
               rollback_integration, publish_review]
 
 
-async def connect() -> Client:
+async def connect(service: str = "reposwarm") -> Client:
+    """A client by Temporal's conventions (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, env config profiles, TLS)."""
     config = ClientConfig.load_client_connect_config()
     config.setdefault("target_host", os.environ.get("TEMPORAL_ADDRESS", "localhost:7233"))
-    return await Client.connect(**config, data_converter=pydantic_data_converter)
+    rt = telemetry.runtime()
+    return await Client.connect(**config, data_converter=pydantic_data_converter,
+                                interceptors=telemetry.setup_tracing(service), **({"runtime": rt} if rt else {}))
 
 
 def make_worker(client: Client, queue: str | None = None) -> Worker:
@@ -58,7 +61,7 @@ def make_worker(client: Client, queue: str | None = None) -> Worker:
 
 async def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    client = await connect()
+    client = await connect("reposwarm-worker")
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         asyncio.get_running_loop().add_signal_handler(sig, stop.set)

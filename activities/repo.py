@@ -26,6 +26,7 @@ from reposwarm.contracts import (
     PrepareInput,
     PrepareResult,
 )
+from reposwarm.paths import cone_dirs
 from reposwarm.store import run_dir
 
 IDENTITY = ["-c", "user.name=reposwarm", "-c", "user.email=reposwarm@localhost", "-c", "commit.gpgsign=false"]
@@ -89,7 +90,7 @@ def prepare_run(req: PrepareInput) -> PrepareResult:
                 non_retryable=True,
             )
         g.branch(branch, base)
-    ledger.record_activity(req.run_id, "prepare", base_sha=base, integration_branch=branch)
+    ledger.record_activity(req.run_id, "prepare", repo=req.repo_path, base_sha=base, integration_branch=branch)
     return PrepareResult(base_sha=base, integration_branch=branch)
 
 
@@ -122,12 +123,37 @@ def create_lane_worktree(task: HelperTask) -> LaneWorktree:
     else:
         path.parent.mkdir(parents=True, exist_ok=True)
         g.worktree("prune")
-        g.worktree("add", "-f", "-B", branch, str(path), start)
+        cone = _sparse_cone(g, task, start)
+        if cone is None:
+            g.worktree("add", "-f", "-B", branch, str(path), start)
+        else:
+            # Only the lane's folders on disk, sharing the object store: a fraction of a full checkout.
+            g.worktree("add", "--no-checkout", "-f", "-B", branch, str(path), start)
+            wt = _git(path)
+            wt.sparse_checkout("set", "--cone", "--sparse-index", *cone)
+            wt.checkout("-f", "-q", branch)
     head = _rev(_git(path), "HEAD") or start
     ledger.record_activity(task.run_id, "helper_spawn" if task.resume is None else "checkpoint_restore",
                            lane=task.lane, round=task.round, branch=branch, base_sha=task.base_sha, head=head,
                            model=task.model)
     return LaneWorktree(path=str(path), branch=branch, head_sha=head)
+
+
+SPARSE_FROM_FILES = 2_000  # with swarm.sparse unset, lanes go sparse on repositories with more files than this
+
+
+def _sparse_cone(g: git.Git, task: HelperTask, start: str) -> list[str] | None:
+    if task.sparse is False:
+        return None
+    cone = cone_dirs(task.allowed_paths + task.read_only_paths)
+    if cone is None or task.sparse:
+        return cone
+    files = 0
+    for _ in g.ls_tree("-r", "--name-only", start).splitlines():
+        files += 1
+        if files > SPARSE_FROM_FILES:
+            return cone
+    return None
 
 
 @activity.defn
@@ -152,6 +178,8 @@ def describe_lane(task: HelperTask) -> dict[str, str]:
         status, _, name = line.partition("\t")
         files[name] = status[:1]
     stat = wt.diff("--stat", task.base_sha, head)
+    ledger.record_activity(task.run_id, "lane_end", lane=task.lane, round=task.round, dispatch=task.attempt,
+                           head=head, files=len(files))
     return {"__head__": head, "__stat__": stat, **files}
 
 

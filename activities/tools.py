@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from opentelemetry import trace
 from temporalio import activity
 
 from activities.repo import lane_worktree_path
@@ -43,8 +44,12 @@ def run_tool(req: ToolInput) -> ToolOutcome:
     output = ledger.redact(output)
     output_ref = store.put(output)
     path = arguments.get("path") if isinstance(arguments, dict) else None
+    span = trace.get_current_span()
+    span.set_attributes({"reposwarm.lane": req.lane, "reposwarm.tool": call.name,
+                         "reposwarm.outcome": "refused" if refused else ("ok" if ok else "error")})
     ledger.record_activity(
-        req.run_id, "tool_call", lane=req.lane, call_id=call.id, tool=call.name, path=path if isinstance(path, str) else None,
+        req.run_id, "tool_call", lane=req.lane, round=req.round, turn=req.turn,
+        reason=tools.edit.reason if tools.edit else None, call_id=call.id, tool=call.name, path=path if isinstance(path, str) else None,
         outcome="refused" if refused else ("ok" if ok else "error"), detail=None if ok else output[:500],
         malformed=malformed,
         output_ref=output_ref,

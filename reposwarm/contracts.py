@@ -65,6 +65,8 @@ class SwarmConfig(Contract):
     max_consecutive_test_fails: int = Field(default=3, gt=0)
     max_review_rounds: int = Field(default=5, gt=0)
     review_timeout_s: float | None = Field(default=None, gt=0)  # then the run ends as expired, branches kept
+    # Lane worktrees check out only the lane's folders (cone mode, sparse index); None: when the repo is big.
+    sparse: bool | None = None
     on_red: Literal["review", "fail"] = "review"  # after a rollback: go to review with the report, or fail
     model: str | None = None
     lanes: dict[str, HelperRole] = Field(min_length=1)
@@ -170,6 +172,7 @@ class HelperTask(Contract):
     default_profile: str = "default"
     price: ModelPrice | None = None
     record: bool = False
+    sparse: bool | None = None
     resume: LaneResume | None = None
 
 
@@ -327,6 +330,8 @@ class ToolInput(Contract):
     run_id: str
     lane: str
     call: ToolCall
+    round: int = 1
+    turn: int = 0  # the lane turn (1-based) that made the call: for the ledger and `starter.py explain`
     allowed_paths: list[str]
     read_only_paths: list[str] = []
     check_profiles: dict[str, CheckProfile] = {}

@@ -70,7 +70,10 @@ def record_activity(run_id: str, event: str, **fields: Any) -> None:
     from temporalio import activity
 
     info = activity.info()
-    key = f"{info.workflow_id}/{info.workflow_run_id}/{info.activity_id}/{event}"
+    # A retry of the same activity writes the same key, except where each attempt is its own event (a model
+    # call: every attempt reached the provider, so every attempt is a line).
+    attempt = f"/{info.attempt}" if event == "model_call" else ""
+    key = f"{info.workflow_id}/{info.workflow_run_id}/{info.activity_id}/{event}{attempt}"
     record(run_id, event, key=key, workflow_id=info.workflow_id, activity_id=info.activity_id,
            attempt=info.attempt, **fields)
 

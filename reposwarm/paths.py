@@ -9,6 +9,7 @@ no spelling of a path ("..", absolute, a symlink) reaches outside the slice.
 from __future__ import annotations
 
 import posixpath
+import re
 from pathlib import Path
 
 import pathspec
@@ -111,3 +112,22 @@ class PathPolicy:
         if size > MAX_WRITE_BYTES:
             raise PathRefused(f"{path!r}: {size} bytes is over the write limit of {MAX_WRITE_BYTES} bytes")
         return rel, real
+
+
+def cone_dirs(patterns: list[str]) -> list[str] | None:
+    """The folders a cone-mode sparse checkout needs for these patterns; None when one cannot be a cone.
+
+    "services/api/" gives services/api; "services/**/tests/" gives services (the fixed part before a
+    glob); a pattern that starts with a glob, or names a file at the root, needs the whole tree.
+    """
+    dirs: set[str] = set()
+    for pattern in patterns:
+        fixed = re.split(r"[*?\[]", pattern.strip().removeprefix("./").lstrip("/"), maxsplit=1)[0]
+        folder = fixed if fixed.endswith("/") else posixpath.dirname(fixed)
+        folder = folder.strip("/")
+        if not folder:
+            if "/" not in fixed.strip("/") and fixed and not any(c in pattern for c in "*?["):
+                continue  # a file at the root: cone mode always checks those out
+            return None
+        dirs.add(folder)
+    return sorted(d for d in dirs if not any(d.startswith(o + "/") for o in dirs))

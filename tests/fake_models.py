@@ -31,6 +31,7 @@ class FakeModelServer:
     script: dict[str, Any]
     requests: list[Seen] = field(default_factory=list)
     rate_limit_first: int = 0  # answer this many requests with 429 and Retry-After: 1 first
+    delay_s: float = 0.0  # latency of every answer, as a real model has
 
     def __post_init__(self) -> None:
         server = self
@@ -50,6 +51,8 @@ class FakeModelServer:
                     server.rate_limit_first -= 1
                     return self._send(429, {"error": {"type": "rate_limit_error", "message": "slow down"}},
                                       {"retry-after": "1"})
+                if server.delay_s:
+                    time.sleep(server.delay_s)
                 try:
                     reply = server.reply_for(body)
                 except LookupError as err:

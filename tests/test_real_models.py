@@ -94,7 +94,10 @@ async def test_real_provider_end_to_end_and_replay(client, worker, temporal_addr
     assert len(planner_requests) == 2 and planner_requests[0].raw == planner_requests[1].raw
     assert len(lane_requests) == 6
     ledger_lines = [json.loads(line) for line in next(home.rglob("ledger.jsonl")).read_text().splitlines()]
-    assert [e["attempt"] for e in ledger_lines if e["event"] == "model_call" and e["agent"] == "planner"] == [2]
+    planner_lines = [e for e in ledger_lines if e["event"] == "model_call" and e["agent"] == "planner"]
+    assert [(e["attempt"], e["outcome"]) for e in planner_lines] == [(1, "error"), (2, "ok")]
+    # The ledger's model calls are the requests the server received, one for one, the retried one included.
+    assert len([e for e in ledger_lines if e["event"] == "model_call"]) == len(fake.requests)
     for seen in lane_requests:
         tools = seen.body["tools"]
         specs = {t["function"]["name"]: t["function"]["parameters"] for t in tools} if wire == "openai" else {

@@ -93,6 +93,10 @@ class LaneWorkflow:
 
             changed, new_chars, valid_calls = await self._run_calls(task, result, r, edits)
             self._state.tool_calls = r.tool_calls
+            workflow.set_current_details(
+                f"**{task.lane}** (round {task.round}): turn {r.turn} of at most {role.max_turns}, "
+                f"{r.tool_calls} tool calls, {r.usage.total_tokens} of {role.token_budget} tokens, "
+                f"{len(edits)} files changed\n\nGoal: {task.goal[:300]}")
             next_input = result.usage.input_tokens + result.usage.output_tokens + new_chars // 4
 
             r.malformed = 0 if valid_calls else r.malformed + 1
@@ -133,7 +137,8 @@ class LaneWorkflow:
                 continue
             outcome = await workflow.execute_activity(
                 run_tool,
-                ToolInput(run_id=task.run_id, lane=task.lane, call=call, allowed_paths=task.allowed_paths,
+                ToolInput(run_id=task.run_id, lane=task.lane, call=call, round=task.round, turn=r.turn,
+                          allowed_paths=task.allowed_paths,
                           read_only_paths=task.read_only_paths, check_profiles=task.check_profiles,
                           default_profile=task.default_profile, default_reason=result.content[:200]),
                 start_to_close_timeout=timedelta(

@@ -335,7 +335,7 @@ class SwarmWorkflow:
             branch=lane_branch(req.run_id, name), base_sha=self._status.integration_sha,
             model=role.model or req.model, max_loops=req.config.swarm.max_helper_loops,
             checkpoint_key=f"{req.run_id}/{name}/r{round_no}",
-            price=req.config.prices.get(role.model or req.model), record=req.record,
+            price=req.config.prices.get(role.model or req.model), record=req.record, sparse=req.config.swarm.sparse,
             check_profiles=req.config.validation.profiles, default_profile=profile_name,
         )
 

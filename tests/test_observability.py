@@ -1,0 +1,124 @@
+"""Observability: the ledger's figures, a trace of a whole run, secrets kept out, explain and report."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+
+import starter
+from reposwarm import ledger, metrics, telemetry
+from reposwarm.contracts import Phase, ReviewDecision
+from reposwarm.store import run_dir
+from tests.fake_models import FakeModelServer
+from tests.helpers import ROOT, finish, make_repo, turn, wait_for_phase, write_yaml
+from worker import make_worker
+from workflows.swarm import SwarmWorkflow
+
+LANES = ["api", "web", "db", "docs"]
+ENV_SECRET = "hunter2-planted-env-secret-0123456789"
+FILE_SECRET = "sk-planted0file0secret0abcdefghijklmnop"
+
+
+def four_lanes(tmp_path: Path, turns: int = 3) -> tuple[Path, Path, Path, dict]:
+    files = {f"{n}/x.txt": "0\n" for n in LANES}
+    files["api/config.txt"] = f"token = {FILE_SECRET}\nenv = {ENV_SECRET}\n"
+    repo = make_repo(tmp_path / "repo", files)
+    lanes = write_yaml(tmp_path / "lanes.yaml", {"swarm": {"max_parallel": 4, "lanes": {
+        n: {"allowed_paths": [f"{n}/"]} for n in LANES}}})
+    plan = write_yaml(tmp_path / "plan.yaml", {"interface_contract": "-", "lanes": [
+        {"lane": n, "goal": f"Mark {n}."} for n in LANES]})
+    script = {"lanes": {n: {1: [
+        *[turn((f"{n}r{i}", "read_file", {"path": "api/config.txt" if n == "api" else f"{n}/x.txt"}))
+          for i in range(turns - 2)],
+        turn((f"{n}w", "write_file", {"path": f"{n}/x.txt", "content": f"{n}\n", "reason": f"Mark {n} as done"})),
+        finish(f"{n}f", f"{n} marked")]} for n in LANES}}
+    return repo, lanes, plan, script
+
+
+async def test_figures_trace_and_secrets_of_a_whole_run(client, reposwarm_home, tmp_path, monkeypatch):
+    exporter = InMemorySpanExporter()
+    interceptors = telemetry.setup_tracing("reposwarm-test", exporter=exporter)
+    traced = await Client.connect(client.service_client.config.target_host, data_converter=pydantic_data_converter,
+                                  interceptors=interceptors)
+    queue = f"traced-{uuid.uuid4().hex[:8]}"
+    monkeypatch.setenv("REPOSWARM_TASK_QUEUE", queue)
+    monkeypatch.setenv("PLANTED_API_KEY", ENV_SECRET)  # a credential in the worker's environment
+    repo, lanes, plan, script = four_lanes(tmp_path)
+    with FakeModelServer("openai", script, delay_s=0.4) as fake:
+        monkeypatch.setenv("OPENAI_BASE_URL", fake.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-observability-test-key-000000")
+        async with make_worker(traced, queue):
+            req = starter.build_request(argparse.Namespace(repo=str(repo), task="Mark every lane", lanes=str(lanes),
+                                                           plan=str(plan), model="openai:fake"))
+            await starter.start(traced, req)
+            run_id = req.run_id
+            await wait_for_phase(client, run_id, Phase.review)
+            handle = traced.get_workflow_handle_for(SwarmWorkflow.run, run_id)
+            await handle.execute_update(SwarmWorkflow.review, ReviewDecision(approve=True))
+            await handle.result()
+
+    lines = ledger.read(run_id)
+    report = metrics.report(run_id, lines)
+    # Parallel efficiency from the ledger agrees with the lanes' own start and end times in Temporal.
+    spans = []
+    for n in LANES:
+        desc = await client.get_workflow_handle(f"{run_id}.{n}.r1").describe()
+        spans.append((desc.start_time.timestamp(), desc.close_time.timestamp()))
+    phase = max(e for _, e in spans) - min(s for s, _ in spans)
+    independent = sum(e - s for s, e in spans) / (len(LANES) * phase)
+    assert report.parallel_efficiency == pytest.approx(independent, rel=0.10)
+    assert report.first_pass_merge_rate == 1.0 and report.changesets == 4
+    assert report.tool_calls == sum(f.tool_calls for f in report.lanes) == 4 * 2  # a read and a write each
+    assert report.tokens_in == sum(e["input_tokens"] for e in lines if e["event"] == "model_call")
+    assert len([e for e in lines if e["event"] == "model_call"]) == len(fake.requests)
+
+    # The trace holds the workflow, every lane, and every model and tool call.
+    names = [s.name for s in exporter.get_finished_spans()]
+    assert "StartWorkflow:SwarmWorkflow" in names and "RunWorkflow:SwarmWorkflow" in names
+    assert names.count("RunWorkflow:LaneWorkflow") >= len(LANES)
+    assert names.count("RunActivity:model_turn") == len(fake.requests)
+    assert names.count("RunActivity:run_tool") == report.tool_calls
+    model_spans = [s for s in exporter.get_finished_spans() if s.name == "model_call"]
+    assert {s.attributes["reposwarm.lane"] for s in model_spans} >= set(LANES)
+    assert all(s.attributes["reposwarm.tokens_in"] > 0 for s in model_spans)
+
+    # Planted secrets appear nowhere: not in history, ledger, transcripts, store or the review package.
+    histories = [await client.get_workflow_handle(w.id, run_id=w.run_id).fetch_history()
+                 async for w in client.list_workflows(f"WorkflowId STARTS_WITH '{run_id}'")]
+    for history in histories:
+        text = history.to_json()
+        assert ENV_SECRET not in text and FILE_SECRET not in text
+    for path in run_dir(run_id).rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            assert ENV_SECRET.encode() not in data and FILE_SECRET.encode() not in data, path
+    api_read = next(e for e in lines if e["event"] == "tool_call" and e["call_id"] == "apir0")
+    seen = (run_dir(run_id) / "store" / api_read["output_ref"][7:9] / api_read["output_ref"][7:]).read_text()
+    assert "[redacted" in seen  # the lane did read the file; what it saw was redacted
+
+    # explain and report, as a user runs them
+    env = {**os.environ, "REPOSWARM_HOME": str(reposwarm_home)}
+    explained = await asyncio.to_thread(subprocess.run, [sys.executable, str(ROOT / "starter.py"), "explain", run_id,
+                                                         "web/x.txt"], capture_output=True, text=True, env=env,
+                                        timeout=60)
+    assert explained.returncode == 0, explained.stderr
+    assert "lane web, round 1, turn 2: write_file" in explained.stdout and "Mark web as done" in explained.stdout
+    assert f"swarm/{run_id}" in explained.stdout
+    reported = await asyncio.to_thread(subprocess.run, [sys.executable, str(ROOT / "starter.py"), "report", run_id,
+                                                        "--json"], capture_output=True, text=True, env=env, timeout=60)
+    figures = json.loads(reported.stdout)
+    for key in ("changesets_per_hour", "parallel_efficiency", "first_pass_merge_rate", "tokens_in", "tokens_out",
+                "cost_usd", "tool_calls", "lanes"):
+        assert key in figures
+    assert {lane["lane"] for lane in figures["lanes"]} == set(LANES)

@@ -1,0 +1,50 @@
+"""Sparse lane worktrees: only the lane's folders on disk, the whole tree in every commit."""
+
+from __future__ import annotations
+
+import pytest
+
+from reposwarm.contracts import Phase, ReviewDecision
+from reposwarm.paths import PathPolicy
+from reposwarm.store import run_dir
+from reposwarm.tools import ReadFileArgs, Toolbox
+from tests.helpers import finish, git, make_repo, start_run, turn, wait_for_phase, write_yaml
+from workflows.swarm import SwarmWorkflow
+
+FILES = {"a/one.txt": "1\n", "b/two.txt": "2\n", "c/three.txt": "3\n", "README.md": "root\n"}
+
+
+@pytest.mark.usefixtures("worker")
+async def test_a_sparse_lane_checks_out_its_slice_and_delivers_the_whole_tree(client, tmp_path):
+    repo = make_repo(tmp_path / "repo", FILES)
+    lanes = write_yaml(tmp_path / "lanes.yaml", {"swarm": {"sparse": True, "lanes": {
+        "a": {"allowed_paths": ["a/"], "read_only_paths": ["b/"]}}}})
+    plan = write_yaml(tmp_path / "plan.yaml", {"interface_contract": "-", "lanes": [{"lane": "a", "goal": "Edit a."}]})
+    script = write_yaml(tmp_path / "replay.yaml", {"version": 1, "lanes": {"a": {1: [
+        turn(("s1", "read_file", {"path": "b/two.txt"})),
+        turn(("s2", "write_file", {"path": "a/one.txt", "content": "one\n", "reason": "Spell the number out"})),
+        finish("s3")]}}})
+    run_id = await start_run(client, repo, lanes, script, plan=plan)
+    await wait_for_phase(client, run_id, Phase.review)
+    worktree = run_dir(run_id) / "lanes" / "a"
+    on_disk = sorted(p.relative_to(worktree).as_posix() for p in worktree.rglob("*") if p.is_file()
+                     and ".git" not in p.parts)
+    assert on_disk == ["README.md", "a/one.txt", "b/two.txt"]  # no c/: not the lane's
+    assert git(worktree, "sparse-checkout", "list").splitlines() == ["a", "b"]
+    handle = client.get_workflow_handle_for(SwarmWorkflow.run, run_id)
+    await handle.execute_update(SwarmWorkflow.review, ReviewDecision(approve=True))
+    result = await handle.result()
+    delivered = git(repo, "ls-tree", "-r", "--name-only", result.delivered_branch).splitlines()
+    assert delivered == ["README.md", "a/one.txt", "b/two.txt", "c/three.txt"]
+    assert git(repo, "show", f"{result.delivered_branch}:a/one.txt") == "one"
+
+
+def test_a_readable_file_outside_the_checkout_is_read_from_git(tmp_path):
+    repo = make_repo(tmp_path / "repo", FILES)
+    wt = tmp_path / "wt"
+    git(repo, "worktree", "add", "-q", "--no-checkout", str(wt), "HEAD")
+    git(wt, "sparse-checkout", "set", "--cone", "--sparse-index", "a")
+    git(wt, "checkout", "-q", "-f")
+    assert not (wt / "c" / "three.txt").exists()
+    tools = Toolbox(PathPolicy(wt, ["a/"], ["c/"]))
+    assert tools.read_file(ReadFileArgs(path="c/three.txt")).endswith("3\n")
