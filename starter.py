@@ -24,6 +24,7 @@ import json
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -33,17 +34,31 @@ from pathlib import Path
 
 import yaml
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowUpdateFailedError
-from temporalio.common import TypedSearchAttributes
+from temporalio.common import TypedSearchAttributes, WorkflowIDConflictPolicy
 from temporalio.service import RPCError, RPCStatusCode
 
 from reposwarm import ledger, metrics, recording, task_queue
 from reposwarm.config import ConfigError, apply_env, load_lanes_file, load_plan_file
-from reposwarm.contracts import LanesFile, Phase, ReviewDecision, ReviewReceipt, SwarmRequest, SwarmResult, SwarmStatus
+from reposwarm.contracts import (
+    LanesFile,
+    Phase,
+    ReviewDecision,
+    ReviewReceipt,
+    SwarmRequest,
+    SwarmResult,
+    SwarmStatus,
+    TrialBatchRequest,
+    TrialBatchResult,
+    TrialSpec,
+)
+from reposwarm.models import KNOWN_PROVIDERS
+from reposwarm.paths import PathPolicy
 from reposwarm.review import render_review, render_status
 from reposwarm.store import run_dir
 from worker import connect
 from workflows.lane import LaneWorkflow
 from workflows.swarm import REPO_ATTR, STATUS_ATTR, SwarmWorkflow, search_attributes
+from workflows.trial import TrialWorkflow
 
 HERE = Path(__file__).resolve().parent
 DEMO = HERE / "examples" / "demo"
@@ -83,7 +98,6 @@ def check_repo(path: str) -> Path:
     return repo
 
 
-KNOWN_PROVIDERS = ("openai", "anthropic", "replay")
 
 
 def resolve_model(name: str, relative_to: Path | None = None, where: str = "model") -> str:
@@ -429,6 +443,17 @@ def parser() -> argparse.ArgumentParser:
     exp = sub.add_parser("explain", help="which lane changed a file, in which turn, and why")
     exp.add_argument("run")
     exp.add_argument("path")
+    tr = sub.add_parser("trial", help="replay a repository's own commits as swarm tasks and score the swarm")
+    tr.add_argument("--repo", required=True)
+    tr.add_argument("--commits", nargs="+", required=True, metavar="REV-RANGE|SHA")
+    tr.add_argument("--lanes")
+    tr.add_argument("--model")
+    tr.add_argument("--max", type=int, help="at most this many trials")
+    tr.add_argument("--parallel", type=int, default=2, help="trials at once (default 2)")
+    tr.add_argument("--batch", help="a batch id; the same id resumes that batch")
+    tr.add_argument("--json", action="store_true")
+    tr.add_argument("--oracle", nargs="?", const="", default=None, metavar="OPTIONS",
+                    help=argparse.SUPPRESS)  # the harness's own proof: a model that knows the commit
     rec = sub.add_parser("recording", help="the replay script of a run started with --record (on the worker's host)")
     rec.add_argument("run")
     rec.add_argument("--out", help="write it to this file (default: standard output)")
@@ -530,6 +555,102 @@ def _repo_of(run_id: str) -> str | None:
         return None
 
 
+def select_commits(repo: Path, revs: list[str], config: LanesFile, limit: int | None) -> list[TrialSpec]:
+    """Explicit SHAs as given; a range keeps non-merge commits whose change spans more than one lane."""
+    policies = {name: PathPolicy(".", role.allowed_paths) for name, role in config.swarm.lanes.items()}
+    chosen: list[str] = []
+    for rev in revs:
+        try:
+            if ".." in rev:
+                for sha in git_out(repo, "rev-list", "--no-merges", "--reverse", rev).splitlines():
+                    files = git_out(repo, "diff", "--name-only", f"{sha}^", sha).splitlines()
+                    if sum(any(p.writable(f) for f in files) for p in policies.values()) > 1:
+                        chosen.append(sha)
+            else:
+                chosen.append(git_out(repo, "rev-parse", "--verify", "-q", f"{rev}^{{commit}}"))
+        except subprocess.CalledProcessError:
+            raise UserError(f"--commits: {rev!r} is not a commit or range of {repo}") from None
+    specs = []
+    for sha in chosen[:limit] if limit else chosen:
+        try:
+            parent = git_out(repo, "rev-parse", f"{sha}^")
+        except subprocess.CalledProcessError:
+            raise UserError(f"--commits: {sha[:12]} has no parent to start from") from None
+        specs.append(TrialSpec(sha=sha, parent=parent, message=git_out(repo, "log", "-1", "--format=%B", sha)))
+    if not specs:
+        raise UserError("--commits chose no commit (a range keeps only commits that span more than one lane)")
+    return specs
+
+
+def render_trials(result: TrialBatchResult, oracle: bool) -> str:
+    scores = result.scores
+    lines = ["ORACLE RUN: proves the harness; these are not results." if oracle else "",
+             f"{'commit':<12} {'tests':<6} {'stray':>5} {'missed':>6} {'lines':>11} {'checks':>6} {'cost':>9} "
+             f"{'time':>7}  status"]
+    for sc in scores:
+        tests = "-" if sc.tests_passed is None else ("pass" if sc.tests_passed else "FAIL")
+        lines.append(f"{sc.sha[:12]} {tests:<6} {len(sc.stray):>5} {len(sc.missed):>6} "
+                     f"{sc.lines_swarm:>5}/{sc.lines_commit:<5} {sc.validations:>6} ${sc.cost_usd:>8.4f} "
+                     f"{sc.wall_s:>6.1f}s  {sc.status}")
+    summary = trial_summary(scores)
+    lines += ["", f"{len(scores)} trials: pass rate {summary['pass_rate']}, median cost ${summary['median_cost_usd']}, "
+                  f"median time {summary['median_wall_s']}s, stray-edit rate {summary['stray_edit_rate']}"]
+    return "\n".join(line for line in lines if line is not None)
+
+
+def trial_summary(scores: list) -> dict:
+    tested = [sc for sc in scores if sc.tests_passed is not None]
+    return {
+        "trials": len(scores),
+        "pass_rate": round(sum(sc.tests_passed for sc in tested) / len(tested), 3) if tested else None,
+        "median_cost_usd": round(statistics.median(sc.cost_usd for sc in scores), 6) if scores else None,
+        "median_wall_s": round(statistics.median(sc.wall_s for sc in scores), 3) if scores else None,
+        "stray_edit_rate": round(sum(bool(sc.stray) for sc in scores) / len(scores), 3) if scores else None,
+    }
+
+
+async def cmd_trial(args: argparse.Namespace) -> int:
+    repo = check_repo(args.repo)
+    lanes_path = Path(args.lanes) if args.lanes else next(
+        (repo / n for n in LANES_FILE_NAMES if (repo / n).is_file()), None)
+    if lanes_path is None:
+        raise UserError(f"no lanes file: pass --lanes FILE or add one of {', '.join(LANES_FILE_NAMES)} to {repo}")
+    config = apply_env(load_lanes_file(lanes_path))
+    specs = select_commits(repo, args.commits, config, args.max)
+    model = "oracle" if args.oracle is not None else run_model(args.model, config, lanes_path)
+    slug = re.sub(r"[^a-z0-9]+", "-", repo.name.lower()).strip("-")[:24] or "repo"
+    batch_id = args.batch or f"trial-{slug}-{uuid.uuid4().hex[:6]}"
+    client = await client_or_die()
+    req = TrialBatchRequest(batch_id=batch_id, repo_path=str(repo), trials=specs, config=config, model=model,
+                            oracle_options=args.oracle or "", max_parallel=args.parallel)
+    handle = await client.start_workflow(
+        TrialWorkflow.run, req, id=batch_id, task_queue=task_queue(),
+        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,  # the same --batch resumes, not restarts
+        static_summary=f"reposwarm trials: {len(specs)} commits of {repo.name}")
+    if not args.json:
+        print(f"batch: {batch_id} ({len(specs)} trials); web ui: {ui_url(batch_id)}", flush=True)
+    seen: set[str] = set()
+    while True:
+        desc = await handle.describe()
+        if desc.status != WorkflowExecutionStatus.RUNNING:
+            break
+        try:
+            for sc in (await handle.query(TrialWorkflow.scores)).scores:
+                if sc.sha not in seen and not args.json:
+                    print(f"scored {sc.sha[:12]}: {sc.status}", flush=True)
+                seen.add(sc.sha)
+        except Exception:  # a query can fail while a worker restarts
+            pass
+        await asyncio.sleep(1.0)
+    result = await handle.result()
+    if args.json:
+        print(json.dumps({"batch_id": batch_id, "oracle": model == "oracle", "summary": trial_summary(result.scores),
+                          "trials": [sc.model_dump() for sc in result.scores]}, indent=2))
+    else:
+        print(render_trials(result, model == "oracle"))
+    return 0
+
+
 async def cmd_recording(args: argparse.Namespace) -> int:
     try:
         script = recording.replay_script(args.run)
@@ -548,7 +669,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     handler = {"run": cmd_run, "status": cmd_status, "review": cmd_review, "approve": cmd_decide,
                "reject": cmd_decide, "demo": cmd_demo, "watch": cmd_watch, "list": cmd_list,
-               "report": cmd_report, "explain": cmd_explain,
+               "report": cmd_report, "explain": cmd_explain, "trial": cmd_trial,
                "recording": cmd_recording, "mcp": cmd_mcp}[args.command]
     try:
         return asyncio.run(handler(args))

@@ -26,15 +26,17 @@ from activities.delivery import deliver
 from activities.model import model_turn, plan_round
 from activities.repo import checkpoint_lane, create_lane_worktree, describe_lane, merge_lane, prepare_run
 from activities.review import publish_review
+from activities.trials import prepare_trial_clone, score_trial
 from activities.tools import run_tool
 from reposwarm import task_queue, telemetry
 from workflows.lane import LaneWorkflow
 from workflows.swarm import SwarmWorkflow
+from workflows.trial import TrialWorkflow
 
-WORKFLOWS = [SwarmWorkflow, LaneWorkflow]
+WORKFLOWS = [SwarmWorkflow, LaneWorkflow, TrialWorkflow]
 ACTIVITIES = [prepare_run, create_lane_worktree, checkpoint_lane, describe_lane, merge_lane, deliver,
               model_turn, plan_round, run_tool, validate, resolve_conflict, attribute_failures,
-              rollback_integration, publish_review]
+              rollback_integration, publish_review, prepare_trial_clone, score_trial]
 
 
 async def connect(service: str = "reposwarm") -> Client:

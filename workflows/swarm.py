@@ -157,6 +157,10 @@ class SwarmWorkflow:
                 self._status.decisions.append(decision)
                 if decision.approve:
                     break
+                if req.auto_approve:  # unattended (trials): a red result ends the run, kept for scoring
+                    self._phase(Phase.not_approved, "automatic review: validation failed, nothing delivered")
+                    return SwarmResult(run_id=req.run_id, rounds=round_no, usage=self._status.usage,
+                                       final_sha=self._status.integration_sha)
                 feedback.append(decision.comment)
             else:
                 raise ApplicationError(f"rejected {rounds} times; the review round limit is reached",
@@ -175,7 +179,8 @@ class SwarmWorkflow:
             where = f" and {delivered.pull_request_url}" if delivered.pull_request_url else ""
             self._phase(Phase.delivered, f"delivered **{delivered.branch}** in `{req.repo_path}`{where}")
             return SwarmResult(run_id=req.run_id, delivered_branch=delivered.branch,
-                               delivered_sha=self._status.integration_sha, rounds=self._status.round,
+                               delivered_sha=self._status.integration_sha, final_sha=self._status.integration_sha,
+                               rounds=self._status.round,
                                usage=self._status.usage, pull_request_url=delivered.pull_request_url)
         except Exception as err:
             self._status.error = root_cause(err)

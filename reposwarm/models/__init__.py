@@ -78,5 +78,9 @@ def provider_for(name: str) -> tuple[Provider, str]:
         from reposwarm.models.anthropic import AnthropicProvider
 
         return AnthropicProvider(), model
+    if provider == "oracle":
+        from reposwarm.models.oracle import OracleProvider
+
+        return OracleProvider(model), model
     raise ModelError(f"unknown model provider {provider!r} in {name!r} (known: {', '.join(KNOWN_PROVIDERS)})",
                      retryable=False)
