@@ -37,7 +37,7 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowUpdateFai
 from temporalio.common import TypedSearchAttributes, WorkflowIDConflictPolicy
 from temporalio.service import RPCError, RPCStatusCode
 
-from reposwarm import ledger, metrics, recording, task_queue
+from reposwarm import gc, ledger, metrics, recording, task_queue
 from reposwarm.config import ConfigError, apply_env, load_lanes_file, load_plan_file
 from reposwarm.contracts import (
     LanesFile,
@@ -454,6 +454,8 @@ def parser() -> argparse.ArgumentParser:
     tr.add_argument("--json", action="store_true")
     tr.add_argument("--oracle", nargs="?", const="", default=None, metavar="OPTIONS",
                     help=argparse.SUPPRESS)  # the harness's own proof: a model that knows the commit
+    gcp = sub.add_parser("gc", help="remove worktrees whose work is safe on a branch (lists unless --yes)")
+    gcp.add_argument("--yes", action="store_true")
     rec = sub.add_parser("recording", help="the replay script of a run started with --record (on the worker's host)")
     rec.add_argument("run")
     rec.add_argument("--out", help="write it to this file (default: standard output)")
@@ -651,6 +653,26 @@ async def cmd_trial(args: argparse.Namespace) -> int:
     return 0
 
 
+async def cmd_gc(args: argparse.Namespace) -> int:
+    """List what is safe to remove on this worker host (worktrees whose work is on a branch); --yes removes it."""
+    running: set[str] = set()
+    try:
+        client = await connect()
+        running = {w.id async for w in client.list_workflows("WorkflowType = 'SwarmWorkflow' AND "
+                                                              "ExecutionStatus = 'Running'")}
+    except Exception:
+        print("note: Temporal is out of reach; keeping every worktree of a run that may be running", file=sys.stderr)
+        running = {p.name for p in (run_dir("x").parent).glob("*")}
+    verdicts = gc.survey(running)
+    for v in verdicts:
+        print(f"{'remove' if v.remove else 'keep  '} {v.path}: {v.why}")
+        if v.remove and args.yes:
+            gc.remove(v)
+    removable = sum(v.remove for v in verdicts)
+    print(f"{removable} of {len(verdicts)} worktrees {'removed' if args.yes else 'can go (run gc --yes)'}")
+    return 0
+
+
 async def cmd_recording(args: argparse.Namespace) -> int:
     try:
         script = recording.replay_script(args.run)
@@ -669,7 +691,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     handler = {"run": cmd_run, "status": cmd_status, "review": cmd_review, "approve": cmd_decide,
                "reject": cmd_decide, "demo": cmd_demo, "watch": cmd_watch, "list": cmd_list,
-               "report": cmd_report, "explain": cmd_explain, "trial": cmd_trial,
+               "report": cmd_report, "explain": cmd_explain, "trial": cmd_trial, "gc": cmd_gc,
                "recording": cmd_recording, "mcp": cmd_mcp}[args.command]
     try:
         return asyncio.run(handler(args))

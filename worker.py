@@ -7,6 +7,7 @@ from this process's environment, and never enter workflow inputs or history.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import logging
 import os
@@ -26,8 +27,8 @@ from activities.delivery import deliver
 from activities.model import model_turn, plan_round
 from activities.repo import checkpoint_lane, create_lane_worktree, describe_lane, merge_lane, prepare_run
 from activities.review import publish_review
-from activities.trials import prepare_trial_clone, score_trial
 from activities.tools import run_tool
+from activities.trials import prepare_trial_clone, score_trial
 from reposwarm import task_queue, telemetry
 from workflows.lane import LaneWorkflow
 from workflows.swarm import SwarmWorkflow
@@ -48,27 +49,38 @@ async def connect(service: str = "reposwarm") -> Client:
                                 interceptors=telemetry.setup_tracing(service), **({"runtime": rt} if rt else {}))
 
 
-def make_worker(client: Client, queue: str | None = None) -> Worker:
+def make_worker(client: Client, queue: str | None = None, *, serve: str = "all",
+                concurrency: int | None = None) -> Worker:
+    """A worker for workflows and activities ("all"), or only orchestration ("workflows") or only lanes
+    and other side effects ("activities"), so each can scale on its own hosts."""
+    concurrency = concurrency or int(os.environ.get("REPOSWARM_WORKER_CONCURRENCY", "16"))
     return Worker(
         client,
         task_queue=queue or task_queue(),
-        workflows=WORKFLOWS,
-        activities=ACTIVITIES,
-        activity_executor=ThreadPoolExecutor(16),
+        workflows=WORKFLOWS if serve in ("all", "workflows") else [],
+        activities=ACTIVITIES if serve in ("all", "activities") else [],
+        activity_executor=ThreadPoolExecutor(concurrency) if serve != "workflows" else None,
         # A dead worker's sticky queue is abandoned after 1 s, so another worker resumes its runs quickly.
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=1),
-        max_concurrent_activities=16,
+        max_concurrent_activities=concurrency,
     )
 
 
 async def main() -> None:
+    parser = argparse.ArgumentParser(prog="worker.py", description="Run a reposwarm worker.")
+    parser.add_argument("--serve", choices=["all", "workflows", "activities"], default="all",
+                        help="all (default), only orchestration (workflows), or only lanes and side effects "
+                             "(activities)")
+    parser.add_argument("--concurrency", type=int, help="activities at once (REPOSWARM_WORKER_CONCURRENCY, 16)")
+    args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     client = await connect("reposwarm-worker")
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         asyncio.get_running_loop().add_signal_handler(sig, stop.set)
-    async with make_worker(client):
-        logging.info("reposwarm worker on task queue %r at %s", task_queue(), client.service_client.config.target_host)
+    async with make_worker(client, serve=args.serve, concurrency=args.concurrency):
+        logging.info("reposwarm worker on task queue %r at %s (serving %s)", task_queue(),
+                     client.service_client.config.target_host, args.serve)
         await stop.wait()
         logging.info("stopping: finishing the activities in flight")
 
