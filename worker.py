@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import os
 import signal
@@ -29,7 +30,7 @@ from activities.repo import checkpoint_lane, create_lane_worktree, describe_lane
 from activities.review import publish_review
 from activities.tools import run_tool
 from activities.trials import prepare_trial_clone, score_trial
-from reposwarm import task_queue, telemetry
+from reposwarm import host_queue, task_queue, telemetry
 from workflows.lane import LaneWorkflow
 from workflows.swarm import SwarmWorkflow
 from workflows.trial import TrialWorkflow
@@ -49,21 +50,44 @@ async def connect(service: str = "reposwarm") -> Client:
                                 interceptors=telemetry.setup_tracing(service), **({"runtime": rt} if rt else {}))
 
 
+class Workers:
+    """This host's workers: one on the shared task queue, one on the host's own queue, where the
+    activities of the lane worktrees this host holds are sent. Use as `async with make_worker(...)`."""
+
+    def __init__(self, workers: list[Worker]) -> None:
+        self.workers = workers
+        self._stack = contextlib.AsyncExitStack()
+
+    async def __aenter__(self) -> Workers:
+        for worker in self.workers:
+            await self._stack.enter_async_context(worker)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._stack.aclose()
+
+
 def make_worker(client: Client, queue: str | None = None, *, serve: str = "all",
-                concurrency: int | None = None) -> Worker:
-    """A worker for workflows and activities ("all"), or only orchestration ("workflows") or only lanes
+                concurrency: int | None = None) -> Workers:
+    """Workers for workflows and activities ("all"), or only orchestration ("workflows") or only lanes
     and other side effects ("activities"), so each can scale on its own hosts."""
     concurrency = concurrency or int(os.environ.get("REPOSWARM_WORKER_CONCURRENCY", "16"))
-    return Worker(
+    executor = ThreadPoolExecutor(concurrency) if serve != "workflows" else None
+    shared = Worker(
         client,
         task_queue=queue or task_queue(),
         workflows=WORKFLOWS if serve in ("all", "workflows") else [],
         activities=ACTIVITIES if serve in ("all", "activities") else [],
-        activity_executor=ThreadPoolExecutor(concurrency) if serve != "workflows" else None,
+        activity_executor=executor,
         # A dead worker's sticky queue is abandoned after 1 s, so another worker resumes its runs quickly.
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=1),
         max_concurrent_activities=concurrency,
     )
+    if serve == "workflows":
+        return Workers([shared])
+    own = Worker(client, task_queue=host_queue(queue or task_queue()), activities=ACTIVITIES,
+                 activity_executor=executor, max_concurrent_activities=concurrency)
+    return Workers([shared, own])
 
 
 async def main() -> None:

@@ -8,9 +8,11 @@ model error is raised as is, a permanent one as a non-retryable failure.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sqlite3
 import time
+from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
 
@@ -54,6 +56,23 @@ def _estimate(messages: list[dict[str, Any]], reply: ModelReply) -> Usage:
     return Usage(input_tokens=sent // 4, output_tokens=max(1, said // 4), model_calls=1)
 
 
+@contextlib.asynccontextmanager
+async def _heartbeating(every_s: float = 5.0) -> AsyncIterator[None]:
+    """Heartbeat while a model answers: a worker that dies mid-call is noticed in seconds, not at the
+    activity's 10-minute timeout, and the call is retried elsewhere."""
+
+    async def beat() -> None:
+        while True:
+            activity.heartbeat()
+            await asyncio.sleep(every_s)
+
+    task = asyncio.create_task(beat())
+    try:
+        yield
+    finally:
+        task.cancel()
+
+
 async def _complete(model_name: str, request_fields: dict[str, Any], run_id: str, call_id: str, *,
                     price: ModelPrice | None = None, record: bool = False) -> ModelReply:
     """One model request. Every attempt is a ledger line (so the ledger matches what the provider saw),
@@ -65,7 +84,8 @@ async def _complete(model_name: str, request_fields: dict[str, Any], run_id: str
         try:
             provider, model = provider_for(model_name)
             request = ModelRequest(model=model, **request_fields)
-            reply = await provider.complete(request)
+            async with _heartbeating():
+                reply = await provider.complete(request)
         except ModelError as err:
             ledger.record_activity(run_id, "model_call", call_id=call_id, agent=agent, model=model_name,
                                    outcome="error", error=str(err)[:300],

@@ -16,7 +16,7 @@ import git
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from reposwarm import ledger
+from reposwarm import host_queue, ledger
 from reposwarm.contracts import (
     CheckpointInput,
     HelperTask,
@@ -124,11 +124,14 @@ def create_lane_worktree(task: HelperTask) -> LaneWorktree:
         path.parent.mkdir(parents=True, exist_ok=True)
         g.worktree("prune")
         cone = _sparse_cone(g, task, start)
+        # The branch as it is (a rebuild: it may still be checked out in a lost host's worktree, which -f
+        # allows), or set to the start (-B).
+        target = ["-f", str(path), branch] if start == current else ["-f", "-B", branch, str(path), start]
         if cone is None:
-            g.worktree("add", "-f", "-B", branch, str(path), start)
+            g.worktree("add", *target)
         else:
             # Only the lane's folders on disk, sharing the object store: a fraction of a full checkout.
-            g.worktree("add", "--no-checkout", "-f", "-B", branch, str(path), start)
+            g.worktree("add", "--no-checkout", *target)
             wt = _git(path)
             wt.sparse_checkout("set", "--cone", "--sparse-index", *cone)
             wt.checkout("-f", "-q", branch)
@@ -136,7 +139,13 @@ def create_lane_worktree(task: HelperTask) -> LaneWorktree:
     ledger.record_activity(task.run_id, "helper_spawn" if task.resume is None else "checkpoint_restore",
                            lane=task.lane, round=task.round, branch=branch, base_sha=task.base_sha, head=head,
                            model=task.model)
-    return LaneWorktree(path=str(path), branch=branch, head_sha=head)
+    return LaneWorktree(path=str(path), branch=branch, head_sha=head, host_queue=host_queue(_shared_queue()))
+
+
+def _shared_queue() -> str:
+    """The shared queue this worker serves (a lane worktree is made there; host queues are named after it)."""
+    queue = activity.info().task_queue
+    return queue.split("-host-")[0]
 
 
 SPARSE_FROM_FILES = 2_000  # with swarm.sparse unset, lanes go sparse on repositories with more files than this

@@ -65,6 +65,7 @@ class SwarmConfig(Contract):
     max_consecutive_test_fails: int = Field(default=3, gt=0)
     max_review_rounds: int = Field(default=5, gt=0)
     review_timeout_s: float | None = Field(default=None, gt=0)  # then the run ends as expired, branches kept
+    host_timeout_s: float = Field(default=60, gt=0)  # a lane's host gone this long: rebuild it elsewhere
     # Lane worktrees check out only the lane's folders (cone mode, sparse index); None: when the repo is big.
     sparse: bool | None = None
     on_red: Literal["review", "fail"] = "review"  # after a rollback: go to review with the report, or fail
@@ -173,6 +174,7 @@ class HelperTask(Contract):
     price: ModelPrice | None = None
     record: bool = False
     sparse: bool | None = None
+    host_timeout_s: float = 60
     resume: LaneResume | None = None
 
 
@@ -299,6 +301,8 @@ class LaneResume(Contract):
     malformed: int = 0
     started_at: float
     continued: int = 0
+    host_queue: str = ""
+    rebuilt: int = 0  # times the worktree was rebuilt on another host
 
 
 class ModelTurnInput(Contract):
@@ -361,6 +365,7 @@ class LaneWorktree(Contract):
     path: str
     branch: str
     head_sha: str
+    host_queue: str = ""  # the task queue of the worker host holding this worktree
 
 
 # --- merge, validation, review, delivery ---

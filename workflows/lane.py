@@ -11,9 +11,11 @@ it, carrying their state (transcript and edits by reference).
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, TimeoutError, TimeoutType
 
 with workflow.unsafe.imports_passed_through():
     from activities.model import model_turn
@@ -37,15 +39,21 @@ with workflow.unsafe.imports_passed_through():
     from reposwarm.prompts import lane_first_message
 
 GIT = dict(start_to_close_timeout=timedelta(minutes=5), retry_policy=RetryPolicy(maximum_attempts=5))
-MODEL = dict(start_to_close_timeout=timedelta(minutes=10),
+MODEL = dict(start_to_close_timeout=timedelta(minutes=10), heartbeat_timeout=timedelta(seconds=30),
              retry_policy=RetryPolicy(initial_interval=timedelta(seconds=2), maximum_attempts=6))
 OUTPUT_RESERVE = 512  # tokens kept back for the reply when checking the budget before a call
+
+
+class HostLost(Exception):
+    """The worker host holding the lane's worktree did not pick up its work in time."""
 
 
 @workflow.defn
 class LaneWorkflow:
     def __init__(self) -> None:
         self._state = LaneState(lane="", state="starting")
+        self._task: HelperTask | None = None
+        self._r: LaneResume | None = None
 
     @workflow.query
     def progress(self) -> LaneState:
@@ -60,8 +68,10 @@ class LaneWorkflow:
         )
         self._state = LaneState(lane=task.lane, state="running", goal=task.goal, turns=r.turn,
                                 tool_calls=r.tool_calls, tokens=r.usage.total_tokens)
-        await workflow.execute_activity(create_lane_worktree, task, **GIT)
         edits = {e.path: e for e in r.edits}
+        self._task, self._r = task, r
+        if not r.host_queue:
+            r.host_queue = (await workflow.execute_activity(create_lane_worktree, task, **GIT)).host_queue
         finish: Finish | None = None
         status, reason = LaneStatus.budget_exhausted, f"turn budget of {role.max_turns} used up"
         next_input = 0  # tokens the next call is expected to send
@@ -78,47 +88,86 @@ class LaneWorkflow:
                           f"({r.usage.total_tokens} spent, about {next_input + OUTPUT_RESERVE} more needed)")
                 break
 
-            result = await workflow.execute_activity(
-                model_turn,
-                ModelTurnInput(run_id=task.run_id, agent=task.lane, round=task.round, attempt=task.attempt,
-                               turn=r.turn, model=task.model,
-                               transcript_ref=r.transcript_ref, new_messages=r.pending,
-                               context_tokens=role.context_tokens, price=task.price, record=task.record),
-                **MODEL,
-            )
-            r.transcript_ref, r.usage, r.pending = result.transcript_ref, r.usage + result.usage, []
-            r.turn += 1
-            self._state.turns, self._state.tokens = r.turn, r.usage.total_tokens
-            self._state.cost_usd = r.usage.cost_usd
-
-            changed, new_chars, valid_calls = await self._run_calls(task, result, r, edits)
-            self._state.tool_calls = r.tool_calls
-            workflow.set_current_details(
-                f"**{task.lane}** (round {task.round}): turn {r.turn} of at most {role.max_turns}, "
-                f"{r.tool_calls} tool calls, {r.usage.total_tokens} of {role.token_budget} tokens, "
-                f"{len(edits)} files changed\n\nGoal: {task.goal[:300]}")
+            try:
+                result, changed, new_chars, valid_calls = await self._turn(task, r, edits)
+            except HostLost:
+                await self._rebuild(task, r, edits)
+                continue
             next_input = result.usage.input_tokens + result.usage.output_tokens + new_chars // 4
-
             r.malformed = 0 if valid_calls else r.malformed + 1
             if r.malformed >= role.max_malformed_replies:
                 status, reason = LaneStatus.failed, (
                     f"{r.malformed} malformed replies in a row (no usable tool call); the last: "
                     + (next((c.error for c in result.tool_calls if c.error), None) or "no tool call"))
                 break
-            if changed:
-                await workflow.execute_activity(
-                    checkpoint_lane,
-                    CheckpointInput(run_id=task.run_id, lane=task.lane,
-                                    message=f"reposwarm {task.lane}: checkpoint after turn {r.turn}\n\n"
-                                            + "\n".join(f"- {e.path}: {e.reason}" for e in edits.values())),
-                    **GIT,
-                )
             if result.finish is not None:
                 finish = result.finish
                 status, reason = LaneStatus.done, ""
                 break
 
-        return await self._result(task, r, edits, status, reason, finish)
+        try:
+            return await self._result(task, r, edits, status, reason, finish)
+        except HostLost:
+            await self._rebuild(task, r, edits)
+            return await self._result(task, r, edits, status, reason, finish)
+
+    async def _turn(self, task: HelperTask, r: LaneResume,
+                    edits: dict[str, FileEdit]) -> tuple[ModelTurnResult, bool, int, int]:
+        """One model turn and its tool calls on the lane's host, then a checkpoint commit if files changed."""
+        role = task.role
+        result = await self._on_host(
+            model_turn,
+            ModelTurnInput(run_id=task.run_id, agent=task.lane, round=task.round, attempt=task.attempt,
+                           turn=r.turn, model=task.model, transcript_ref=r.transcript_ref, new_messages=r.pending,
+                           context_tokens=role.context_tokens, price=task.price, record=task.record),
+            **MODEL,
+        )
+        r.transcript_ref, r.usage, r.pending = result.transcript_ref, r.usage + result.usage, []
+        r.turn += 1
+        self._state.turns, self._state.tokens = r.turn, r.usage.total_tokens
+        self._state.cost_usd = r.usage.cost_usd
+
+        changed, new_chars, valid_calls = await self._run_calls(task, result, r, edits)
+        self._state.tool_calls = r.tool_calls
+        workflow.set_current_details(
+            f"**{task.lane}** (round {task.round}): turn {r.turn} of at most {role.max_turns}, "
+            f"{r.tool_calls} tool calls, {r.usage.total_tokens} of {role.token_budget} tokens, "
+            f"{len(edits)} files changed\n\nGoal: {task.goal[:300]}")
+        if changed:
+            await self._on_host(
+                checkpoint_lane,
+                CheckpointInput(run_id=task.run_id, lane=task.lane,
+                                message=f"reposwarm {task.lane}: checkpoint after turn {r.turn}\n\n"
+                                        + "\n".join(f"- {e.path}: {e.reason}" for e in edits.values())),
+                **GIT,
+            )
+        return result, changed, new_chars, valid_calls
+
+    async def _on_host(self, fn: Any, arg: Any, **options: Any) -> Any:
+        """Run an activity on the host that holds the lane's worktree (and its store)."""
+        try:
+            return await workflow.execute_activity(
+                fn, arg, task_queue=self._r.host_queue,
+                schedule_to_start_timeout=timedelta(seconds=self._task.host_timeout_s), **options)
+        except ActivityError as err:
+            if isinstance(err.cause, TimeoutError) and err.cause.type == TimeoutType.SCHEDULE_TO_START:
+                raise HostLost(self._r.host_queue) from err
+            raise
+
+    async def _rebuild(self, task: HelperTask, r: LaneResume, edits: dict[str, FileEdit]) -> None:
+        """The lane's host is gone: a worktree from its last checkpoint commit on another host, a fresh transcript."""
+        lost = r.host_queue
+        # resume set: the ledger records a checkpoint restore; the branch's checkpoints are checked out as they are
+        rebuilt = await workflow.execute_activity(create_lane_worktree, task.model_copy(update={"resume": r}), **GIT)
+        r.host_queue = rebuilt.host_queue
+        r.rebuilt += 1
+        done = "\n".join(f"- {e.operation} {e.path}: {e.reason}" for e in edits.values()) or "- nothing yet"
+        r.transcript_ref = None
+        r.pending = [{"role": "user", "content": lane_first_message(task) + (
+            f"\n\nYou are resuming on another machine ({lost} was lost). Your work so far, committed on your "
+            f"branch up to your last completed turn:\n{done}\nEdits of the turn in flight may be missing: read "
+            "the files again before you go on.")}]
+        workflow.logger.warning("lane %s: host %s lost; rebuilt on %s", task.lane, lost, r.host_queue)
 
     async def _run_calls(self, task: HelperTask, result: ModelTurnResult, r: LaneResume,
                          edits: dict[str, FileEdit]) -> tuple[bool, int, int]:
@@ -135,7 +184,7 @@ class LaneWorkflow:
                 new_chars += len(text)
                 valid += call.error is None
                 continue
-            outcome = await workflow.execute_activity(
+            outcome = await self._on_host(
                 run_tool,
                 ToolInput(run_id=task.run_id, lane=task.lane, call=call, round=task.round, turn=r.turn,
                           allowed_paths=task.allowed_paths,
@@ -143,7 +192,7 @@ class LaneWorkflow:
                           default_profile=task.default_profile, default_reason=result.content[:200]),
                 start_to_close_timeout=timedelta(
                     seconds=max((p.timeout_s for p in task.check_profiles.values()), default=0) + 120),
-                heartbeat_timeout=timedelta(seconds=60),
+                heartbeat_timeout=timedelta(seconds=30),
                 retry_policy=RetryPolicy(maximum_attempts=3),
             )
             r.refusals += outcome.refused
@@ -157,7 +206,7 @@ class LaneWorkflow:
 
     async def _result(self, task: HelperTask, r: LaneResume, edits: dict[str, FileEdit], status: LaneStatus,
                       reason: str, finish: Finish | None) -> LaneResult:
-        described = await workflow.execute_activity(describe_lane, task, **GIT)
+        described = await self._on_host(describe_lane, task, **GIT)
         head, stat = described.pop("__head__"), described.pop("__stat__")
         final_edits = []
         for path, letter in sorted(described.items()):

@@ -124,6 +124,6 @@ class MergeQueue:
                           integration_branch=self.status.integration_branch, integration_sha=integration_sha,
                           files=files, other_goals=others, interface_contract=self.plan.interface_contract,
                           merge_message=message),
-            start_to_close_timeout=timedelta(minutes=10),
+            start_to_close_timeout=timedelta(minutes=10), heartbeat_timeout=timedelta(seconds=30),
             retry_policy=RetryPolicy(initial_interval=timedelta(seconds=2), maximum_attempts=4),
         )

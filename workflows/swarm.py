@@ -134,7 +134,7 @@ class SwarmWorkflow:
                                   round=round_no, task=req.task, model=planner, lanes=req.config.swarm.lanes,
                                   feedback=feedback, previous_plan=plan, price=req.config.prices.get(planner),
                                   record=req.record),
-                        start_to_close_timeout=timedelta(minutes=10),
+                        start_to_close_timeout=timedelta(minutes=10), heartbeat_timeout=timedelta(seconds=30),
                         retry_policy=RetryPolicy(initial_interval=timedelta(seconds=2), maximum_attempts=6),
                     )
                     plan = outcome.plan
@@ -341,6 +341,7 @@ class SwarmWorkflow:
             model=role.model or req.model, max_loops=req.config.swarm.max_helper_loops,
             checkpoint_key=f"{req.run_id}/{name}/r{round_no}",
             price=req.config.prices.get(role.model or req.model), record=req.record, sparse=req.config.swarm.sparse,
+            host_timeout_s=req.config.swarm.host_timeout_s,
             check_profiles=req.config.validation.profiles, default_profile=profile_name,
         )
 
