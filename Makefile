@@ -39,8 +39,9 @@ test: venv
 bench: venv
 	$(PY) bench/bench_index.py $(BENCH_ARGS)
 
+# record this version's workflow histories into tests/histories/$(VERSION)/ (keep the older folders)
 record-history: venv
-	$(PY) -m tests.record_history
+	$(PY) -m tests.record_history $(VERSION)
 
 stop-dev-server:
 	-test -f $(STATE)/temporal.pid && kill `cat $(STATE)/temporal.pid` && rm -f $(STATE)/temporal.pid

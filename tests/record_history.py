@@ -23,7 +23,7 @@ from tests.helpers import finish, make_repo, start_dev_server, start_run, turn, 
 from worker import make_worker  # noqa: E402
 from workflows.swarm import SwarmWorkflow  # noqa: E402
 
-OUT = ROOT / "tests" / "histories"
+OUT = ROOT / "tests" / "histories" / (sys.argv[1] if len(sys.argv) > 1 else "latest")
 
 
 def scenario(tmp: Path) -> tuple[Path, Path, Path, Path]:
@@ -66,14 +66,14 @@ async def main() -> None:
             await wait_for_phase(client, run_id, Phase.review)
             await handle.execute_update(SwarmWorkflow.review, ReviewDecision(approve=True, reviewer="recorder"))
             await handle.result()
-            OUT.mkdir(exist_ok=True)
+            OUT.mkdir(parents=True, exist_ok=True)
             for old in OUT.glob("*.json"):
                 old.unlink()
             async for wf in client.list_workflows(f"WorkflowId STARTS_WITH '{run_id}'"):
                 history = await client.get_workflow_handle(wf.id).fetch_history()
                 name = "swarm" if wf.id == run_id else wf.id.removeprefix(run_id + ".")
                 (OUT / f"{name}.json").write_text(history.to_json())
-                print(f"recorded {wf.workflow_type} {wf.id} -> tests/histories/{name}.json")
+                print(f"recorded {wf.workflow_type} {wf.id} -> {OUT.relative_to(ROOT)}/{name}.json")
     finally:
         await env.shutdown()
 

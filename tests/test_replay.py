@@ -1,8 +1,10 @@
 """Replay recorded workflow histories against today's workflow code.
 
 A change that would break runs already in flight (a non-deterministic change)
-fails here. Record new histories with `make record-history` only when such a
-break is intended.
+fails here. Guard such a change with `workflow.patched(...)` and record the new
+version's histories into a folder of their own (`make record-history
+VERSION=name`); never rewrite an earlier version's folder while runs of it may
+still be open.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from temporalio.worker import Replayer
 from workflows.lane import LaneWorkflow
 from workflows.swarm import SwarmWorkflow
 
-HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
+# One folder per recorded version: every earlier version's runs must still replay on today's code.
+HISTORIES = sorted((Path(__file__).parent / "histories").glob("*/*.json"))
 
 
 def test_there_are_recorded_histories():
@@ -25,7 +28,7 @@ def test_there_are_recorded_histories():
     assert "swarm" in names and len(names) >= 4  # the swarm, and lanes over two rounds
 
 
-@pytest.mark.parametrize("path", HISTORIES, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", HISTORIES, ids=lambda p: f"{p.parent.name}/{p.stem}")
 async def test_recorded_history_replays(path: Path):
     replayer = Replayer(workflows=[SwarmWorkflow, LaneWorkflow], data_converter=pydantic_data_converter)
     history = WorkflowHistory.from_json(path.stem, path.read_text())
