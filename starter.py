@@ -20,11 +20,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import getpass
-import json
 import os
 import re
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -32,102 +30,38 @@ import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 
-import yaml
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowUpdateFailedError
-from temporalio.common import TypedSearchAttributes, WorkflowIDConflictPolicy
+from temporalio.common import TypedSearchAttributes
 from temporalio.service import RPCError, RPCStatusCode
 
-from reposwarm import gc, ledger, metrics, recording, task_queue
+from reposwarm import commands, task_queue
+from reposwarm.cli import (
+    LANES_FILE_NAMES,
+    UserError,
+    check_repo,
+    client_or_die,
+    git_out,
+    resolve_model,
+    run_model,
+    ui_url,
+)
 from reposwarm.config import ConfigError, apply_env, load_lanes_file, load_plan_file
 from reposwarm.contracts import (
-    LanesFile,
     Phase,
     ReviewDecision,
     ReviewReceipt,
     SwarmRequest,
     SwarmResult,
     SwarmStatus,
-    TrialBatchRequest,
-    TrialBatchResult,
-    TrialSpec,
 )
-from reposwarm.models import KNOWN_PROVIDERS
-from reposwarm.paths import PathPolicy
 from reposwarm.review import render_review, render_status
 from reposwarm.store import run_dir
-from worker import connect
 from workflows.lane import LaneWorkflow
 from workflows.swarm import REPO_ATTR, STATUS_ATTR, SwarmWorkflow, search_attributes
-from workflows.trial import TrialWorkflow
 
 HERE = Path(__file__).resolve().parent
 DEMO = HERE / "examples" / "demo"
 DEMO_TASK = "Add a priority (low|normal|high, default normal) to tasks across the DB, the API and the web client, with tests"
-LANES_FILE_NAMES = ("reposwarm.yaml", "helpers.yaml", ".reposwarm.yaml")
-
-
-class UserError(Exception):
-    """Bad input, said in one line."""
-
-
-def ui_url(run_id: str) -> str:
-    base = os.environ.get("REPOSWARM_UI_URL")
-    if not base:
-        host, _, port = os.environ.get("TEMPORAL_ADDRESS", "localhost:7233").rpartition(":")
-        base = f"http://{host or 'localhost'}:{int(port or 7233) + 1000}"
-    namespace = os.environ.get("TEMPORAL_NAMESPACE", "default")
-    return f"{base}/namespaces/{namespace}/workflows/{run_id}"
-
-
-def git_out(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True).stdout.strip()
-
-
-def check_repo(path: str) -> Path:
-    repo = Path(path).expanduser().resolve()
-    if not repo.exists():
-        raise UserError(f"no such repository: {path}")
-    if not repo.is_dir():
-        raise UserError(f"not a folder: {path}")
-    try:
-        top = git_out(repo, "rev-parse", "--show-toplevel")
-    except subprocess.CalledProcessError:
-        raise UserError(f"not a git repository: {path}") from None
-    if Path(top).resolve() != repo:
-        raise UserError(f"{path} is inside the git repository {top}; give the repository's top folder")
-    return repo
-
-
-
-
-def resolve_model(name: str, relative_to: Path | None = None, where: str = "model") -> str:
-    """Check a provider:model name; a replay script's path becomes absolute (the worker may run elsewhere)."""
-    provider, sep, rest = name.partition(":")
-    if not sep or not rest:
-        raise UserError(f"{where} {name!r} must be named provider:model (for example openai:gpt-4.1)")
-    if provider not in KNOWN_PROVIDERS:
-        raise UserError(f"{where} {name!r}: unknown provider {provider!r} (known: {', '.join(KNOWN_PROVIDERS)})")
-    if provider == "replay":
-        script = Path(rest).expanduser()
-        if not script.is_absolute() and relative_to is not None:
-            script = relative_to / script
-        if not script.resolve().is_file():
-            raise UserError(f"{where}: replay script not found: {rest}")
-        return f"replay:{script.resolve()}"
-    return name
-
-
-def run_model(cli: str | None, config: LanesFile, lanes_path: Path) -> str:
-    """The run-wide default model: --model, then REPOSWARM_MODEL, then swarm.model in the lanes file."""
-    if cli:
-        return resolve_model(cli, Path.cwd(), "--model")
-    if os.environ.get("REPOSWARM_MODEL"):
-        return resolve_model(os.environ["REPOSWARM_MODEL"], Path.cwd(), "REPOSWARM_MODEL")
-    if config.swarm.model:
-        return resolve_model(config.swarm.model, lanes_path.parent.resolve(), f"{lanes_path}: swarm.model")
-    if all(role.model for role in config.swarm.lanes.values()):
-        return next(iter(config.swarm.lanes.values())).model  # type: ignore[return-value]
-    raise UserError("no model: pass --model provider:name, set REPOSWARM_MODEL, or set swarm.model in the lanes file")
 
 
 def build_request(args: argparse.Namespace, *, auto_approve: bool = False) -> SwarmRequest:
@@ -170,14 +104,6 @@ def build_request(args: argparse.Namespace, *, auto_approve: bool = False) -> Sw
         test_profile=os.environ.get("TEST_PROFILE") or None,
         auto_approve=auto_approve, base_branch=base_branch or None, ui_url=ui_url(run_id),
     )
-
-
-async def client_or_die() -> Client:
-    try:
-        return await connect()
-    except RuntimeError as err:
-        address = os.environ.get("TEMPORAL_ADDRESS", "localhost:7233")
-        raise UserError(f"cannot reach Temporal at {address} ({err}); start one with ./temporal-dev") from None
 
 
 async def has_search_attributes(client: Client) -> bool:
@@ -488,211 +414,12 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-async def cmd_mcp(args: argparse.Namespace) -> int:
-    """Serve the tool surface over MCP; stdout is the protocol on stdio, so everything else goes to stderr."""
-    from reposwarm import mcp_server
-
-    repo = check_repo(args.repo)
-    mcp_server.setup_logging()
-    server = mcp_server.build_server(repo, args.allow, args.read_only, args.lanes)
-    sock = None
-    if args.http is not None:
-        try:
-            sock = mcp_server.listen(args.http)
-        except (OSError, OverflowError) as err:
-            raise UserError(f"--http {args.http}: cannot listen on 127.0.0.1: {getattr(err, 'strerror', None) or err}") from None
-    await mcp_server.serve(server, sock)
-    return 0
-
-
-def _ledger_lines(run_id: str) -> list[dict]:
-    lines = ledger.read(run_id)
-    if not lines:
-        raise UserError(f"no ledger for run {run_id} under {ledger.ledger_path(run_id)} "
-                        "(REPOSWARM_HOME must be the worker's)")
-    return lines
-
-
-async def cmd_report(args: argparse.Namespace) -> int:
-    figures = metrics.report(args.run, _ledger_lines(args.run))
-    print(figures.model_dump_json(indent=2) if args.json else metrics.render(figures))
-    return 0
-
-
-async def cmd_explain(args: argparse.Namespace) -> int:
-    """Which lane changed a file, in which turn, and why: from the ledger, then from git."""
-    lines = _ledger_lines(args.run)
-    path = args.path.removeprefix("./")
-    edits = [e for e in lines if e["event"] == "tool_call" and e.get("path") == path and e.get("outcome") == "ok"
-             and e.get("tool") in ("write_file", "edit_file", "delete_file")]
-    refused = [e for e in lines if e["event"] == "tool_call" and e.get("path") == path and e.get("outcome") != "ok"]
-    if not edits and not refused:
-        raise UserError(f"no lane of run {args.run} changed {path}")
-    print(f"{path} in run {args.run}:")
-    for e in edits:
-        print(f"- lane {e['lane']}, round {e.get('round', 1)}, turn {e.get('turn', '?')}: {e['tool']} "
-              f"(call {e['call_id']}): {e.get('reason') or 'no reason given'}")
-    for e in refused:
-        print(f"- refused: lane {e['lane']} tried {e['tool']}: {e.get('detail')}")
-    repo = next((e.get("repo") for e in lines if e.get("repo")), None) or _repo_of(args.run)
-    if repo:
-        ref = f"swarm/{args.run}" if git_ok(repo, "rev-parse", "--verify", "-q", f"swarm/{args.run}") else \
-            f"swarm/{args.run}/integration"
-        log = subprocess.run(["git", "-C", repo, "log", "--format=%h %s", ref, "--", path],
-                             capture_output=True, text=True).stdout.strip()
-        if log:
-            print(f"\ncommits on {ref}:")
-            print(log)
-    return 0
-
-
-def git_ok(repo: str, *args: str) -> bool:
-    return subprocess.run(["git", "-C", repo, *args], capture_output=True).returncode == 0
-
-
-def _repo_of(run_id: str) -> str | None:
-    try:
-        return str(json.loads((run_dir(run_id) / "review" / "latest.json").read_text())["repo_path"])
-    except (OSError, ValueError, KeyError):
-        return None
-
-
-def select_commits(repo: Path, revs: list[str], config: LanesFile, limit: int | None) -> list[TrialSpec]:
-    """Explicit SHAs as given; a range keeps non-merge commits whose change spans more than one lane."""
-    policies = {name: PathPolicy(".", role.allowed_paths) for name, role in config.swarm.lanes.items()}
-    chosen: list[str] = []
-    for rev in revs:
-        try:
-            if ".." in rev:
-                for sha in git_out(repo, "rev-list", "--no-merges", "--reverse", rev).splitlines():
-                    files = git_out(repo, "diff", "--name-only", f"{sha}^", sha).splitlines()
-                    if sum(any(p.writable(f) for f in files) for p in policies.values()) > 1:
-                        chosen.append(sha)
-            else:
-                chosen.append(git_out(repo, "rev-parse", "--verify", "-q", f"{rev}^{{commit}}"))
-        except subprocess.CalledProcessError:
-            raise UserError(f"--commits: {rev!r} is not a commit or range of {repo}") from None
-    specs = []
-    for sha in chosen[:limit] if limit else chosen:
-        try:
-            parent = git_out(repo, "rev-parse", f"{sha}^")
-        except subprocess.CalledProcessError:
-            raise UserError(f"--commits: {sha[:12]} has no parent to start from") from None
-        specs.append(TrialSpec(sha=sha, parent=parent, message=git_out(repo, "log", "-1", "--format=%B", sha)))
-    if not specs:
-        raise UserError("--commits chose no commit (a range keeps only commits that span more than one lane)")
-    return specs
-
-
-def render_trials(result: TrialBatchResult, oracle: bool) -> str:
-    scores = result.scores
-    lines = ["ORACLE RUN: proves the harness; these are not results." if oracle else "",
-             f"{'commit':<12} {'tests':<6} {'stray':>5} {'missed':>6} {'lines':>11} {'checks':>6} {'cost':>9} "
-             f"{'time':>7}  status"]
-    for sc in scores:
-        tests = "-" if sc.tests_passed is None else ("pass" if sc.tests_passed else "FAIL")
-        lines.append(f"{sc.sha[:12]} {tests:<6} {len(sc.stray):>5} {len(sc.missed):>6} "
-                     f"{sc.lines_swarm:>5}/{sc.lines_commit:<5} {sc.validations:>6} ${sc.cost_usd:>8.4f} "
-                     f"{sc.wall_s:>6.1f}s  {sc.status}")
-    summary = trial_summary(scores)
-    lines += ["", f"{len(scores)} trials: pass rate {summary['pass_rate']}, median cost ${summary['median_cost_usd']}, "
-                  f"median time {summary['median_wall_s']}s, stray-edit rate {summary['stray_edit_rate']}"]
-    return "\n".join(line for line in lines if line is not None)
-
-
-def trial_summary(scores: list) -> dict:
-    tested = [sc for sc in scores if sc.tests_passed is not None]
-    return {
-        "trials": len(scores),
-        "pass_rate": round(sum(sc.tests_passed for sc in tested) / len(tested), 3) if tested else None,
-        "median_cost_usd": round(statistics.median(sc.cost_usd for sc in scores), 6) if scores else None,
-        "median_wall_s": round(statistics.median(sc.wall_s for sc in scores), 3) if scores else None,
-        "stray_edit_rate": round(sum(bool(sc.stray) for sc in scores) / len(scores), 3) if scores else None,
-    }
-
-
-async def cmd_trial(args: argparse.Namespace) -> int:
-    repo = check_repo(args.repo)
-    lanes_path = Path(args.lanes) if args.lanes else next(
-        (repo / n for n in LANES_FILE_NAMES if (repo / n).is_file()), None)
-    if lanes_path is None:
-        raise UserError(f"no lanes file: pass --lanes FILE or add one of {', '.join(LANES_FILE_NAMES)} to {repo}")
-    config = apply_env(load_lanes_file(lanes_path))
-    specs = select_commits(repo, args.commits, config, args.max)
-    model = "oracle" if args.oracle is not None else run_model(args.model, config, lanes_path)
-    slug = re.sub(r"[^a-z0-9]+", "-", repo.name.lower()).strip("-")[:24] or "repo"
-    batch_id = args.batch or f"trial-{slug}-{uuid.uuid4().hex[:6]}"
-    client = await client_or_die()
-    req = TrialBatchRequest(batch_id=batch_id, repo_path=str(repo), trials=specs, config=config, model=model,
-                            oracle_options=args.oracle or "", max_parallel=args.parallel)
-    handle = await client.start_workflow(
-        TrialWorkflow.run, req, id=batch_id, task_queue=task_queue(),
-        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,  # the same --batch resumes, not restarts
-        static_summary=f"reposwarm trials: {len(specs)} commits of {repo.name}")
-    if not args.json:
-        print(f"batch: {batch_id} ({len(specs)} trials); web ui: {ui_url(batch_id)}", flush=True)
-    seen: set[str] = set()
-    while True:
-        desc = await handle.describe()
-        if desc.status != WorkflowExecutionStatus.RUNNING:
-            break
-        try:
-            for sc in (await handle.query(TrialWorkflow.scores)).scores:
-                if sc.sha not in seen and not args.json:
-                    print(f"scored {sc.sha[:12]}: {sc.status}", flush=True)
-                seen.add(sc.sha)
-        except Exception:  # a query can fail while a worker restarts
-            pass
-        await asyncio.sleep(1.0)
-    result = await handle.result()
-    if args.json:
-        print(json.dumps({"batch_id": batch_id, "oracle": model == "oracle", "summary": trial_summary(result.scores),
-                          "trials": [sc.model_dump() for sc in result.scores]}, indent=2))
-    else:
-        print(render_trials(result, model == "oracle"))
-    return 0
-
-
-async def cmd_gc(args: argparse.Namespace) -> int:
-    """List what is safe to remove on this worker host (worktrees whose work is on a branch); --yes removes it."""
-    running: set[str] = set()
-    try:
-        client = await connect()
-        running = {w.id async for w in client.list_workflows("WorkflowType = 'SwarmWorkflow' AND "
-                                                              "ExecutionStatus = 'Running'")}
-    except Exception:
-        print("note: Temporal is out of reach; keeping every worktree of a run that may be running", file=sys.stderr)
-        running = {p.name for p in (run_dir("x").parent).glob("*")}
-    verdicts = gc.survey(running)
-    for v in verdicts:
-        print(f"{'remove' if v.remove else 'keep  '} {v.path}: {v.why}")
-        if v.remove and args.yes:
-            gc.remove(v)
-    removable = sum(v.remove for v in verdicts)
-    print(f"{removable} of {len(verdicts)} worktrees {'removed' if args.yes else 'can go (run gc --yes)'}")
-    return 0
-
-
-async def cmd_recording(args: argparse.Namespace) -> int:
-    try:
-        script = recording.replay_script(args.run)
-    except (FileNotFoundError, ValueError) as err:
-        raise UserError(str(err)) from None
-    text = yaml.safe_dump(script, sort_keys=False, allow_unicode=True)
-    if args.out:
-        Path(args.out).write_text(text, encoding="utf-8")
-        print(f"wrote {args.out}: replay it with --model replay:{args.out}")
-    else:
-        print(text, end="")
-    return 0
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     handler = {"run": cmd_run, "status": cmd_status, "review": cmd_review, "approve": cmd_decide,
                "reject": cmd_decide, "demo": cmd_demo, "watch": cmd_watch, "list": cmd_list,
-               "report": cmd_report, "explain": cmd_explain, "trial": cmd_trial, "gc": cmd_gc,
-               "recording": cmd_recording, "mcp": cmd_mcp}[args.command]
+               "report": commands.cmd_report, "explain": commands.cmd_explain, "trial": commands.cmd_trial, "gc": commands.cmd_gc,
+               "recording": commands.cmd_recording, "mcp": commands.cmd_mcp}[args.command]
     try:
         return asyncio.run(handler(args))
     except (UserError, ConfigError) as err:
