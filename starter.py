@@ -36,16 +36,16 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from reposwarm import commands, task_queue
 from reposwarm.cli import (
-    LANES_FILE_NAMES,
     UserError,
     check_repo,
     client_or_die,
     git_out,
+    load_config,
     resolve_model,
     run_model,
     ui_url,
 )
-from reposwarm.config import ConfigError, apply_env, load_lanes_file, load_plan_file
+from reposwarm.config import ConfigError, load_plan_file
 from reposwarm.contracts import (
     Phase,
     ReviewDecision,
@@ -66,11 +66,7 @@ DEMO_TASK = "Add a priority (low|normal|high, default normal) to tasks across th
 
 def build_request(args: argparse.Namespace, *, auto_approve: bool = False) -> SwarmRequest:
     repo = check_repo(args.repo)
-    lanes_path = Path(args.lanes) if args.lanes else next(
-        (repo / n for n in LANES_FILE_NAMES if (repo / n).is_file()), None)
-    if lanes_path is None:
-        raise UserError(f"no lanes file: pass --lanes FILE or add one of {', '.join(LANES_FILE_NAMES)} to {repo}")
-    config = apply_env(load_lanes_file(lanes_path))
+    lanes_path, config = load_config(repo, args.lanes)
     # Lane models: replay scripts named relative to the lanes file.
     for name, role in config.swarm.lanes.items():
         if role.model:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from temporalio.client import Client
 
+from reposwarm.config import apply_env, load_lanes_file
 from reposwarm.contracts import LanesFile
 from reposwarm.models import KNOWN_PROVIDERS
 from worker import connect
@@ -85,3 +86,11 @@ async def client_or_die() -> Client:
     except RuntimeError as err:
         address = os.environ.get("TEMPORAL_ADDRESS", "localhost:7233")
         raise UserError(f"cannot reach Temporal at {address} ({err}); start one with ./temporal-dev") from None
+
+
+def load_config(repo: Path, given: str | None) -> tuple[Path, LanesFile]:
+    """The lanes file (given, or found at the repository's root), checked, with the environment's knobs applied."""
+    path = Path(given) if given else next((repo / n for n in LANES_FILE_NAMES if (repo / n).is_file()), None)
+    if path is None:
+        raise UserError(f"no lanes file: pass --lanes FILE or add one of {', '.join(LANES_FILE_NAMES)} to {repo}")
+    return path, apply_env(load_lanes_file(path))

@@ -17,8 +17,15 @@ from temporalio.client import WorkflowExecutionStatus
 from temporalio.common import WorkflowIDConflictPolicy
 
 from reposwarm import gc, ledger, metrics, recording, task_queue
-from reposwarm.cli import LANES_FILE_NAMES, UserError, check_repo, client_or_die, git_out, run_model, ui_url
-from reposwarm.config import apply_env, load_lanes_file
+from reposwarm.cli import (
+    UserError,
+    check_repo,
+    client_or_die,
+    git_out,
+    load_config,
+    run_model,
+    ui_url,
+)
 from reposwarm.contracts import LanesFile, TrialBatchRequest, TrialBatchResult, TrialSpec
 from reposwarm.paths import PathPolicy
 from reposwarm.store import run_dir
@@ -151,11 +158,7 @@ def trial_summary(scores: list) -> dict:
 
 async def cmd_trial(args: argparse.Namespace) -> int:
     repo = check_repo(args.repo)
-    lanes_path = Path(args.lanes) if args.lanes else next(
-        (repo / n for n in LANES_FILE_NAMES if (repo / n).is_file()), None)
-    if lanes_path is None:
-        raise UserError(f"no lanes file: pass --lanes FILE or add one of {', '.join(LANES_FILE_NAMES)} to {repo}")
-    config = apply_env(load_lanes_file(lanes_path))
+    lanes_path, config = load_config(repo, args.lanes)
     specs = select_commits(repo, args.commits, config, args.max)
     model = "oracle" if args.oracle is not None else run_model(args.model, config, lanes_path)
     slug = re.sub(r"[^a-z0-9]+", "-", repo.name.lower()).strip("-")[:24] or "repo"
