@@ -25,6 +25,7 @@ from temporalio.worker import Worker
 from activities.checks import attribute_failures, rollback_integration, validate
 from activities.converge import resolve_conflict
 from activities.delivery import deliver
+from activities.heartbeat import HeartbeatInterceptor
 from activities.model import model_turn, plan_round
 from activities.repo import checkpoint_lane, create_lane_worktree, describe_lane, merge_lane, prepare_run
 from activities.review import publish_review
@@ -82,11 +83,13 @@ def make_worker(client: Client, queue: str | None = None, *, serve: str = "all",
         # A dead worker's sticky queue is abandoned after 1 s, so another worker resumes its runs quickly.
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=1),
         max_concurrent_activities=concurrency,
+        interceptors=[HeartbeatInterceptor()],
     )
     if serve == "workflows":
         return Workers([shared])
     own = Worker(client, task_queue=host_queue(queue or task_queue()), activities=ACTIVITIES,
-                 activity_executor=executor, max_concurrent_activities=concurrency)
+                 activity_executor=executor, max_concurrent_activities=concurrency,
+                 interceptors=[HeartbeatInterceptor()])
     return Workers([shared, own])
 
 

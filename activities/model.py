@@ -8,12 +8,14 @@ model error is raised as is, a permanent one as a non-retryable failure.
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import hashlib
 import json
+import os
 import sqlite3
+import tempfile
 import time
-from collections.abc import AsyncIterator
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import git
@@ -40,7 +42,7 @@ from reposwarm.contracts import (
 from reposwarm.models import ModelError, ModelReply, ModelRequest, provider_for
 from reposwarm.prompts import LANE_SYSTEM, PLANNER_SYSTEM, planner_message
 from reposwarm.repomap import repo_map
-from reposwarm.store import Store
+from reposwarm.store import Store, run_dir
 from reposwarm.symbols import SymbolIndexError
 from reposwarm.tools import parse_args, tool_specs
 
@@ -56,21 +58,17 @@ def _estimate(messages: list[dict[str, Any]], reply: ModelReply) -> Usage:
     return Usage(input_tokens=sent // 4, output_tokens=max(1, said // 4), model_calls=1)
 
 
-@contextlib.asynccontextmanager
-async def _heartbeating(every_s: float = 5.0) -> AsyncIterator[None]:
-    """Heartbeat while a model answers: a worker that dies mid-call is noticed in seconds, not at the
-    activity's 10-minute timeout, and the call is retried elsewhere."""
+def _kept_reply_path(run_id: str, model_name: str, request_fields: dict[str, Any]) -> Path:
+    key = hashlib.sha256(json.dumps([model_name, request_fields], sort_keys=True, default=str).encode()).hexdigest()
+    return run_dir(run_id) / "replies" / key[:2] / f"{key}.json"
 
-    async def beat() -> None:
-        while True:
-            activity.heartbeat()
-            await asyncio.sleep(every_s)
 
-    task = asyncio.create_task(beat())
-    try:
-        yield
-    finally:
-        task.cancel()
+def _keep_reply(path: Path, reply: ModelReply) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(ledger.redact(reply.model_dump_json()))
+    os.replace(tmp, path)
 
 
 async def _complete(model_name: str, request_fields: dict[str, Any], run_id: str, call_id: str, *,
@@ -81,11 +79,18 @@ async def _complete(model_name: str, request_fields: dict[str, Any], run_id: str
     with tracer.start_as_current_span("model_call", attributes={"reposwarm.lane": agent,
                                                                 "reposwarm.model": model_name}) as span:
         started = time.monotonic()
+        kept = _kept_reply_path(run_id, model_name, request_fields)
+        if kept.exists():
+            # This exact request was answered before (the worker died before Temporal heard of it): reuse the
+            # answer rather than ask, and pay, again.
+            reply = ModelReply.model_validate_json(kept.read_text(encoding="utf-8"))
+            ledger.record_activity(run_id, "model_call", call_id=call_id, agent=agent, model=model_name,
+                                   outcome="reused", input_tokens=0, output_tokens=0, cost_usd=0.0, latency_s=0.0)
+            return reply
         try:
             provider, model = provider_for(model_name)
             request = ModelRequest(model=model, **request_fields)
-            async with _heartbeating():
-                reply = await provider.complete(request)
+            reply = await provider.complete(request)
         except ModelError as err:
             ledger.record_activity(run_id, "model_call", call_id=call_id, agent=agent, model=model_name,
                                    outcome="error", error=str(err)[:300],
@@ -99,6 +104,7 @@ async def _complete(model_name: str, request_fields: dict[str, Any], run_id: str
         reply = reply.model_copy(update={"usage": usage})
         span.set_attributes({"reposwarm.tokens_in": usage.input_tokens, "reposwarm.tokens_out": usage.output_tokens,
                              "reposwarm.tool_calls": len(reply.tool_calls)})
+        _keep_reply(kept, reply)
         if record:
             recording.save(run_id, request.agent, request.round, request.turn, reply, attempt=request.attempt)
         ledger.record_activity(run_id, "model_call", call_id=call_id, agent=agent, model=model_name, outcome="ok",

@@ -245,7 +245,8 @@ def merge_lane(req: MergeInput) -> MergeResult:
         raise ApplicationError(f"cannot merge {req.lane_branch} into {req.integration_branch}: branch missing",
                                non_retryable=True)
     if _is_ancestor(g, lane_head, integ):
-        # Nothing new, or merged by an earlier attempt of this activity.
+        # Nothing new, or merged by an earlier attempt of this activity (which may have died before its line).
+        ledger.record_activity(req.run_id, "merge", lane=req.lane, merged=True, sha=integ, files=[])
         return MergeResult(lane=req.lane, merged=True, integration_sha=integ, lane_sha=lane_head)
     base = g.merge_base(integ, lane_head)
     files = g.diff("--name-only", base, lane_head).splitlines()

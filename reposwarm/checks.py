@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import sys
 import tempfile
 import time
 import uuid
@@ -42,15 +43,31 @@ def _kill_group(proc: asyncio.subprocess.Process) -> None:
         pass
 
 
+# Each check runs under this small supervisor, the leader of the check's own process group: when the worker
+# dies (SIGKILL, a lost host), the supervisor sees its parent change and kills the whole group, so no check
+# outlives the worker that started it, nor races the retried activity in the same worktree.
+SUPERVISOR = """
+import os, signal, subprocess, sys, time
+parent = os.getppid()
+try:
+    child = subprocess.Popen(sys.argv[1:])
+except FileNotFoundError:
+    print("command not found: " + sys.argv[1], flush=True)
+    sys.exit(127)
+while child.poll() is None:
+    if os.getppid() != parent:
+        os.killpg(0, signal.SIGKILL)
+    time.sleep(0.2)
+sys.exit(child.returncode if child.returncode >= 0 else 128 - child.returncode)
+"""
+
+
 async def run_command(argv: list[str], cwd: Path, timeout_s: float, store: Store | None) -> CommandResult:
     started = time.monotonic()
-    try:
-        proc = await asyncio.create_subprocess_exec(
-            *argv, cwd=cwd, env=scrubbed_env(), stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, start_new_session=True,
-        )
-    except FileNotFoundError:
-        return CommandResult(argv=argv, exit_code=127, duration_s=0.0, output_tail=f"command not found: {argv[0]}")
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", SUPERVISOR, *argv, cwd=cwd, env=scrubbed_env(), stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, start_new_session=True,
+    )
     chunks: list[bytes] = []
 
     async def pump() -> None:

@@ -37,8 +37,8 @@ with workflow.unsafe.imports_passed_through():
         Usage,
     )
     from reposwarm.prompts import lane_first_message
+    from workflows import GIT
 
-GIT = dict(start_to_close_timeout=timedelta(minutes=5), retry_policy=RetryPolicy(maximum_attempts=5))
 MODEL = dict(start_to_close_timeout=timedelta(minutes=10), heartbeat_timeout=timedelta(seconds=30),
              retry_policy=RetryPolicy(initial_interval=timedelta(seconds=2), maximum_attempts=6))
 OUTPUT_RESERVE = 512  # tokens kept back for the reply when checking the budget before a call

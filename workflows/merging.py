@@ -28,9 +28,8 @@ with workflow.unsafe.imports_passed_through():
         SwarmRequest,
         SwarmStatus,
     )
-    from workflows import root_cause
+    from workflows import GIT, root_cause
 
-GIT = dict(start_to_close_timeout=timedelta(minutes=5), retry_policy=RetryPolicy(maximum_attempts=5))
 
 
 @dataclass

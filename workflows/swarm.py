@@ -43,14 +43,13 @@ with workflow.unsafe.imports_passed_through():
     )
     from reposwarm.estimate import estimate_lane
     from reposwarm.prompts import lane_first_message
-    from workflows import root_cause
+    from workflows import GIT, root_cause
     from workflows.lane import LaneWorkflow
     from workflows.merging import MergeQueue
     from workflows.validation import Gate, repair_note
 
 REPO_ATTR = SearchAttributeKey.for_keyword("RepoSwarmRepo")
 STATUS_ATTR = SearchAttributeKey.for_keyword("RepoSwarmStatus")
-GIT = dict(start_to_close_timeout=timedelta(minutes=5), retry_policy=RetryPolicy(maximum_attempts=5))
 
 
 def search_attributes(repo_path: str, phase: str) -> TypedSearchAttributes:
@@ -172,7 +171,7 @@ class SwarmWorkflow:
                                       integration_sha=self._status.integration_sha, branch=swarm_branch,
                                       delivery=req.config.delivery, base_branch=req.base_branch,
                                       title=f"reposwarm: {req.task[:200]}", review_ref=review_ref),
-                start_to_close_timeout=timedelta(minutes=5),
+                start_to_close_timeout=timedelta(minutes=5), heartbeat_timeout=timedelta(seconds=30),
                 retry_policy=RetryPolicy(maximum_attempts=5, initial_interval=timedelta(seconds=2)))
             self._status.delivered_branch = delivered.branch
             self._status.pull_request_url = delivered.pull_request_url

@@ -76,4 +76,4 @@ class TrialWorkflow:
                        failure=failure or ("not approved: validation failed" if result and not result.delivered_sha
                                            else ""), profile=profile),
             start_to_close_timeout=timedelta(seconds=(profile.timeout_s if profile else 0) + 300),
-            heartbeat_timeout=timedelta(seconds=60), retry_policy=RetryPolicy(maximum_attempts=3))
+            heartbeat_timeout=timedelta(seconds=30), retry_policy=RetryPolicy(maximum_attempts=3))

@@ -29,8 +29,8 @@ with workflow.unsafe.imports_passed_through():
         TestReport,
         ValidateInput,
     )
+    from workflows import GIT
 
-GIT = dict(start_to_close_timeout=timedelta(minutes=5), retry_policy=RetryPolicy(maximum_attempts=5))
 
 
 @dataclass
@@ -55,7 +55,7 @@ class Gate:
                                     profile_name=self.profile_name, profile=self.profile, label=label),
             # a failing command runs twice (the flaky check), so allow for both
             start_to_close_timeout=timedelta(seconds=2 * self.profile.timeout_s + 120),
-            heartbeat_timeout=timedelta(seconds=60), retry_policy=RetryPolicy(maximum_attempts=2))
+            heartbeat_timeout=timedelta(seconds=30), retry_policy=RetryPolicy(maximum_attempts=2))
 
     async def check(self, round_no: int) -> TestReport:
         baseline = await self.baseline if self.baseline is not None else None
