@@ -245,9 +245,18 @@ def merge_lane(req: MergeInput) -> MergeResult:
         raise ApplicationError(f"cannot merge {req.lane_branch} into {req.integration_branch}: branch missing",
                                non_retryable=True)
     if _is_ancestor(g, lane_head, integ):
-        # Nothing new, or merged by an earlier attempt of this activity (which may have died before its line).
-        ledger.record_activity(req.run_id, "merge", lane=req.lane, merged=True, sha=integ, files=[])
-        return MergeResult(lane=req.lane, merged=True, integration_sha=integ, lane_sha=lane_head)
+        # Nothing new, or merged by an earlier attempt of this activity (which may have died before finishing):
+        # then the merge commit is the branch head, and its files and contract flags are worked out again.
+        files: list[str] = []
+        flags: list[str] = []
+        if _rev(g, f"{integ}^2") == lane_head:
+            base = g.merge_base(f"{integ}^1", lane_head)
+            files = g.diff("--name-only", base, lane_head).splitlines()
+            flags = contract_flags(g, base, lane_head, req.lane, req.goal, req.interface_contract)
+        ledger.record_activity(req.run_id, "merge", lane=req.lane, merged=True, sha=integ, files=files,
+                               contract_flags=flags)
+        return MergeResult(lane=req.lane, merged=True, integration_sha=integ, lane_sha=lane_head, files=files,
+                           contract_flags=flags)
     base = g.merge_base(integ, lane_head)
     files = g.diff("--name-only", base, lane_head).splitlines()
     flags = contract_flags(g, base, lane_head, req.lane, req.goal, req.interface_contract)

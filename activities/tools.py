@@ -11,7 +11,7 @@ from activities.repo import lane_worktree_path
 from reposwarm import ledger
 from reposwarm.contracts import ToolInput, ToolOutcome
 from reposwarm.paths import PathPolicy, ToolRefused
-from reposwarm.store import Store
+from reposwarm.store import Store, run_dir
 from reposwarm.tools import TOOL_ARGS, Toolbox
 
 PREVIEW_CHARS = 300
@@ -22,6 +22,11 @@ def run_tool(req: ToolInput) -> ToolOutcome:
     """Execute one tool call of a lane; every outcome, good, bad or refused, goes to the ledger."""
     call = req.call
     store = Store(req.run_id)
+    # A tool call runs once: if an earlier attempt got as far as recording its outcome, that is the outcome
+    # (an edit_file applied twice would apply twice, or fail on its own first run).
+    done = run_dir(req.run_id) / "tool-outcomes" / req.lane / f"r{req.round}.a{req.attempt}.t{req.turn}.{call.id}.json"
+    if done.exists():
+        return ToolOutcome.model_validate_json(done.read_text(encoding="utf-8"))
     tools = Toolbox(PathPolicy(lane_worktree_path(req.run_id, req.lane), req.allowed_paths, req.read_only_paths),
                     store=store, check_profiles=req.check_profiles, default_profile=req.default_profile,
                     default_reason=req.default_reason)
@@ -55,6 +60,9 @@ def run_tool(req: ToolInput) -> ToolOutcome:
         output_ref=output_ref,
     )
     # The full output goes to the store; history carries a reference and a short preview.
-    return ToolOutcome(call_id=call.id, name=call.name, ok=ok, output=output[:PREVIEW_CHARS],
-                       output_ref=output_ref, refused=refused, malformed=malformed, output_chars=len(output),
-                       edit=tools.edit)
+    outcome = ToolOutcome(call_id=call.id, name=call.name, ok=ok, output=output[:PREVIEW_CHARS],
+                          output_ref=output_ref, refused=refused, malformed=malformed, output_chars=len(output),
+                          edit=tools.edit)
+    done.parent.mkdir(parents=True, exist_ok=True)
+    done.write_text(outcome.model_dump_json(), encoding="utf-8")
+    return outcome

@@ -335,6 +335,7 @@ class ToolInput(Contract):
     lane: str
     call: ToolCall
     round: int = 1
+    attempt: int = 1
     turn: int = 0  # the lane turn (1-based) that made the call: for the ledger and `starter.py explain`
     allowed_paths: list[str]
     read_only_paths: list[str] = []

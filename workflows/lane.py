@@ -186,7 +186,7 @@ class LaneWorkflow:
                 continue
             outcome = await self._on_host(
                 run_tool,
-                ToolInput(run_id=task.run_id, lane=task.lane, call=call, round=task.round, turn=r.turn,
+                ToolInput(run_id=task.run_id, lane=task.lane, call=call, round=task.round, attempt=task.attempt, turn=r.turn,
                           allowed_paths=task.allowed_paths,
                           read_only_paths=task.read_only_paths, check_profiles=task.check_profiles,
                           default_profile=task.default_profile, default_reason=result.content[:200]),
