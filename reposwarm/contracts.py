@@ -143,6 +143,7 @@ class SwarmRequest(Contract):
     record: bool = False  # keep every model exchange, to replay the run offline later
     base_branch: str | None = None  # the branch the base commit came from (a pull request's base)
     ui_url: str = ""  # the run in the Temporal Web UI, for the review package
+    resume: SwarmResume | None = None  # set when the run continues as new between review rounds
 
 
 # --- lanes ---
@@ -707,3 +708,23 @@ class ScoreInput(Contract):
 class TrialBatchResult(Contract):
     batch_id: str
     scores: list[TrialScore]
+
+
+class SwarmResume(Contract):
+    """What a swarm run carries across continue-as-new, between review rounds."""
+
+    status: SwarmStatus
+    base_sha: str
+    next_round: int
+    plan: Plan | None
+    feedback: list[str] = []
+    reviewed_sha: str | None = None
+    review_ref: str | None = None
+    dispatches: dict[str, int] = {}
+    baseline: TestReport | None = None
+    last_green: str | None = None
+    consecutive_fails: int = 0
+    checks: int = 0
+
+
+SwarmRequest.model_rebuild()

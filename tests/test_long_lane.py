@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest_asyncio
 
 from reposwarm.contracts import LaneStatus, Phase
 from reposwarm.store import run_dir
-from tests.helpers import finish, make_repo, start_dev_server, start_run, turn, wait_for_phase, write_yaml
+from tests.helpers import finish, git, make_repo, start_dev_server, start_run, turn, wait_for_phase, write_yaml
 from worker import make_worker
 
 TOOL_CALLS = 1000
@@ -67,3 +68,42 @@ async def test_a_lane_of_1000_tool_calls_keeps_history_bounded(suggesting_client
             transcripts.append(len(blob.read_bytes()))
     assert transcripts and max(transcripts) < 4000 * 4 * 2
     await client.get_workflow_handle(run_id).terminate("test done")
+
+
+async def test_a_long_review_loop_continues_as_new_carrying_its_state(suggesting_client, tmp_path):
+    from reposwarm.contracts import ReviewDecision
+    from workflows.swarm import SwarmWorkflow
+
+    client = suggesting_client
+    names = [f"l{i}" for i in range(12)]
+    repo = make_repo(tmp_path / "repo", {f"{n}/x.txt": "0\n" for n in names})
+    lanes = write_yaml(tmp_path / "lanes.yaml", {
+        "swarm": {"max_parallel": 12, "max_helper_loops": 5, "lanes": {n: {"allowed_paths": [f"{n}/"]} for n in names}},
+        "validation": {"profiles": {"default": {"commands": [["python3", "-c", "pass"]]}}}})
+    plan = {"interface_contract": "-", "lanes": [{"lane": n, "goal": f"Bump {n}."} for n in names]}
+    plan_file = write_yaml(tmp_path / "plan.yaml", plan)
+
+    def bump(n: str, v: int) -> list[dict]:
+        return [turn((f"{n}w{v}", "write_file", {"path": f"{n}/x.txt", "content": f"{v}\n",
+                                                  "reason": f"Bump {n} to {v}, as planned"})), finish(f"{n}f{v}")]
+
+    script = write_yaml(tmp_path / "replay.yaml", {"version": 1,
+        "planner": {r: {"content": json.dumps(plan)} for r in (2, 3)},
+        "lanes": {n: {r: bump(n, r) for r in (1, 2, 3)} for n in names}})
+    run_id = await start_run(client, repo, lanes, script, plan=plan_file)
+    handle = client.get_workflow_handle_for(SwarmWorkflow.run, run_id)
+    for round_no, comment in ((1, "again, please"), (2, "once more")):
+        status = await wait_for_phase(client, run_id, Phase.review, timeout=120)
+        assert status.round == round_no
+        await handle.execute_update(SwarmWorkflow.review, ReviewDecision(approve=False, comment=comment))
+        await asyncio.sleep(0.5)
+    status = await wait_for_phase(client, run_id, Phase.review, timeout=120)
+    assert status.round == 3 and status.review.previous_comments == ["again, please", "once more"]
+    await handle.execute_update(SwarmWorkflow.review, ReviewDecision(approve=True))
+    result = await handle.result()
+    assert result.rounds == 3
+    runs = [w async for w in client.list_workflows(f"WorkflowId = '{run_id}'")]
+    assert len(runs) >= 2, "the swarm never continued as new"
+    final = await handle.query(SwarmWorkflow.status)
+    assert [d.comment for d in final.decisions] == ["again, please", "once more", ""]
+    assert all(git(repo, "show", f"{result.delivered_branch}:{n}/x.txt") == "3" for n in names)

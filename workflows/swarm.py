@@ -37,6 +37,7 @@ with workflow.unsafe.imports_passed_through():
         ReviewReceipt,
         SwarmRequest,
         SwarmResult,
+        SwarmResume,
         SwarmStatus,
         TestReport,
         Usage,
@@ -61,11 +62,11 @@ class SwarmWorkflow:
     @workflow.init
     def __init__(self, req: SwarmRequest) -> None:
         # Built from the request before any handler runs, so queries and updates always see a status.
-        self._status = SwarmStatus(run_id=req.run_id, repo_path=req.repo_path, task=req.task,
-                                   phase=Phase.preparing, round=1)
+        self._status = req.resume.status if req.resume else SwarmStatus(
+            run_id=req.run_id, repo_path=req.repo_path, task=req.task, phase=Phase.preparing, round=1)
         self._decision: ReviewDecision | None = None
         self._use_search_attributes = False
-        self._dispatches: dict[str, int] = {}  # per lane, across rounds: bounded by MAX_HELPER_LOOPS
+        self._dispatches: dict[str, int] = dict(req.resume.dispatches) if req.resume else {}  # MAX_HELPER_LOOPS
         self._gate_state: Gate | None = None
         self._feedback: list[str] = []
 
@@ -112,17 +113,22 @@ class SwarmWorkflow:
         swarm_branch = req.swarm_branch or f"swarm/{req.run_id}"
         try:
             self._use_search_attributes = bool(workflow.info().typed_search_attributes.get(REPO_ATTR))
-            prep = await workflow.execute_activity(
-                prepare_run, PrepareInput(run_id=req.run_id, repo_path=req.repo_path, base_ref=req.base_ref,
-                                          swarm_branch=swarm_branch, create_branch=not req.dry_run), **GIT)
-            self._status.integration_branch = prep.integration_branch
-            self._status.integration_sha = prep.base_sha
-            plan = req.plan
-            feedback: list[str] = []
-            reviewed_sha: str | None = None
-            review_ref: str | None = None
+            resume = req.resume
+            if resume is None:
+                prep = await workflow.execute_activity(
+                    prepare_run, PrepareInput(run_id=req.run_id, repo_path=req.repo_path, base_ref=req.base_ref,
+                                              swarm_branch=swarm_branch, create_branch=not req.dry_run), **GIT)
+                self._status.integration_branch = prep.integration_branch
+                self._status.integration_sha = base_sha = prep.base_sha
+            else:
+                base_sha = resume.base_sha
+                self._restore_gate(req, resume)
+            plan = resume.plan if resume else req.plan
+            feedback: list[str] = list(resume.feedback) if resume else []
+            reviewed_sha: str | None = resume.reviewed_sha if resume else None
+            review_ref: str | None = resume.review_ref if resume else None
             rounds = req.config.swarm.max_review_rounds
-            for round_no in range(1, rounds + 1):
+            for round_no in range(resume.next_round if resume else 1, rounds + 1):
                 self._status.round = round_no
                 if plan is None or round_no > 1:
                     self._phase(Phase.planning, f"round {round_no}: planning")
@@ -141,8 +147,8 @@ class SwarmWorkflow:
                 if req.dry_run:
                     return self._dry_run(req, plan)
                 self._feedback = list(feedback)
-                results, report = await self._round(req, plan, round_no, prep.base_sha)
-                package = self._package(req, plan, round_no, prep.base_sha, results, report, feedback)
+                results, report = await self._round(req, plan, round_no, base_sha)
+                package = self._package(req, plan, round_no, base_sha, results, report, feedback)
                 published = await workflow.execute_activity(
                     publish_review, PublishInput(run_id=req.run_id, repo_path=req.repo_path, package=package,
                                                  previous_sha=reviewed_sha), **GIT)
@@ -161,6 +167,11 @@ class SwarmWorkflow:
                     return SwarmResult(run_id=req.run_id, rounds=round_no, usage=self._status.usage,
                                        final_sha=self._status.integration_sha)
                 feedback.append(decision.comment)
+                if workflow.info().is_continue_as_new_suggested() and round_no < rounds:
+                    # A long review loop: start the next round in a fresh history, carrying everything.
+                    await workflow.wait_condition(workflow.all_handlers_finished)
+                    workflow.continue_as_new(req.model_copy(update={"resume": await self._carry(
+                        base_sha, round_no + 1, plan, feedback, reviewed_sha, review_ref)}))
             else:
                 raise ApplicationError(f"rejected {rounds} times; the review round limit is reached",
                                        non_retryable=True)
@@ -185,6 +196,26 @@ class SwarmWorkflow:
             self._status.error = root_cause(err)
             self._phase(Phase.failed, f"failed: {self._status.error}")
             raise
+
+    async def _carry(self, base_sha: str, next_round: int, plan: Plan | None, feedback: list[str],
+                     reviewed_sha: str | None, review_ref: str | None) -> SwarmResume:
+        gate = self._gate_state
+        baseline = await gate.baseline if gate is not None and gate.baseline is not None else None
+        return SwarmResume(status=self._status, base_sha=base_sha, next_round=next_round, plan=plan,
+                           feedback=feedback, reviewed_sha=reviewed_sha, review_ref=review_ref,
+                           dispatches=self._dispatches, baseline=baseline,
+                           last_green=gate.last_green if gate else None,
+                           consecutive_fails=gate.consecutive_fails if gate else 0, checks=gate.checks if gate else 0)
+
+    def _restore_gate(self, req: SwarmRequest, resume: SwarmResume) -> None:
+        gate = self._gate(req, resume.base_sha)
+        if gate is None:
+            return
+        gate.last_green = resume.last_green or resume.base_sha
+        gate.consecutive_fails, gate.checks = resume.consecutive_fails, resume.checks
+        if resume.baseline is not None:
+            gate.baseline = asyncio.get_running_loop().create_future()
+            gate.baseline.set_result(resume.baseline)
 
     def _dry_run(self, req: SwarmRequest, plan: Plan) -> SwarmResult:
         estimates = []

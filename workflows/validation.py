@@ -40,7 +40,7 @@ class Gate:
     profile_name: str
     profile: CheckProfile
     last_green: str  # the base commit, until a merged state passes
-    baseline: asyncio.Task[TestReport] | None = None
+    baseline: asyncio.Future[TestReport] | None = None
     checks: int = 0
     consecutive_fails: int = 0
     history: list[str] = field(default_factory=list)  # one line per check, for the review package
