@@ -9,7 +9,12 @@ least once).
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import hashlib
 import re
+import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import git
@@ -27,7 +32,7 @@ from reposwarm.contracts import (
     PrepareResult,
 )
 from reposwarm.paths import cone_dirs
-from reposwarm.store import run_dir
+from reposwarm.store import home, run_dir
 
 IDENTITY = ["-c", "user.name=reposwarm", "-c", "user.email=reposwarm@localhost", "-c", "commit.gpgsign=false"]
 
@@ -114,6 +119,10 @@ def create_lane_worktree(task: HelperTask) -> LaneWorktree:
         if current is not None and not _is_ancestor(g, current, task.base_sha):
             g.branch("-f", f"{branch}-kept-{current[:10]}", current)
         start = task.base_sha
+    if (path / ".git").exists() and not _healthy(path):
+        # A checkout that died half-way (its activity was killed): nothing of the lane's is only there (its
+        # work is in commits), so it is made again.
+        shutil.rmtree(path)
     if (path / ".git").exists():
         wt = _git(path)
         on_branch = wt.rev_parse("--abbrev-ref", "HEAD") == branch
@@ -122,16 +131,15 @@ def create_lane_worktree(task: HelperTask) -> LaneWorktree:
             wt.clean("-fdx")
     else:
         path.parent.mkdir(parents=True, exist_ok=True)
-        g.worktree("prune")
         cone = _sparse_cone(g, task, start)
         # The branch as it is (a rebuild: it may still be checked out in a lost host's worktree, which -f
         # allows), or set to the start (-B).
         target = ["-f", str(path), branch] if start == current else ["-f", "-B", branch, str(path), start]
-        if cone is None:
-            g.worktree("add", *target)
-        else:
+        with _worktree_lock(task.repo_path):  # lanes adding worktrees at once trip over each other's metadata
+            g.worktree("prune")
+            g.worktree("add", *(target if cone is None else ["--no-checkout", *target]))
+        if cone is not None:
             # Only the lane's folders on disk, sharing the object store: a fraction of a full checkout.
-            g.worktree("add", "--no-checkout", *target)
             wt = _git(path)
             wt.sparse_checkout("set", "--cone", "--sparse-index", *cone)
             wt.checkout("-f", "-q", branch)
@@ -140,6 +148,28 @@ def create_lane_worktree(task: HelperTask) -> LaneWorktree:
                            lane=task.lane, round=task.round, branch=branch, base_sha=task.base_sha, head=head,
                            model=task.model)
     return LaneWorktree(path=str(path), branch=branch, head_sha=head, host_queue=host_queue(_shared_queue()))
+
+
+def _healthy(path: Path) -> bool:
+    if (path / ".git").is_file() and not Path(_git(path).rev_parse("--git-dir")).exists():
+        return False
+    status, _, _ = _git(path).execute(["git", "status", "--porcelain"], with_extended_output=True,
+                                      with_exceptions=False)
+    lock = Path(_git(path).rev_parse("--git-dir")) / "index.lock"
+    return status == 0 and not lock.exists()
+
+
+@contextlib.contextmanager
+def _worktree_lock(repo_path: str) -> Iterator[None]:
+    """One `git worktree add` at a time per repository on this host (a lock file under REPOSWARM_HOME)."""
+    lock = home() / "locks" / f"{hashlib.sha1(str(Path(repo_path).resolve()).encode()).hexdigest()}.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with lock.open("w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def _shared_queue() -> str:
