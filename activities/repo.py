@@ -151,12 +151,14 @@ def create_lane_worktree(task: HelperTask) -> LaneWorktree:
 
 
 def _healthy(path: Path) -> bool:
-    if (path / ".git").is_file() and not Path(_git(path).rev_parse("--git-dir")).exists():
+    """A worktree git can work in: its metadata is there, `git status` runs, and no index.lock was left."""
+    wt = _git(path)
+    status, git_dir, _ = wt.execute(["git", "rev-parse", "--git-dir"], with_extended_output=True,
+                                    with_exceptions=False)
+    if status != 0 or not (path / git_dir.strip()).exists():
         return False
-    status, _, _ = _git(path).execute(["git", "status", "--porcelain"], with_extended_output=True,
-                                      with_exceptions=False)
-    lock = Path(_git(path).rev_parse("--git-dir")) / "index.lock"
-    return status == 0 and not lock.exists()
+    status, _, _ = wt.execute(["git", "status", "--porcelain"], with_extended_output=True, with_exceptions=False)
+    return status == 0 and not (path / git_dir.strip() / "index.lock").exists()
 
 
 @contextlib.contextmanager

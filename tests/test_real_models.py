@@ -19,7 +19,7 @@ from tests.fake_models import FakeModelServer
 from tests.helpers import ROOT, WorkerProcess, finish, git, make_repo, start_run, turn, wait_for_phase, write_yaml
 from workflows.swarm import SwarmWorkflow
 
-KEY = "sk-e2e-fake-key-0123456789abcdefABCDEF"
+KEY = "sk-" + "e2e-fake-key-0123456789abcdefABCDEF"  # fake
 PLAN = {"interface_contract": "api/app.py exports NAME = 'swarm'; web/client.js exports name = 'swarm'.",
         "summary": "NAME everywhere",
         "lanes": [{"lane": "api", "goal": "Add NAME = 'swarm' to api/app.py."},
