@@ -31,7 +31,7 @@ from activities.repo import checkpoint_lane, create_lane_worktree, describe_lane
 from activities.review import publish_review
 from activities.tools import run_tool
 from activities.trials import prepare_trial_clone, score_trial
-from reposwarm import host_queue, task_queue, telemetry
+from reposwarm import affinity, host_queue, serve_lanes, task_queue, telemetry
 from workflows.lane import LaneWorkflow
 from workflows.swarm import SwarmWorkflow
 from workflows.trial import TrialWorkflow
@@ -73,12 +73,16 @@ def make_worker(client: Client, queue: str | None = None, *, serve: str = "all",
     """Workers for workflows and activities ("all"), or only orchestration ("workflows") or only lanes
     and other side effects ("activities"), so each can scale on its own hosts."""
     concurrency = concurrency or int(os.environ.get("REPOSWARM_WORKER_CONCURRENCY", "16"))
-    executor = ThreadPoolExecutor(concurrency) if serve != "workflows" else None
+    serve_lanes(queue or task_queue(), client.service_client.config.target_host)
+    executor = ThreadPoolExecutor(concurrency)
     shared = Worker(
         client,
         task_queue=queue or task_queue(),
         workflows=WORKFLOWS if serve in ("all", "workflows") else [],
-        activities=ACTIVITIES if serve in ("all", "activities") else [],
+        # an orchestration-only worker still runs the lanes' quick tools, which are local activities where
+        # the lane's worktree is on the shared queue (workflows/lane.py QUICK_TOOLS)
+        activities=ACTIVITIES,
+        no_remote_activities=serve == "workflows",
         activity_executor=executor,
         # A dead worker's sticky queue is abandoned after 1 s, so another worker resumes its runs quickly.
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=1),
@@ -104,12 +108,17 @@ async def main() -> None:
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     client = await connect("reposwarm-worker")
+    target = client.service_client.config.target_host
+    try:
+        lanes_on = affinity(target)
+    except ValueError as err:
+        sys.exit(f"worker.py: {err}")
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         asyncio.get_running_loop().add_signal_handler(sig, stop.set)
     async with make_worker(client, serve=args.serve, concurrency=args.concurrency):
-        logging.info("reposwarm worker on task queue %r at %s (serving %s)", task_queue(),
-                     client.service_client.config.target_host, args.serve)
+        logging.info("reposwarm worker on task queue %r at %s (serving %s; lane worktrees on the %s queue)",
+                     task_queue(), target, args.serve, lanes_on)
         await stop.wait()
         logging.info("stopping: finishing the activities in flight")
 

@@ -23,6 +23,8 @@ EVERY_S = 5.0
 
 class _Beating(ActivityInboundInterceptor):
     async def execute_activity(self, input: ExecuteActivityInput) -> Any:
+        if activity.info().is_local:  # a local activity keeps its workflow task alive instead; nothing to beat
+            return await self.next.execute_activity(input)
         if inspect.iscoroutinefunction(input.fn):
             async def beat() -> None:
                 while True:

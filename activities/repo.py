@@ -21,7 +21,7 @@ import git
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from reposwarm import host_queue, ledger
+from reposwarm import lane_queue, ledger
 from reposwarm.contracts import (
     CheckpointInput,
     HelperTask,
@@ -147,7 +147,7 @@ def create_lane_worktree(task: HelperTask) -> LaneWorktree:
     ledger.record_activity(task.run_id, "helper_spawn" if task.resume is None else "checkpoint_restore",
                            lane=task.lane, round=task.round, branch=branch, base_sha=task.base_sha, head=head,
                            model=task.model)
-    return LaneWorktree(path=str(path), branch=branch, head_sha=head, host_queue=host_queue(_shared_queue()))
+    return LaneWorktree(path=str(path), branch=branch, head_sha=head, host_queue=lane_queue(_shared_queue()))
 
 
 def _healthy(path: Path) -> bool:

@@ -78,7 +78,8 @@ from tests.helpers import (  # noqa: E402
 )
 from worker import make_worker  # noqa: E402
 
-TARGETS = {"lane_setup_speedup": 10.0, "lane_setup_sparse_s": 1.0}
+TARGETS = {"lane_setup_speedup": 10.0, "lane_setup_sparse_s": 1.0, "step_overhead_ratio": 2.0,
+           "parallel_efficiency_8": 0.9, "parallel_efficiency_32": 0.75}
 USAGE = {"input_tokens": 100, "output_tokens": 10}  # fixed usage: token budgets never end a bench lane
 DEFAULT_CONCURRENCY = 16  # worker.make_worker's default (REPOSWARM_WORKER_CONCURRENCY unset)
 FAKE_KEY = "sk-bench-fake-key-0123456789abcdef"
@@ -402,28 +403,50 @@ async def raw_round_trips(client: Client, n: int, cross_queue: bool = False) -> 
             "schedule_to_start_mean_s": _mean([s["started"] - s["scheduled"] for s in spans])}
 
 
-async def step_lane(client: Client, queue: str, repo: Path, tmp: Path, steps: int) -> dict[str, Any]:
+def workflow_task_spans(runs: list[Any]) -> list[dict[str, Any]]:
+    """Each workflow task: started -> completed, and whether it recorded a marker (a local activity ran in it)."""
+    spans: list[dict[str, Any]] = []
+    for history in runs:
+        for e in history.events:
+            if e.event_type == ET.EVENT_TYPE_WORKFLOW_TASK_STARTED:
+                spans.append({"started": _ts(e), "closed": None, "marker": False})
+            elif e.event_type == ET.EVENT_TYPE_WORKFLOW_TASK_COMPLETED and spans:
+                spans[-1]["closed"] = _ts(e)
+            elif e.event_type == ET.EVENT_TYPE_MARKER_RECORDED and spans:
+                spans[-1]["marker"] = True
+    return [s for s in spans if s["closed"] is not None]
+
+
+async def step_lane(client: Client, queue: str, repo: Path, tmp: Path, steps: int, label: str) -> dict[str, Any]:
+    """A lane of `steps` turns of one list_dir call each, then finish. A step is measured from one model turn's
+    scheduling to the next's: the turn, its tool call and the orchestration between them, whether the tool ran
+    as an activity (host affinity) or as a local activity in the workflow task (shared-queue affinity)."""
     lanes = {"step": {"allowed_paths": ["l00/"], "max_turns": steps + 5, "token_budget": 50_000_000}}
     replies = {"step": [{**turn((f"c{i}", "list_dir", {"path": "l00"})), "usage": USAGE} for i in range(steps)]
                + [{**finish("c_end"), "usage": USAGE}]}
-    files = write_run_files(tmp, f"step-{steps}", lanes, {"max_parallel": 1}, replies)
-    run_id = await start_on(client, queue, repo, *files, None, "bench step overhead")
+    files = write_run_files(tmp, f"step-{label}-{steps}", lanes, {"max_parallel": 1}, replies)
+    run_id = await start_on(client, queue, repo, *files, None, f"bench step overhead ({label})")
     status = await wait_for_phase(client, run_id, Phase.review, timeout=300)
     lane = status.review.lanes[0]
     runs = await histories(client, f"{run_id}.step.r1")
     spans = activity_spans(runs)
     tools = [s for s in spans if s["name"] == "run_tool"]
-    models = [s for s in spans if s["name"] == "model_turn"]
-    first = min(s["scheduled"] for s in models)
-    last = max(s["closed"] for s in tools)
+    models = sorted((s for s in spans if s["name"] == "model_turn"), key=lambda s: s["scheduled"])
+    tool_steps = len(models) - 1  # every turn but the last (finish) made one list_dir call
+    tasks = workflow_task_spans(runs)
+    local = [t for t in tasks if t["marker"]]
     events = sum(len(h.events) for h in runs)
     types = Counter(ET.Name(e.event_type).removeprefix("EVENT_TYPE_") for h in runs for e in h.events)
     await finish_run(client, run_id)
     return {
-        "run_id": run_id, "steps": len(tools), "lane_status": lane.status.value, "lane_tool_calls": lane.tool_calls,
-        "per_step_s": (last - first) / len(tools),
+        "run_id": run_id, "steps": tool_steps, "lane_status": lane.status.value, "lane_tool_calls": lane.tool_calls,
+        "per_step_s": (models[-1]["scheduled"] - models[0]["scheduled"]) / tool_steps,
+        "activities_per_step": (len(models) - 1 + len(tools)) / tool_steps,
+        "tool_calls_as_local_activities": len(local),
         "model_turn_exec_mean_s": _mean([s["closed"] - s["started"] for s in models]),
-        "run_tool_exec_mean_s": _mean([s["closed"] - s["started"] for s in tools]),
+        "run_tool_exec_mean_s": _mean([s["closed"] - s["started"] for s in tools]) if tools else None,
+        # a workflow task that ran a list_dir local activity, start to completion (the tool's time is in it)
+        "local_tool_task_mean_s": _mean([t["closed"] - t["started"] for t in local]) if local else None,
         "schedule_to_start_mean_s": _mean([s["started"] - s["scheduled"] for s in models + tools]),
         "history_runs": len(runs), "history_events": events, "event_types": dict(types.most_common()),
     }
@@ -431,19 +454,47 @@ async def step_lane(client: Client, queue: str, repo: Path, tmp: Path, steps: in
 
 async def bench_steps(client: Client, queue: str, repo: Path, tmp: Path, args: argparse.Namespace,
                       results: dict[str, Any]) -> None:
-    # raw, step, raw, with the cross-queue probe around them too: the machine's drift shows in before/after
+    # raw, steps, raw, with the cross-queue probe around them too: the machine's drift shows in before/after.
+    # The headline step is the default on this machine: a loopback dev server, so REPOSWARM_AFFINITY=auto puts
+    # lane worktrees on the shared queue; the host-affinity step (several machines) is measured beside it.
     raw_before = await raw_round_trips(client, args.raw_n)
     cross_before = await raw_round_trips(client, args.raw_n, cross_queue=True)
-    step = await step_lane(client, queue, repo, tmp, args.steps)
+    step = await step_lane(client, queue, repo, tmp, args.steps, "shared")
+    previous = os.environ.get("REPOSWARM_AFFINITY")
+    os.environ["REPOSWARM_AFFINITY"] = "host"
+    try:
+        async with make_worker(client, f"{queue}-hostaffinity"):
+            host = await step_lane(client, f"{queue}-hostaffinity", repo, tmp, args.steps, "host")
+    finally:
+        if previous is None:
+            os.environ.pop("REPOSWARM_AFFINITY", None)
+        else:
+            os.environ["REPOSWARM_AFFINITY"] = previous
     cross_after = await raw_round_trips(client, args.raw_n, cross_queue=True)
     raw_after = await raw_round_trips(client, args.raw_n)
     raw = (raw_before["per_round_trip_s"] + raw_after["per_round_trip_s"]) / 2
     cross = (cross_before["per_round_trip_s"] + cross_after["per_round_trip_s"]) / 2
-    other = step["per_step_s"] - step["model_turn_exec_mean_s"] - step["run_tool_exec_mean_s"]
-    ms = lambda x: _r(x * 1000, 1)  # noqa: E731
+    ms = lambda x: None if x is None else _r(x * 1000, 1)  # noqa: E731
+
+    def detail(st: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "per_step_ms": ms(st["per_step_s"]), "ratio": _r(st["per_step_s"] / raw, 2),
+            "ratio_vs_cross_queue": _r(st["per_step_s"] / cross, 2),
+            "steps": st["steps"], "lane_status": st["lane_status"],
+            "activities_per_step": _r(st["activities_per_step"], 2),
+            "tool_calls_as_local_activities": st["tool_calls_as_local_activities"],
+            "model_turn_exec_ms": ms(st["model_turn_exec_mean_s"]), "run_tool_exec_ms": ms(st["run_tool_exec_mean_s"]),
+            "local_tool_workflow_task_ms": ms(st["local_tool_task_mean_s"]),
+            "orchestration_ms_per_step": ms(st["per_step_s"] - st["model_turn_exec_mean_s"]
+                                            - (st["run_tool_exec_mean_s"] or 0)),
+            "schedule_to_start_ms": ms(st["schedule_to_start_mean_s"]), "run_id": st["run_id"],
+        }
+
     results["step_overhead_ratio"] = _r(step["per_step_s"] / raw, 2)
     results["step"] = {
-        "per_step_ms": ms(step["per_step_s"]), "raw_round_trip_ms": ms(raw),
+        **detail(step),
+        "affinity": "shared (REPOSWARM_AFFINITY=auto on a loopback dev server)",
+        "raw_round_trip_ms": ms(raw),
         "raw_round_trip_ms_before_after": [ms(raw_before["per_round_trip_s"]), ms(raw_after["per_round_trip_s"])],
         "raw_schedule_to_start_ms": ms(_mean([raw_before["schedule_to_start_mean_s"],
                                               raw_after["schedule_to_start_mean_s"]])),
@@ -452,23 +503,19 @@ async def bench_steps(client: Client, queue: str, repo: Path, tmp: Path, args: a
         "raw_cross_queue_ms_before_after": [ms(cross_before["per_round_trip_s"]), ms(cross_after["per_round_trip_s"])],
         "raw_cross_queue_schedule_to_start_ms": ms(_mean([cross_before["schedule_to_start_mean_s"],
                                                           cross_after["schedule_to_start_mean_s"]])),
-        "step_overhead_ratio_vs_cross_queue": _r(step["per_step_s"] / cross, 2),
-        "raw_n": args.raw_n, "steps": step["steps"], "lane_status": step["lane_status"],
-        "activities_per_step": 2, "model_turn_exec_ms": ms(step["model_turn_exec_mean_s"]),
-        "run_tool_exec_ms": ms(step["run_tool_exec_mean_s"]),
-        "orchestration_ms_per_step": ms(other),
-        "orchestration_per_step_in_raw_round_trips": _r(other / raw, 2),
-        "schedule_to_start_ms": ms(step["schedule_to_start_mean_s"]), "run_id": step["run_id"],
+        "raw_n": args.raw_n,
+        "host_affinity": detail(host),
     }
     results["history_events_per_tool_call"] = _r(step["history_events"] / step["steps"], 2)
     results["history"] = {"lane_events": step["history_events"], "runs": step["history_runs"],
-                          "tool_calls_run_tool": step["steps"], "lane_tool_calls_incl_finish": step["lane_tool_calls"],
+                          "tool_calls": step["steps"], "lane_tool_calls_incl_finish": step["lane_tool_calls"],
                           "events_per_tool_call_incl_finish": _r(step["history_events"] / step["lane_tool_calls"], 2),
-                          "event_types": step["event_types"]}
+                          "event_types": step["event_types"],
+                          "host_affinity_events_per_tool_call": _r(host["history_events"] / host["steps"], 2)}
     s = results["step"]
     log(f"step: {s['per_step_ms']} ms per step; raw round trip {s['raw_round_trip_ms']} ms (same queue), "
-        f"{s['raw_cross_queue_round_trip_ms']} ms (another queue) -> ratio {results['step_overhead_ratio']} "
-        f"({s['step_overhead_ratio_vs_cross_queue']} vs another queue); "
+        f"{s['raw_cross_queue_round_trip_ms']} ms (another queue) -> ratio {results['step_overhead_ratio']}; "
+        f"with host affinity {s['host_affinity']['per_step_ms']} ms ({s['host_affinity']['ratio']}x); "
         f"{results['history_events_per_tool_call']} events per tool call")
 
 
@@ -771,7 +818,15 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "lane_setup_sparse_s": {"target": f"< {TARGETS['lane_setup_sparse_s']}",
                                 "measured": results.get("lane_setup_sparse_s"),
                                 "met": (results.get("lane_setup_sparse_s") or 1e9) < TARGETS["lane_setup_sparse_s"]},
+        "step_overhead_ratio": {"target": f"<= {TARGETS['step_overhead_ratio']}",
+                                "measured": results.get("step_overhead_ratio"),
+                                "met": (results.get("step_overhead_ratio") or 1e9) <= TARGETS["step_overhead_ratio"]},
     }
+    for n in ("8", "32"):
+        measured = results.get("parallel_efficiency", {}).get(n)
+        target = TARGETS[f"parallel_efficiency_{n}"]
+        results["targets"][f"parallel_efficiency_{n}"] = {"target": f">= {target}", "measured": measured,
+                                                          "met": (measured or 0) >= target}
     return results
 
 
@@ -808,19 +863,25 @@ def table(r: dict[str, Any]) -> str:
                 rows.append((f"  {n} lanes {mode}: retried", f"{count}x {message}"))
     if "step" in r:
         s = r["step"]
+        h = s["host_affinity"]
         rows.append(("step (turn + list_dir)",
                      f"{s['per_step_ms']} ms = {r['step_overhead_ratio']}x a raw activity round trip "
-                     f"({s['raw_round_trip_ms']} ms; {s['activities_per_step']} activities per step)"))
+                     f"({s['raw_round_trip_ms']} ms; {s['activities_per_step']} activities per step, "
+                     f"{s['tool_calls_as_local_activities']} tool calls as local activities)"))
         rows.append(("  step breakdown",
-                     f"model_turn {s['model_turn_exec_ms']} ms, run_tool {s['run_tool_exec_ms']} ms, orchestration "
-                     f"{s['orchestration_ms_per_step']} ms (activities wait {s['schedule_to_start_ms']} ms to start)"))
+                     f"model_turn {s['model_turn_exec_ms']} ms, list_dir's workflow task "
+                     f"{s['local_tool_workflow_task_ms']} ms, orchestration {s['orchestration_ms_per_step']} ms"))
+        rows.append(("  step, REPOSWARM_AFFINITY=host",
+                     f"{h['per_step_ms']} ms = {h['ratio']}x ({h['activities_per_step']} activities per step, "
+                     f"model_turn {h['model_turn_exec_ms']} ms, run_tool {h['run_tool_exec_ms']} ms, activities "
+                     f"wait {h['schedule_to_start_ms']} ms to start)"))
         rows.append(("  raw round trip, other queue",
                      f"{s['raw_cross_queue_round_trip_ms']} ms (waits {s['raw_cross_queue_schedule_to_start_ms']} ms "
-                     f"to start; same queue {s['raw_schedule_to_start_ms']} ms): step = "
-                     f"{s['step_overhead_ratio_vs_cross_queue']}x"))
+                     f"to start; same queue {s['raw_schedule_to_start_ms']} ms): host-affinity step = "
+                     f"{h['ratio_vs_cross_queue']}x"))
         h = r["history"]
         rows.append(("history events per tool call", f"{r['history_events_per_tool_call']} ({h['lane_events']} events, "
-                                                     f"{h['runs']} run(s), {h['tool_calls_run_tool']} tool calls)"))
+                                                     f"{h['runs']} run(s), {h['tool_calls']} tool calls)"))
     if "parallel" in r:
         for n, row in r["parallel"]["runs"].items():
             rows.append((f"parallel efficiency, {n} lanes", _parallel_text(row)))

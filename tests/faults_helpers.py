@@ -467,6 +467,15 @@ async def run_scenario(out: Outcome, client: Client, address: str, mp: pytest.Mo
         watches.append(Watch(_marked(marks, r"^start \d+ api "), lambda: kill("run_checks tool of lane api running")))
     elif fault == "validation":
         watches.append(Watch(_marked(marks, r"^start \d+ validate "), lambda: kill("validation command running")))
+    elif fault == "quick_tool":
+        # lane api's edit_file is a local activity (the worker's dev server is on loopback: shared-queue
+        # affinity); killed as soon as it has ledgered its call, a few ms before or after its workflow task
+        # completes (if before, its result is lost with the task and the replaying worker runs it again)
+        def edited() -> bool:
+            return any(e.get("event") == "tool_call" and e.get("call_id") == "api_2"
+                       for e in parse_lines(read_ledger(home, out.run_id)))
+
+        watches.append(Watch(edited, lambda: kill("edit_file of lane api done in a local activity")))
     elif fault in ("merge", "merge_committed"):
         # Right after the first lane (api) finished, as the ledger shows, while its merge is in git.
         def api_finished() -> bool:

@@ -29,7 +29,9 @@ async def test_a_lost_host_is_replaced_from_the_last_checkpoint(client, temporal
     queue = f"hosts-{uuid.uuid4().hex[:6]}"
     monkeypatch.setenv("REPOSWARM_TASK_QUEUE", queue)
     homes = [tmp_path / "host-a", tmp_path / "host-b"]
-    workers = [WorkerProcess(temporal_address, queue, home).start() for home in homes]
+    # two homes on one machine are two hosts only with host queues (auto picks the shared one on loopback)
+    workers = [WorkerProcess(temporal_address, queue, home, env={"REPOSWARM_AFFINITY": "host"}).start()
+               for home in homes]
     for w in workers:
         await w.ready()
     repo = make_repo(tmp_path / "repo", {"src/a.txt": "0\n", "src/b.txt": "0\n"})

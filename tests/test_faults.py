@@ -10,6 +10,9 @@ check command starting, the merge's git step, the ledger, the review phase):
   (a) planning      the worker, during the planner's model call
   (b) lane_turn     the worker, during lane api's second model turn
   (c) tool_call     the worker, during lane api's run_checks tool (its check command sleeps 1 s)
+      quick_tool    ... just after lane api's edit_file, a local activity, ledgered its call: the kill lands
+                    a few ms before or after the workflow task that ran it completes; before, the task is lost
+                    with the worker and the replay runs the edit again, which must land once
   (d) merge         the worker, during merge_lane of api (the first lane to finish), inside `git merge-tree`
       merge_committed   ... just after merge_lane moved the integration branch, before the activity completed
   (e) validation    the worker, during the validation command (it sleeps 2 s on the merged tree)
@@ -243,6 +246,7 @@ async def test_reference_run_undisturbed(campaign: Campaign) -> None:
     "planning",  # (a) the planner's model call in flight
     "lane_turn",  # (b) lane api's second model turn in flight
     "tool_call",  # (c) lane api's run_checks tool running its ~1 s check command
+    "quick_tool",  # (c') lane api's edit_file, a local activity, just done (its workflow task may be open)
     "merge",  # (d) merge_lane of api, the first lane to finish, inside `git merge-tree`
     "merge_committed",  # (d') ... just after merge_lane moved the integration branch, before it completed
     "validation",  # (e) the ~2 s validation command running on the merged tree

@@ -42,6 +42,12 @@ with workflow.unsafe.imports_passed_through():
 MODEL = dict(start_to_close_timeout=timedelta(minutes=10), heartbeat_timeout=timedelta(seconds=30),
              retry_policy=RetryPolicy(initial_interval=timedelta(seconds=2), maximum_attempts=6))
 OUTPUT_RESERVE = 512  # tokens kept back for the reply when checking the budget before a call
+# Tools that touch one file or folder and return in milliseconds: where the worktree is on this workflow's own
+# host (the shared-queue affinity), they run as local activities, in the workflow task that asked for them,
+# instead of a round trip through the server (bench/results.json: step_overhead_ratio). Searches, symbol
+# look-ups (an index may be built on first use) and checks stay activities: they can take long.
+QUICK_TOOLS = frozenset({"read_file", "list_dir", "write_file", "edit_file", "delete_file"})
+QUICK = dict(start_to_close_timeout=timedelta(seconds=60), retry_policy=RetryPolicy(maximum_attempts=3))
 
 
 class HostLost(Exception):
@@ -143,8 +149,14 @@ class LaneWorkflow:
             )
         return result, changed, new_chars, valid_calls
 
+    def _shared(self) -> bool:
+        """The lane's worktree is served from the workflow's own queue (REPOSWARM_AFFINITY, reposwarm.affinity)."""
+        return self._r.host_queue == workflow.info().task_queue
+
     async def _on_host(self, fn: Any, arg: Any, **options: Any) -> Any:
         """Run an activity on the host that holds the lane's worktree (and its store)."""
+        if self._shared():  # every worker on the queue holds it: no host to lose, and eager dispatch applies
+            return await workflow.execute_activity(fn, arg, task_queue=self._r.host_queue, **options)
         try:
             return await workflow.execute_activity(
                 fn, arg, task_queue=self._r.host_queue,
@@ -184,17 +196,21 @@ class LaneWorkflow:
                 new_chars += len(text)
                 valid += call.error is None
                 continue
-            outcome = await self._on_host(
-                run_tool,
-                ToolInput(run_id=task.run_id, lane=task.lane, call=call, round=task.round, attempt=task.attempt, turn=r.turn,
-                          allowed_paths=task.allowed_paths,
-                          read_only_paths=task.read_only_paths, check_profiles=task.check_profiles,
-                          default_profile=task.default_profile, default_reason=result.content[:200]),
-                start_to_close_timeout=timedelta(
-                    seconds=max((p.timeout_s for p in task.check_profiles.values()), default=0) + 120),
-                heartbeat_timeout=timedelta(seconds=30),
-                retry_policy=RetryPolicy(maximum_attempts=3),
-            )
+            tool_input = ToolInput(
+                run_id=task.run_id, lane=task.lane, call=call, round=task.round, attempt=task.attempt, turn=r.turn,
+                allowed_paths=task.allowed_paths, read_only_paths=task.read_only_paths,
+                check_profiles=task.check_profiles, default_profile=task.default_profile,
+                default_reason=result.content[:200])
+            if call.name in QUICK_TOOLS and self._shared():
+                outcome = await workflow.execute_local_activity(run_tool, tool_input, **QUICK)
+            else:
+                outcome = await self._on_host(
+                    run_tool, tool_input,
+                    start_to_close_timeout=timedelta(
+                        seconds=max((p.timeout_s for p in task.check_profiles.values()), default=0) + 120),
+                    heartbeat_timeout=timedelta(seconds=30),
+                    retry_policy=RetryPolicy(maximum_attempts=3),
+                )
             r.refusals += outcome.refused
             valid += not outcome.malformed
             new_chars += outcome.output_chars

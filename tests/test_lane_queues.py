@@ -1,0 +1,129 @@
+"""Where a lane's worktree activities run (REPOSWARM_AFFINITY): on the shared queue, where the quick tools are
+local activities in the lane's own workflow task, or on the worktree host's own queue, where every tool call is
+an activity. Either way each call runs once, is ledgered once and lands in the lane's branch."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+from temporalio.api.enums.v1 import EventType
+
+from reposwarm import affinity, ledger
+from reposwarm.contracts import LaneStatus, Phase
+from tests.helpers import ROOT, WorkerProcess, finish, git, make_repo, start_run, turn, wait_for_phase, write_yaml
+
+ET = EventType
+
+
+@pytest.mark.parametrize(("env", "target", "expected"), [
+    ({}, "localhost:7233", "shared"),
+    ({}, "127.0.0.1:7233", "shared"),
+    ({}, "[::1]:7233", "shared"),
+    ({}, "temporal.internal:7233", "host"),
+    ({}, "10.0.0.5:7233", "host"),
+    ({"REPOSWARM_HOST_ID": "box-1"}, "localhost:7233", "host"),  # naming hosts means there are several
+    ({"REPOSWARM_AFFINITY": "host"}, "localhost:7233", "host"),
+    ({"REPOSWARM_AFFINITY": "Shared"}, "temporal.internal:7233", "shared"),
+])
+def test_affinity_follows_the_setting_and_the_server(monkeypatch, env, target, expected):
+    monkeypatch.delenv("REPOSWARM_AFFINITY", raising=False)
+    monkeypatch.delenv("REPOSWARM_HOST_ID", raising=False)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    assert affinity(target) == expected
+
+
+def test_a_bad_affinity_is_named_and_the_worker_does_not_start(monkeypatch, temporal_address, tmp_path):
+    monkeypatch.setenv("REPOSWARM_AFFINITY", "nearby")
+    with pytest.raises(ValueError, match="REPOSWARM_AFFINITY must be host, shared or auto, not 'nearby'"):
+        affinity("localhost:7233")
+    proc = subprocess.run([sys.executable, str(ROOT / "worker.py")], cwd=ROOT, capture_output=True, text=True,
+                          timeout=60, env={"PATH": "/usr/bin:/bin", "TEMPORAL_ADDRESS": temporal_address,
+                                           "REPOSWARM_HOME": str(tmp_path), "REPOSWARM_AFFINITY": "nearby"})
+    assert proc.returncode != 0
+    assert "REPOSWARM_AFFINITY must be host, shared or auto, not 'nearby'" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def _run_files(tmp_path: Path) -> tuple[Path, Path, Path, Path]:
+    repo = make_repo(tmp_path / "repo", {"src/a.py": "A = 1\n", "src/b.py": "B = 1\n", "README.md": "r\n"})
+    lanes = write_yaml(tmp_path / "lanes.yaml", {
+        "swarm": {"lanes": {"src": {"allowed_paths": ["src/"]}}},
+        "validation": {"profiles": {"default": {"commands": [[sys.executable, "-c", "print('ok')"]],
+                                                "timeout_s": 60}}}})
+    plan = write_yaml(tmp_path / "plan.yaml", {"interface_contract": "-",
+                                               "lanes": [{"lane": "src", "goal": "Set A and B to 2."}]})
+    script = write_yaml(tmp_path / "replay.yaml", {"version": 1, "lanes": {"src": {1: [
+        turn(("r1", "read_file", {"path": "src/a.py"}), ("l1", "list_dir", {"path": "src"})),
+        turn(("w1", "write_file", {"path": "src/a.py", "content": "A = 2\n", "reason": "A is 2 now"}),
+             ("e1", "edit_file", {"path": "src/b.py", "old": "B = 1", "new": "B = 2", "reason": "B is 2 now"})),
+        turn(("s1", "search", {"pattern": "B = 2"}), ("c1", "run_checks", {})),
+        finish("f1")]}}})
+    return repo, lanes, plan, script
+
+
+async def _lane_history(client, run_id: str) -> tuple[list[str], list[str], int]:
+    """The lane's activity types and their task queues, and how many local activities it recorded."""
+    history = await client.get_workflow_handle(f"{run_id}.src.r1").fetch_history()
+    scheduled = [e.activity_task_scheduled_event_attributes for e in history.events
+                 if e.event_type == ET.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED]
+    markers = sum(e.event_type == ET.EVENT_TYPE_MARKER_RECORDED for e in history.events)
+    return [a.activity_type.name for a in scheduled], [a.task_queue.name for a in scheduled], markers
+
+
+def _check_delivered_work(repo: Path, run_id: str, status) -> None:
+    lane = status.review.lanes[0]
+    assert lane.status == LaneStatus.done, lane.reason
+    assert git(repo, "show", f"{status.review.integration_sha}:src/a.py") == "A = 2"
+    assert git(repo, "show", f"{status.review.integration_sha}:src/b.py") == "B = 2"
+    calls = [e for e in ledger.read(run_id) if e["event"] == "tool_call"]
+    assert sorted(e["call_id"] for e in calls) == ["c1", "e1", "l1", "r1", "s1", "w1"]  # each once
+    assert all(e["outcome"] == "ok" for e in calls), [e for e in calls if e["outcome"] != "ok"]
+
+
+@pytest.mark.usefixtures("worker")
+async def test_on_the_shared_queue_quick_tools_are_local_activities(client, tmp_path):
+    repo, lanes, plan, script = _run_files(tmp_path)
+    run_id = await start_run(client, repo, lanes, script, plan=plan)
+    status = await wait_for_phase(client, run_id, Phase.review)
+    _check_delivered_work(repo, run_id, status)
+    types, queues, markers = await _lane_history(client, run_id)
+    # read_file, list_dir, write_file and edit_file ran inside workflow tasks; search and run_checks can take
+    # long, so they stay activities; and everything is on the workflow's own queue (eager dispatch)
+    assert markers == 4
+    assert types.count("run_tool") == 2
+    assert set(queues) == {"reposwarm"}, queues
+    await client.get_workflow_handle(run_id).terminate("test done")
+
+
+async def test_with_host_affinity_every_tool_call_goes_to_the_worktree_host(client, temporal_address, tmp_path,
+                                                                             monkeypatch):
+    queue = f"hostq-{uuid.uuid4().hex[:6]}"
+    monkeypatch.setenv("REPOSWARM_TASK_QUEUE", queue)
+    home = tmp_path / "home"
+    worker = WorkerProcess(temporal_address, queue, home, env={"REPOSWARM_AFFINITY": "host",
+                                                               "REPOSWARM_HOST_ID": "box-1"}).start()
+    try:
+        await worker.ready()
+        assert "lane worktrees on the host queue" in worker.log.read_text()
+        repo, lanes, plan, script = _run_files(tmp_path)
+        run_id = await start_run(client, repo, lanes, script, plan=plan)
+        status = await wait_for_phase(client, run_id, Phase.review)
+        # the worker process has its own REPOSWARM_HOME: its ledger is there
+        monkeypatch.setenv("REPOSWARM_HOME", str(home))
+        _check_delivered_work(repo, run_id, status)
+        types, queues, markers = await _lane_history(client, run_id)
+        assert markers == 0
+        assert types.count("run_tool") == 6
+        host = f"{queue}-host-box-1"
+        assert queues[0] == queue  # the worktree is made by whichever worker takes it from the shared queue
+        assert set(queues[1:]) == {host}, queues  # then everything goes to that host
+        await client.get_workflow_handle(run_id).terminate("test done")
+    finally:
+        worker.stop()
+        print(json.dumps({"worker_log": worker.log.read_text()[-2000:]}))
