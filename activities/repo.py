@@ -147,7 +147,9 @@ def create_lane_worktree(task: HelperTask) -> LaneWorktree:
     ledger.record_activity(task.run_id, "helper_spawn" if task.resume is None else "checkpoint_restore",
                            lane=task.lane, round=task.round, branch=branch, base_sha=task.base_sha, head=head,
                            model=task.model)
-    return LaneWorktree(path=str(path), branch=branch, head_sha=head, host_queue=lane_queue(_shared_queue()))
+    shared = _shared_queue()
+    queue = lane_queue(shared)
+    return LaneWorktree(path=str(path), branch=branch, head_sha=head, host_queue=queue, shared_queue=queue == shared)
 
 
 def _healthy(path: Path) -> bool:

@@ -303,6 +303,7 @@ class LaneResume(Contract):
     started_at: float
     continued: int = 0
     host_queue: str = ""
+    shared_queue: bool = False  # host_queue is the shared queue (REPOSWARM_AFFINITY): quick tools run locally
     rebuilt: int = 0  # times the worktree was rebuilt on another host
 
 
@@ -368,6 +369,7 @@ class LaneWorktree(Contract):
     branch: str
     head_sha: str
     host_queue: str = ""  # the task queue of the worker host holding this worktree
+    shared_queue: bool = False  # ... which is the shared queue: every worker on it holds the worktree
 
 
 # --- merge, validation, review, delivery ---

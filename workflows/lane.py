@@ -77,7 +77,8 @@ class LaneWorkflow:
         edits = {e.path: e for e in r.edits}
         self._task, self._r = task, r
         if not r.host_queue:
-            r.host_queue = (await workflow.execute_activity(create_lane_worktree, task, **GIT)).host_queue
+            made = await workflow.execute_activity(create_lane_worktree, task, **GIT)
+            r.host_queue, r.shared_queue = made.host_queue, made.shared_queue
         finish: Finish | None = None
         status, reason = LaneStatus.budget_exhausted, f"turn budget of {role.max_turns} used up"
         next_input = 0  # tokens the next call is expected to send
@@ -149,13 +150,9 @@ class LaneWorkflow:
             )
         return result, changed, new_chars, valid_calls
 
-    def _shared(self) -> bool:
-        """The lane's worktree is served from the workflow's own queue (REPOSWARM_AFFINITY, reposwarm.affinity)."""
-        return self._r.host_queue == workflow.info().task_queue
-
     async def _on_host(self, fn: Any, arg: Any, **options: Any) -> Any:
         """Run an activity on the host that holds the lane's worktree (and its store)."""
-        if self._shared():  # every worker on the queue holds it: no host to lose, and eager dispatch applies
+        if self._r.shared_queue:  # every worker on it holds the worktree: no host to lose; eager dispatch
             return await workflow.execute_activity(fn, arg, task_queue=self._r.host_queue, **options)
         try:
             return await workflow.execute_activity(
@@ -171,7 +168,7 @@ class LaneWorkflow:
         lost = r.host_queue
         # resume set: the ledger records a checkpoint restore; the branch's checkpoints are checked out as they are
         rebuilt = await workflow.execute_activity(create_lane_worktree, task.model_copy(update={"resume": r}), **GIT)
-        r.host_queue = rebuilt.host_queue
+        r.host_queue, r.shared_queue = rebuilt.host_queue, rebuilt.shared_queue
         r.rebuilt += 1
         done = "\n".join(f"- {e.operation} {e.path}: {e.reason}" for e in edits.values()) or "- nothing yet"
         r.transcript_ref = None
@@ -201,7 +198,7 @@ class LaneWorkflow:
                 allowed_paths=task.allowed_paths, read_only_paths=task.read_only_paths,
                 check_profiles=task.check_profiles, default_profile=task.default_profile,
                 default_reason=result.content[:200])
-            if call.name in QUICK_TOOLS and self._shared():
+            if call.name in QUICK_TOOLS and self._r.shared_queue:
                 outcome = await workflow.execute_local_activity(run_tool, tool_input, **QUICK)
             else:
                 outcome = await self._on_host(
