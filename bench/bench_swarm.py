@@ -14,10 +14,13 @@ otherwise dominate. Prints a table and writes bench/results.json.
    lane's create_lane_worktree activity timed from its LaneWorkflow history (scheduled -> completed, so failed
    attempts and their retry back-off count; the last attempt's started -> completed too), for 4 and 32 lanes at
    once (max_parallel = lanes). The headline is the 4-lane run (the default max_parallel).
-2. step overhead: one lane step (a replay-model turn with one list_dir call), from the lane's history, divided by
-   one raw activity round trip (bench/swarm_probe.py: a no-op activity run N times in a row by a trivial
-   workflow on its own task queue, on a worker in this process like the lane's); the same probe with the
-   activity on a second worker's queue (as a lane's host queue) is measured too.
+2. step overhead: one lane step (a replay-model turn with one list_dir call), measured in the lane's history from
+   one model turn's scheduling to the next's, divided by one raw activity round trip (bench/swarm_probe.py: a
+   no-op activity run N times in a row by a trivial workflow on its own task queue, on a worker in this process
+   like the lane's). The headline is this machine's default, REPOSWARM_AFFINITY=auto on a loopback dev server:
+   lane activities on the shared queue, list_dir a local activity. The same lane with REPOSWARM_AFFINITY=host
+   (lane activities on the host's own queue, as with workers on several machines) and the same probe with the
+   activity on a second worker's queue are measured beside it.
 3. parallel efficiency for 1, 4, 8 and 32 lanes of ten 1-second turns (tests.fake_models.FakeModelServer on
    the OpenAI wire, lanes on a `python worker.py` process): sum of lane spans / (lanes x elapsed), from the
    lanes' histories and from `starter.py report RUN --json` (the ledger); the one-lane time / elapsed, which
@@ -29,6 +32,12 @@ otherwise dominate. Prints a table and writes bench/results.json.
    in flight, whose retries wait for the activities' heartbeat timeouts.
 5. history events per tool call: all the events of the step lane's histories (continue-as-new runs included)
    divided by its tool calls.
+6. tuning: the dev server's SQLite pragmas (./temporal-dev's journal_mode=wal, synchronous=normal) against
+   SQLite's defaults, as the wall time of a fan-out of probe workflows on a server of each; and the worker's
+   sticky-queue timeout (1 s in worker.py) against the SDK's default 10 s, as the time a workflow whose worker
+   was SIGKILLed takes to go on after a signal.
+
+The dev server of sections 1-5 runs on a SQLite file with ./temporal-dev's pragmas, as users run it.
 
 With --quick (and when CI=true) a smaller repository (400K lines) and fewer lanes, in about two minutes.
 """
