@@ -72,7 +72,9 @@ def make_worker(client: Client, queue: str | None = None, *, serve: str = "all",
                 concurrency: int | None = None) -> Workers:
     """Workers for workflows and activities ("all"), or only orchestration ("workflows") or only lanes
     and other side effects ("activities"), so each can scale on its own hosts."""
-    concurrency = concurrency or int(os.environ.get("REPOSWARM_WORKER_CONCURRENCY", "16"))
+    # A lane holds one activity slot at a time (a model turn, a tool call), so this caps lanes at once across the
+    # runs on this worker, not load: at 16, a 32-lane run had only 16 model calls at once (bench/results.json).
+    concurrency = concurrency or int(os.environ.get("REPOSWARM_WORKER_CONCURRENCY", "32"))
     serve_lanes(queue or task_queue(), client.service_client.config.target_host)
     executor = ThreadPoolExecutor(concurrency)
     shared = Worker(
@@ -104,7 +106,7 @@ async def main() -> None:
     parser.add_argument("--serve", choices=["all", "workflows", "activities"], default="all",
                         help="all (default), only orchestration (workflows), or only lanes and side effects "
                              "(activities)")
-    parser.add_argument("--concurrency", type=int, help="activities at once (REPOSWARM_WORKER_CONCURRENCY, 16)")
+    parser.add_argument("--concurrency", type=int, help="activities at once (REPOSWARM_WORKER_CONCURRENCY, 32)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     client = await connect("reposwarm-worker")

@@ -25,7 +25,8 @@ otherwise dominate. Prints a table and writes bench/results.json.
    the OpenAI wire, lanes on a `python worker.py` process): sum of lane spans / (lanes x elapsed), from the
    lanes' histories and from `starter.py report RUN --json` (the ledger); the one-lane time / elapsed, which
    shows the throughput lost; CPU used by the worker and the dev server. The most lanes run again on a worker
-   whose concurrency is raised with the product's setting (REPOSWARM_WORKER_CONCURRENCY).
+   of another concurrency (REPOSWARM_WORKER_CONCURRENCY): a slot per lane if the default has fewer, else
+   half as many slots as lanes.
 4. recovery: a worker process SIGKILLed (its process group) mid-run and a new one started at once (same home,
    same queue): seconds to the run's next ledger event, the kill landing while no activity is in flight (a
    model call in its rate-limit retry back-off). In the full mode also with a model call and with a tool call
@@ -94,7 +95,7 @@ from worker import make_worker  # noqa: E402
 TARGETS = {"lane_setup_speedup": 10.0, "lane_setup_sparse_s": 1.0, "step_overhead_ratio": 2.0,
            "parallel_efficiency_8": 0.9, "parallel_efficiency_32": 0.75}
 USAGE = {"input_tokens": 100, "output_tokens": 10}  # fixed usage: token budgets never end a bench lane
-DEFAULT_CONCURRENCY = 16  # worker.make_worker's default (REPOSWARM_WORKER_CONCURRENCY unset)
+DEFAULT_CONCURRENCY = 32  # worker.make_worker's default (REPOSWARM_WORKER_CONCURRENCY unset)
 FAKE_KEY = "sk-bench-fake-key-0123456789abcdef"
 # The starter's environment knobs would change the runs' configuration: the bench sets its own.
 KNOBS = ("MAX_PARALLEL_HELPERS", "MAX_HELPER_LOOPS", "MAX_CONSECUTIVE_TEST_FAILS", "SWARM_BRANCH", "BASE_BRANCH",
@@ -686,7 +687,7 @@ async def bench_parallel(client: Client, home: Path, repo: Path, tmp: Path, args
     server_pid = dev_server_pid(address)
     phome = home / "parallel"
     detail: dict[str, Any] = {}
-    raised: dict[str, Any] = {}
+    compared: dict[str, Any] = {}
     most = max(args.parallel_lanes)
     with FakeModelServer("openai", script, delay_s=args.model_delay) as fake:
         env = {"OPENAI_BASE_URL": fake.base_url, "OPENAI_API_KEY": FAKE_KEY}
@@ -699,29 +700,28 @@ async def bench_parallel(client: Client, home: Path, repo: Path, tmp: Path, args
                                                    server_pid)
         finally:
             worker.stop()
-        if most > DEFAULT_CONCURRENCY:
-            # the same lanes on a worker whose concurrency is raised with the product's own setting
-            # (REPOSWARM_WORKER_CONCURRENCY, i.e. worker.py --concurrency)
-            queue = f"bench-parallel-c{most}-{uuid.uuid4().hex[:6]}"
-            worker = WorkerProcess(address, queue, phome, {**env, "REPOSWARM_WORKER_CONCURRENCY": str(most)}).start()
-            try:
-                await worker.ready()
-                log(f"parallel x{most} again, on a worker of concurrency {most} (REPOSWARM_WORKER_CONCURRENCY)")
-                raised = {"concurrency": most,
-                          str(most): await parallel_run(client, queue, phome, repo, tmp, most, turns, worker.proc.pid,
-                                                         server_pid)}
-            finally:
-                worker.stop()
+        # the most lanes again on a worker of another concurrency (the product's REPOSWARM_WORKER_CONCURRENCY,
+        # i.e. worker.py --concurrency): one slot per lane when the default has fewer, else half as many
+        other = most if most > DEFAULT_CONCURRENCY else most // 2
+        queue = f"bench-parallel-c{other}-{uuid.uuid4().hex[:6]}"
+        worker = WorkerProcess(address, queue, phome, {**env, "REPOSWARM_WORKER_CONCURRENCY": str(other)}).start()
+        try:
+            await worker.ready()
+            log(f"parallel x{most} again, on a worker of concurrency {other} (REPOSWARM_WORKER_CONCURRENCY)")
+            compared = {"concurrency": other,
+                        str(most): await parallel_run(client, queue, phome, repo, tmp, most, turns, worker.proc.pid,
+                                                      server_pid)}
+        finally:
+            worker.stop()
     one = detail.get("1", {}).get("lane_mean_s")
-    for row in [*detail.values(), *(v for v in raised.values() if isinstance(v, dict))]:
+    for row in [*detail.values(), *(v for v in compared.values() if isinstance(v, dict))]:
         row["efficiency_vs_one_lane"] = _r(one / row["elapsed_s"]) if one else None
     results["parallel_efficiency"] = {n: row["efficiency"] for n, row in detail.items()}
     results["parallel_efficiency_ledger"] = {n: row["efficiency_ledger"] for n, row in detail.items()}
     results["parallel_efficiency_vs_one_lane"] = {n: row["efficiency_vs_one_lane"] for n, row in detail.items()}
     results["parallel"] = {"turns_per_lane": turns, "model_delay_s": args.model_delay,
                            "worker_concurrency": DEFAULT_CONCURRENCY, "runs": detail}
-    if raised:
-        results["parallel"]["raised_concurrency"] = raised
+    results["parallel"]["other_concurrency"] = compared
 
 
 # --- 4. recovery ---------------------------------------------------------------------------------------------
@@ -977,10 +977,10 @@ def table(r: dict[str, Any]) -> str:
     if "parallel" in r:
         for n, row in r["parallel"]["runs"].items():
             rows.append((f"parallel efficiency, {n} lanes", _parallel_text(row)))
-        raised = r["parallel"].get("raised_concurrency")
-        if raised:
-            n = str(raised["concurrency"])
-            rows.append((f"  {n} lanes, worker concurrency {n}", _parallel_text(raised[n])))
+        other = r["parallel"].get("other_concurrency")
+        if other:
+            n = next(k for k in other if k != "concurrency")
+            rows.append((f"  {n} lanes, worker concurrency {other['concurrency']}", _parallel_text(other[n])))
     if "recovery" in r:
         rec = r["recovery"]["between_activities"]
         rows.append(("recovery after SIGKILL",
