@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from opentelemetry import trace
 from temporalio import activity
@@ -15,6 +16,7 @@ from reposwarm.store import Store, run_dir
 from reposwarm.tools import TOOL_ARGS, Toolbox
 
 PREVIEW_CHARS = 300
+WRITES = frozenset({"write_file", "edit_file", "delete_file"})
 
 
 @activity.defn
@@ -39,6 +41,8 @@ def run_tool(req: ToolInput) -> ToolOutcome:
         except json.JSONDecodeError:
             arguments = None
         arguments = arguments if isinstance(arguments, dict) else None
+    if call.name in WRITES and isinstance(arguments, dict) and isinstance(arguments.get("path"), str):
+        _same_start(tools.policy, store, arguments["path"], done.with_name(done.name + ".before"))
     try:
         malformed = call.error is not None and call.name in TOOL_ARGS
         output, ok = tools.call(call.name, arguments, raw), True
@@ -66,3 +70,30 @@ def run_tool(req: ToolInput) -> ToolOutcome:
     done.parent.mkdir(parents=True, exist_ok=True)
     done.write_text(outcome.model_dump_json(), encoding="utf-8")
     return outcome
+
+
+def _same_start(policy: PathPolicy, store: Store, path: str, before: Path) -> None:
+    """Every attempt of a write starts from the file as the first attempt found it.
+
+    An attempt that died after its write and before recording its outcome left the file changed: an edit_file
+    run again on it would not find its `old` text, a delete_file its file. The first attempt notes the file's
+    content (or its absence) before writing; a later attempt puts that back, then writes as the first did.
+    Nothing else writes the file meanwhile: a lane's tool calls run one at a time, each after the last ended.
+    """
+    try:
+        _, real = policy.for_write(path)
+    except ToolRefused:
+        return  # the call itself will be refused, having written nothing
+    if before.exists():
+        note = json.loads(before.read_text(encoding="utf-8"))
+        if note["content_ref"] is None:
+            real.unlink(missing_ok=True)
+        else:
+            real.parent.mkdir(parents=True, exist_ok=True)
+            real.write_bytes(store.get(note["content_ref"]))
+        return
+    if real.is_symlink() or (real.exists() and not real.is_file()):
+        return  # not a file's content to note: the tool refuses or fails without writing
+    before.parent.mkdir(parents=True, exist_ok=True)
+    before.write_text(json.dumps({"content_ref": store.put(real.read_bytes()) if real.exists() else None}),
+                      encoding="utf-8")
