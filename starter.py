@@ -30,7 +30,12 @@ import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowUpdateFailedError
+from temporalio.client import (
+    Client,
+    WorkflowExecutionDescription,
+    WorkflowExecutionStatus,
+    WorkflowUpdateFailedError,
+)
 from temporalio.common import TypedSearchAttributes
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -151,15 +156,34 @@ def _age(seconds: float) -> str:
     return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m" if seconds >= 3600 else f"{seconds // 60}m{seconds % 60:02d}s"
 
 
-def _view(status: SwarmStatus, elapsed: float, compact: bool) -> str:
+def _view(status: SwarmStatus, elapsed: float, compact: bool, notes: list[str] | None = None) -> str:
+    notes = notes or []
     if compact:
         return f"[{status.phase.value}] " + "  ".join(
-            f"{lane.lane}:{lane.state}" + (f"({lane.turns}t)" if lane.turns else "") for lane in status.lanes)
+            f"{lane.lane}:{lane.state}" + (f"({lane.turns}t)" if lane.turns else "") for lane in status.lanes) + "".join(
+            f"  ({note})" for note in notes)
     lines = [f"{status.run_id}  {status.phase.value}  round {status.round}  elapsed {_age(elapsed)}"]
+    lines += [f"  {note}" for note in notes]
     for lane in status.lanes:
         lines.append(f"  {lane.lane:<16} {lane.state:<26} {lane.turns:>4} turns {lane.tokens:>9} tokens"
                      + (f"  attempt {lane.attempt}" if lane.attempt > 1 else ""))
     return "\n".join(lines)
+
+
+async def _progress_notes(client: Client, desc: WorkflowExecutionDescription) -> list[str]:
+    """What the run's own activities last said of their progress (heartbeat details: "indexing the
+    repository: 4,000 of 20,272 new files parsed"), so a long step shows it is moving."""
+    notes = []
+    for pending in desc.raw_description.pending_activities:
+        if not pending.heartbeat_details.payloads:
+            continue
+        try:
+            details = await client.data_converter.decode(pending.heartbeat_details.payloads)
+        except Exception:  # noqa: BLE001 - progress is a courtesy; an odd payload must not stop the watch
+            continue
+        if details and isinstance(details[0], str):
+            notes.append(f"{pending.activity_type.name}: {details[0]}")
+    return notes
 
 
 async def watch(client: Client, run_id: str, *, until_review: bool, compact: bool = True) -> SwarmStatus:
@@ -180,7 +204,7 @@ async def watch(client: Client, run_id: str, *, until_review: bool, compact: boo
             await asyncio.sleep(0.5)
             continue
         elapsed = ((desc.close_time or datetime.now(UTC)) - desc.start_time).total_seconds()
-        view = _view(status, elapsed, compact)
+        view = _view(status, elapsed, compact, await _progress_notes(client, desc))
         if view.split("elapsed")[0] != last.split("elapsed")[0] or (not compact and view != last):
             print(view, flush=True)
             last = view

@@ -14,6 +14,7 @@ import os
 import sqlite3
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -257,10 +258,10 @@ def _listing(files: list[str], budget_tokens: int) -> list[str]:
     return sorted(out[:-1]) + out[-1:] if used > budget_tokens else sorted(out)
 
 
-def _repo_map(repo_path: str, base_sha: str, focus: str) -> str:
+def _repo_map(repo_path: str, base_sha: str, focus: str, progress: Callable[[str], None]) -> str:
     """The repository map of the base commit; without one (an index failure) the planner gets the file list."""
     try:
-        return repo_map(repo_path, base_sha, budget_tokens=REPO_MAP_TOKENS, focus_text=focus)
+        return repo_map(repo_path, base_sha, budget_tokens=REPO_MAP_TOKENS, focus_text=focus, progress=progress)
     except (SymbolIndexError, sqlite3.Error, ImportError, OSError) as err:
         activity.logger.warning("no repository map for %s: %s", repo_path, err)
         return ""
@@ -270,7 +271,13 @@ def _repo_map(repo_path: str, base_sha: str, focus: str) -> str:
 async def plan_round(req: PlanInput) -> PlanOutcome:
     """Ask the model for a Plan; an invalid plan goes back to it once with the error, then fails the run."""
     listing = await asyncio.to_thread(git.Git(req.repo_path).ls_tree, "-r", "--name-only", req.base_sha)
-    map_text = await asyncio.to_thread(_repo_map, req.repo_path, req.base_sha, "\n".join([req.task, *req.feedback]))
+    loop = asyncio.get_running_loop()
+
+    def progress(message: str) -> None:  # from the map's thread: heartbeat details, shown by `starter.py watch`
+        loop.call_soon_threadsafe(activity.heartbeat, message)
+
+    map_text = await asyncio.to_thread(_repo_map, req.repo_path, req.base_sha,
+                                       "\n".join([req.task, *req.feedback]), progress)
     files = _listing(listing.splitlines(), REPO_LISTING_TOKENS if map_text else REPO_LISTING_ONLY_TOKENS)
     lanes = LanesFile(swarm=SwarmConfig(lanes=req.lanes))
     messages: list[dict[str, Any]] = [

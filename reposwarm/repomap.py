@@ -190,11 +190,15 @@ def fit(ranked: list[Definition], budget_tokens: int) -> str:
 
 
 def repo_map(repo_path: str | Path, rev: str, *, budget_tokens: int, focus_text: str = "",
-             readable: Callable[[str], bool] | None = None, db_path: str | Path | None = None) -> str:
-    """The map of a revision, within budget_tokens; files and identifiers in focus_text rank first."""
+             readable: Callable[[str], bool] | None = None, db_path: str | Path | None = None,
+             progress: Callable[[str], None] | None = None) -> str:
+    """The map of a revision, within budget_tokens; files and identifiers in focus_text rank first. `progress`
+    hears how the work goes (a first index of a large repository takes minutes)."""
     with SymbolIndex(repo_path, db_path) as index:
-        defs, refs = index.defs_and_refs(rev)
+        defs, refs = index.defs_and_refs(rev, progress)
     if readable is not None:
         defs = [d for d in defs if readable(d.path)]
         refs = [r for r in refs if readable(r.path)]
+    if progress:
+        progress(f"ranking {len(defs):,} definitions for the repository map")
     return fit(rank_definitions(defs, refs, focus_text), budget_tokens)

@@ -353,10 +353,14 @@ class SymbolIndex:
         contents = ((sha, todo[sha], data) for sha, data in _cat_blobs(self.repo, list(todo)))
         workers = min(os.cpu_count() or 1, 8)
 
+        done = 0
+
         def store(results: list[tuple[str, str, Symbols]]) -> None:
+            nonlocal done
             self._store(results)
+            done += len(results)
             if progress:
-                progress(f"indexed {len(results)} files")
+                progress(f"indexing the repository: {done:,} of {len(todo):,} new files parsed")
 
         if len(todo) < PARALLEL_MIN_BLOBS or workers < 2:
             for chunk in _chunks(contents):

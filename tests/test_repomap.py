@@ -13,7 +13,7 @@ from activities.model import _repo_map
 from reposwarm.contracts import HelperRole
 from reposwarm.prompts import planner_message
 from reposwarm.repomap import _pagerank, fit, rank_definitions, repo_map
-from reposwarm.symbols import SymbolIndex
+from reposwarm.symbols import SymbolIndex, language_of
 from tests.test_symbols import FIXTURES, check_golden, make_repo
 
 FOCUS = "Give circles a unit: change make_circle in python/shapes/geometry.py and every caller of it."
@@ -99,9 +99,14 @@ def test_pagerank_matches_networkx() -> None:
 
 def test_planner_gets_the_map(repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("REPOSWARM_HOME", str(tmp_path / "home"))
-    text = _repo_map(str(repo), "HEAD", FOCUS)
+    said: list[str] = []
+    text = _repo_map(str(repo), "HEAD", FOCUS, said.append)
     assert text.startswith("python/shapes/geometry.py:\n")
-    assert _repo_map(str(tmp_path), "HEAD", FOCUS) == ""  # not a repository: no map, the file list stays
+    files = sum(1 for p in repo.rglob("*") if p.is_file() and ".git" not in p.parts and language_of(p.name))
+    # how the work goes, for the planner activity's heartbeat details: the first index, then the ranking
+    assert said[-2] == f"indexing the repository: {files} of {files} new files parsed", said
+    assert said[-1].startswith("ranking ") and said[-1].endswith(" definitions for the repository map")
+    assert _repo_map(str(tmp_path), "HEAD", FOCUS, said.append) == ""  # not a repository: no map, the file list stays
     message = planner_message("Add units", {"api": HelperRole(allowed_paths=["python/"])}, [], None,
                               ["python/app.py"], repo_map=text)
     assert message.index("Repository map") < message.index(text) < message.index("Repository files:")
