@@ -11,6 +11,7 @@ is enough (edits made earlier in the same turn show up from the next turn on).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import os
@@ -197,7 +198,13 @@ def _cat_blobs(cwd: Path, shas: list[str]) -> Iterator[tuple[str, bytes]]:
     assert proc.stdin is not None and proc.stdout is not None
     stdin, stdout = proc.stdin, proc.stdout
     request = "".join(f"{s}\n" for s in shas).encode()
-    writer = threading.Thread(target=lambda: (stdin.write(request), stdin.close()), daemon=True)
+
+    def write() -> None:
+        with contextlib.suppress(OSError):  # git was stopped early (below): nobody wants the rest
+            stdin.write(request)
+            stdin.close()
+
+    writer = threading.Thread(target=write, daemon=True)
     writer.start()
     try:
         for _ in shas:
@@ -208,6 +215,10 @@ def _cat_blobs(cwd: Path, shas: list[str]) -> Iterator[tuple[str, bytes]]:
             stdout.read(1)
             yield header[0].decode(), data
     finally:
+        # Closed early (the caller failed half-way), git blocks on output nobody reads and the writer on git's
+        # input: stop git first, or joining the writer waits for ever.
+        if proc.poll() is None:
+            proc.kill()
         writer.join()
         stdout.close()
         proc.wait()
@@ -350,22 +361,25 @@ class SymbolIndex:
 
     def _parse(self, todo: dict[str, str], progress: Progress | None) -> int:
         """Parse blobs in this process, or over the cores in chunks when there are many."""
-        contents = ((sha, todo[sha], data) for sha, data in _cat_blobs(self.repo, list(todo)))
-        workers = min(os.cpu_count() or 1, 8)
+        # closed here, whatever happens: left to the garbage collector, its clean-up could run on any thread
+        with contextlib.closing(_cat_blobs(self.repo, list(todo))) as blobs:
+            return self._parse_blobs(((sha, todo[sha], data) for sha, data in blobs), len(todo), progress)
 
-        done = 0
+    def _parse_blobs(self, contents: Iterator[tuple[str, str, bytes]], total: int, progress: Progress | None) -> int:
+        workers = min(os.cpu_count() or 1, 8)
+        stored = 0
 
         def store(results: list[tuple[str, str, Symbols]]) -> None:
-            nonlocal done
+            nonlocal stored
             self._store(results)
-            done += len(results)
+            stored += len(results)
             if progress:
-                progress(f"indexing the repository: {done:,} of {len(todo):,} new files parsed")
+                progress(f"indexing the repository: {stored:,} of {total:,} new files parsed")
 
-        if len(todo) < PARALLEL_MIN_BLOBS or workers < 2:
+        if total < PARALLEL_MIN_BLOBS or workers < 2:
             for chunk in _chunks(contents):
                 store(_parse_chunk(chunk))
-            return len(todo)
+            return total
         # spawn, not fork: the caller may be a threaded worker process
         with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
             pending: set[Future] = set()
@@ -377,7 +391,7 @@ class SymbolIndex:
                         store(future.result())
             for future in pending:
                 store(future.result())
-        return len(todo)
+        return total
 
     def _store(self, results: list[tuple[str, str, Symbols]]) -> None:
         def_rows: list[tuple[int, int, str, str, str]] = []

@@ -219,7 +219,43 @@ def test_parallel_build_matches_serial(tmp_path: Path, monkeypatch: pytest.Monke
         serial_symbols = serial.symbols("HEAD")
     monkeypatch.setattr(symbols, "PARALLEL_MIN_BLOBS", 4)
     monkeypatch.setattr(symbols, "CHUNK_BYTES", 2_000)
+    said: list[str] = []
     with SymbolIndex(repo, tmp_path / "parallel.sqlite") as parallel:
-        stats = parallel.update("HEAD")
+        stats = parallel.update("HEAD", said.append)
         assert stats.parsed == stats.files
         assert parallel.symbols("HEAD") == serial_symbols
+    counts = [int(m.split(": ")[1].split(" of ")[0]) for m in said]
+    assert len(said) > 1 and counts == sorted(counts), said  # as the chunks come back, counted up
+    assert said[-1] == f"indexing the repository: {stats.parsed} of {stats.parsed} new files parsed"
+
+
+def _cat_files() -> list[str]:
+    ps = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
+    return [line for line in ps.splitlines() if "git cat-file --batch" in line]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("parallel", [False, True])
+def test_a_build_failing_half_way_stops_at_once_and_leaves_nothing_running(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, parallel: bool) -> None:
+    """A failure half-way through a first index (here its progress report; a full disk or a locked database
+    alike) must surface at once: the blob stream's git process and writer thread stopped, not waited on for
+    ever (which, left to the garbage collector, once froze a worker's event loop)."""
+    repo = make_repo(tmp_path / "repo", FIXTURES)
+    for i in range(2000):  # requests and answers both more than a pipe holds
+        (repo / f"gen_{i}.py").write_text(f"def gen_{i}():\n    return {'x' * 2000!r}\n")
+    commit(repo, "many files")
+    monkeypatch.setattr(symbols, "CHUNK_BYTES", 20_000)
+    if parallel:
+        monkeypatch.setattr(symbols, "PARALLEL_MIN_BLOBS", 4)
+    before = _cat_files()
+
+    def fail(message: str) -> None:
+        raise OSError(f"no space left on device (after {message})")
+
+    with SymbolIndex(repo, tmp_path / "index.sqlite") as index:
+        with pytest.raises(OSError, match="no space left"):
+            index.update("HEAD", fail)
+        assert _cat_files() == before
+        stats = index.update("HEAD")  # and the index goes on from where it stopped, keeping what it had parsed
+        assert 0 < stats.parsed < stats.files and index.lookup("gen_1999").definitions
