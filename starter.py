@@ -27,7 +27,7 @@ import subprocess
 import sys
 import tempfile
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from temporalio.client import (
@@ -130,14 +130,24 @@ async def start(client: Client, req: SwarmRequest) -> None:
     )
 
 
+QUERY_TIMEOUT_S = 8
+
+
+class RunNotAnswering(UserError):
+    """The run exists but cannot be queried now: no worker, or its workflow task fails. Often passes."""
+
+
 async def get_status(client: Client, run_id: str) -> SwarmStatus:
     handle = client.get_workflow_handle_for(SwarmWorkflow.run, run_id)
     try:
-        status = await handle.query(SwarmWorkflow.status)
+        # a running worker answers in milliseconds; with none, the server would wait 30 s before saying so
+        status = await handle.query(SwarmWorkflow.status, rpc_timeout=timedelta(seconds=QUERY_TIMEOUT_S))
     except RPCError as err:
         if err.status == RPCStatusCode.NOT_FOUND:
             raise UserError(f"no such run: {run_id}") from None
-        raise
+        raise RunNotAnswering(
+            f"run {run_id} cannot answer now ({err.message}). Is a worker running (python worker.py)? If one is, "
+            f"its log says why the run's workflow task fails; the Web UI shows it too: {ui_url(run_id)}") from None
     for lane in status.lanes:  # live progress of running lanes, from the lanes themselves
         if lane.state == "running":
             try:
@@ -195,8 +205,14 @@ async def watch(client: Client, run_id: str, *, until_review: bool, compact: boo
             desc = await handle.describe()
             status = await get_status(client, run_id)
             misses = 0
-        except UserError:
-            raise
+        except UserError as err:
+            if not isinstance(err, RunNotAnswering):
+                raise
+            misses += 1  # a worker restarting, or a workflow task failing until a fix is deployed: keep watching
+            if misses > 120:
+                raise
+            await asyncio.sleep(0.5)
+            continue
         except Exception as err:  # a query can time out while a worker restarts: keep watching
             misses += 1
             if misses > 120:

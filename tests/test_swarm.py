@@ -303,3 +303,22 @@ async def test_approve_from_the_temporal_cli(client, temporal_address, tmp_path)
     assert approved.returncode == 0, approved.stderr
     result = await client.get_workflow_handle_for(SwarmWorkflow.run, run_id).result()
     assert git(repo, "show", f"{result.delivered_branch}:a/f.txt") == "1"
+
+
+async def test_status_of_a_run_no_worker_serves_says_so_in_one_line(client, temporal_address, tmp_path, monkeypatch):
+    queue = f"nobody-{os.getpid()}-{tmp_path.name[-6:]}"  # no worker polls this queue
+    monkeypatch.setenv("REPOSWARM_TASK_QUEUE", queue)
+    repo = make_repo(tmp_path / "repo", {"src/a.txt": "a\n"})
+    lanes = write_yaml(tmp_path / "lanes.yaml", {"swarm": {"lanes": {"src": {"allowed_paths": ["src/"]}}}})
+    script = write_yaml(tmp_path / "replay.yaml", {"version": 1, "lanes": {}})
+    run_id = await start_run(client, repo, lanes, script)
+    try:
+        env = {**os.environ, "TEMPORAL_ADDRESS": temporal_address, "REPOSWARM_TASK_QUEUE": queue}
+        proc = await asyncio.to_thread(subprocess.run, [sys.executable, str(ROOT / "starter.py"), "status", run_id],
+                                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 2, proc.stderr
+        assert "Traceback" not in proc.stderr, proc.stderr
+        line = proc.stderr.strip().splitlines()[-1]
+        assert line.startswith(f"error: run {run_id} cannot answer now (") and "Is a worker running" in line, line
+    finally:
+        await client.get_workflow_handle(run_id).terminate("test done")
