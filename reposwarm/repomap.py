@@ -10,6 +10,7 @@ definitions are shown, grouped by file, as many as fit the budget.
 
 from __future__ import annotations
 
+import heapq
 import math
 import re
 from collections import defaultdict
@@ -115,8 +116,10 @@ def _pagerank(graph: nx.DiGraph, personalization: dict[str, float] | None, alpha
     return dict(zip(nodes, x, strict=True))
 
 
-def rank_definitions(defs: list[Definition], refs: list[RefCount], focus_text: str = "") -> list[Definition]:
-    """Definitions, most relevant first: focus files' own, then named ones, then by the rank flowing to them."""
+def rank_definitions(defs: list[Definition], refs: list[RefCount], focus_text: str = "",
+                     limit: int | None = None) -> list[Definition]:
+    """Definitions, most relevant first: focus files' own, then named ones, then by the rank flowing to them.
+    With a limit, only the first `limit` of them (a map shows a few hundred of a large repository's 650,000)."""
     import networkx as nx  # imported when used: it costs the worker's start 0.2 s
 
     paths = sorted({d.path for d in defs} | {r.path for r in refs})  # sorted: the same sums in the same order
@@ -124,7 +127,7 @@ def rank_definitions(defs: list[Definition], refs: list[RefCount], focus_text: s
     found: dict[str, set[str]] = defaultdict(set)
     for d in defs:
         found[d.name].add(d.path)
-    definers = {name: sorted(where) for name, where in found.items()}
+    definers = {name: sorted(where) if len(where) > 1 else list(where) for name, where in found.items()}
     flows: dict[str, list[tuple[str, str, float]]] = defaultdict(list)  # referencer -> (definer, name, weight)
     edges: dict[tuple[str, str], float] = defaultdict(float)
     family = {p: _family(p) for p in paths}
@@ -161,7 +164,7 @@ def rank_definitions(defs: list[Definition], refs: list[RefCount], focus_text: s
         tier = 0 if d.path in focus.files else 1 if (d.name in focus.names) else 2
         return (tier, -(score[(d.path, d.name)] + 1e-3 * rank.get(d.path, 0.0)), d.path, d.line)
 
-    return sorted(shown, key=key)
+    return sorted(shown, key=key) if limit is None else heapq.nsmallest(limit, shown, key=key)
 
 
 def render(ranked: list[Definition]) -> str:
@@ -201,4 +204,5 @@ def repo_map(repo_path: str | Path, rev: str, *, budget_tokens: int, focus_text:
         refs = [r for r in refs if readable(r.path)]
     if progress:
         progress(f"ranking {len(defs):,} definitions for the repository map")
-    return fit(rank_definitions(defs, refs, focus_text), budget_tokens)
+    # fit shows at most budget_tokens definitions (each line costs a token or more)
+    return fit(rank_definitions(defs, refs, focus_text, limit=max(0, budget_tokens)), budget_tokens)
