@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 from temporalio.contrib.pydantic import pydantic_data_converter
 
@@ -86,6 +87,7 @@ PLAN = {
               {"lane": "web", "goal": "Export name = 'swarm' from web/client.js, as the API does."},
               {"lane": "docs", "goal": "Document the name in docs/name.md."}],
 }
+QUICK_READS = 20
 SCRIPT: dict[str, Any] = {
     "planner": {1: [turn(("plan_1", "submit_plan", PLAN))]},
     "lanes": {
@@ -94,6 +96,9 @@ SCRIPT: dict[str, Any] = {
                     turn(("api_2", "edit_file", {"path": "api/app.py", "old": "VERSION = 1\n",
                                                  "new": "VERSION = 1  # the API's version\nNAME = 'swarm'\n",
                                                  "reason": "Export NAME as the interface contract says"}),
+                         # quick tools after the edit: local activities that keep the edit's workflow task open
+                         # a while, so the quick_tool kill lands inside it
+                         *((f"api_2r{i}", "read_file", {"path": "api/app.py"}) for i in range(QUICK_READS)),
                          ("api_3", "run_checks", {"profile": "lane"})),
                     finish("api_4", "api/app.py exports NAME")]},
         "web": {1: [turn(("web_1", "read_file", {"path": "api/app.py"})),
@@ -295,6 +300,7 @@ class Outcome:
     review: dict[str, Any] = field(default_factory=dict)  # the review package the run published (latest.json)
     marks: list[str] = field(default_factory=list)  # check command and merge-tree marks
     notes: list[str] = field(default_factory=list)
+    lost_workflow_tasks: int | None = None  # quick_tool: lane api's workflow tasks that died with the worker
 
     @property
     def ledger(self) -> list[dict[str, Any]]:
@@ -328,7 +334,9 @@ class Outcome:
         return (f"{self.fault} [{self.killed_what}]{down}: kill -> new process ready "
                 f"{secs(self.after_kill(self.ready_at), '-')}, -> next ledger event "
                 f"{secs(self.after_kill(self.next_ledger_event_at), never)}, -> run completed "
-                f"{secs(self.recovery_s, never)}; {seen}: {', '.join(self.pending_at_kill) or 'none'}")
+                f"{secs(self.recovery_s, never)}; {seen}: {', '.join(self.pending_at_kill) or 'none'}"
+                + (f"; lane api's workflow tasks lost with the worker: {self.lost_workflow_tasks}"
+                   if self.lost_workflow_tasks is not None else ""))
 
 
 async def pending_activities(client: Client, run_id: str) -> list[str]:
@@ -469,8 +477,8 @@ async def run_scenario(out: Outcome, client: Client, address: str, mp: pytest.Mo
         watches.append(Watch(_marked(marks, r"^start \d+ validate "), lambda: kill("validation command running")))
     elif fault == "quick_tool":
         # lane api's edit_file is a local activity (the worker's dev server is on loopback: shared-queue
-        # affinity); killed as soon as it has ledgered its call, a few ms before or after its workflow task
-        # completes (if before, its result is lost with the task and the replaying worker runs it again)
+        # affinity); killed as soon as it has ledgered its call, while the quick reads after it keep its
+        # workflow task open: its result is lost with the task, and the replaying worker runs it again
         def edited() -> bool:
             return any(e.get("event") == "tool_call" and e.get("call_id") == "api_2"
                        for e in parse_lines(read_ledger(home, out.run_id)))
@@ -554,6 +562,11 @@ async def run_scenario(out: Outcome, client: Client, address: str, mp: pytest.Mo
                                                      f"{out.result.delivered_branch}^{{tree}}")
         out.commits = await asyncio.to_thread(delivered_commits, repo, base, out.result.delivered_branch)
         out.review = json.loads((home / "runs" / req.run_id / "review" / "latest.json").read_text(encoding="utf-8"))
+        if fault == "quick_tool":  # did the kill land inside the workflow task that ran the edit?
+            history = await client.get_workflow_handle(f"{req.run_id}.api.r1").fetch_history()
+            out.lost_workflow_tasks = sum(e.event_type in (EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT,
+                                                           EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED)
+                                          for e in history.events)
     finally:
         for w in watches:
             w.stopped.set()

@@ -10,9 +10,9 @@ check command starting, the merge's git step, the ledger, the review phase):
   (a) planning      the worker, during the planner's model call
   (b) lane_turn     the worker, during lane api's second model turn
   (c) tool_call     the worker, during lane api's run_checks tool (its check command sleeps 1 s)
-      quick_tool    ... just after lane api's edit_file, a local activity, ledgered its call: the kill lands
-                    a few ms before or after the workflow task that ran it completes; before, the task is lost
-                    with the worker and the replay runs the edit again, which must land once
+      quick_tool    ... just after lane api's edit_file, a local activity, ledgered its call, while the
+                    workflow task that ran it is still open (20 quick reads follow it in the same turn): the
+                    task is lost with the worker, and the replay runs the edit again, which must land once
   (d) merge         the worker, during merge_lane of api (the first lane to finish), inside `git merge-tree`
       merge_committed   ... just after merge_lane moved the integration branch, before the activity completed
   (e) validation    the worker, during the validation command (it sleeps 2 s on the merged tree)
@@ -246,7 +246,7 @@ async def test_reference_run_undisturbed(campaign: Campaign) -> None:
     "planning",  # (a) the planner's model call in flight
     "lane_turn",  # (b) lane api's second model turn in flight
     "tool_call",  # (c) lane api's run_checks tool running its ~1 s check command
-    "quick_tool",  # (c') lane api's edit_file, a local activity, just done (its workflow task may be open)
+    "quick_tool",  # (c') lane api's edit_file, a local activity, just done, its workflow task still open
     "merge",  # (d) merge_lane of api, the first lane to finish, inside `git merge-tree`
     "merge_committed",  # (d') ... just after merge_lane moved the integration branch, before it completed
     "validation",  # (e) the ~2 s validation command running on the merged tree
@@ -261,6 +261,8 @@ async def test_worker_sigkilled_then_replaced(campaign: Campaign, fault: str) ->
         assert not any(e["event"] == "merge" for e in out.ledger_at_kill)
     if fault == "review":
         assert not out.pending_at_kill
+    if fault == "quick_tool":  # the kill landed inside the workflow task that ran the edit: the replay ran it again
+        assert out.lost_workflow_tasks, "the kill came after the edit's workflow task completed (widen QUICK_READS)"
     check_retried(out)
     check_against_reference(out, ref)
     check_same_findings(out, ref)
