@@ -25,6 +25,7 @@ from pydantic import ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.repo import lane_worktree
 from reposwarm import ledger, recording
 from reposwarm.config import ConfigError, check_plan
 from reposwarm.contracts import (
@@ -196,6 +197,7 @@ def _checked_calls(reply: ModelReply, store: Store) -> tuple[list[ToolCall], Fin
 @activity.defn
 async def model_turn(req: ModelTurnInput) -> ModelTurnResult:
     """One turn of a lane: append the new messages, ask the model, store the transcript."""
+    lane_worktree(req.run_id, req.agent)  # its transcript is in the same worker's store
     store = Store(req.run_id)
     messages: list[dict[str, Any]] = store.get_json(req.transcript_ref) if req.transcript_ref else []
     for message in req.new_messages:

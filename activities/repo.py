@@ -53,6 +53,17 @@ def lane_worktree_path(run_id: str, lane: str) -> Path:
     return run_dir(run_id) / "lanes" / lane
 
 
+def lane_worktree(run_id: str, lane: str) -> Path:
+    """The lane's worktree on this worker, or a clear error (retried: another worker may hold it) if it is not."""
+    path = lane_worktree_path(run_id, lane)
+    if not (path / ".git").exists():
+        raise ApplicationError(
+            f"lane {lane}'s worktree is not on this worker ({path} is missing). Workers on several machines, or "
+            "with several REPOSWARM_HOME folders on one, must all run with REPOSWARM_AFFINITY=host",
+            type="LaneWorktreeMissing")
+    return path
+
+
 def _rev(g: git.Git, ref: str) -> str | None:
     try:
         return g.rev_parse("--verify", "--quiet", f"{ref}^{{commit}}")
@@ -202,7 +213,7 @@ def _sparse_cone(g: git.Git, task: HelperTask, start: str) -> list[str] | None:
 @activity.defn
 def checkpoint_lane(req: CheckpointInput) -> str:
     """Commit whatever the lane changed; a second run finds nothing to commit."""
-    wt = _git(lane_worktree_path(req.run_id, req.lane))
+    wt = _git(lane_worktree(req.run_id, req.lane))
     wt.add("-A")
     if wt.status("--porcelain"):
         wt.execute(["git", *IDENTITY, "commit", "-q", "--no-verify", "-m", req.message])
@@ -214,7 +225,7 @@ def checkpoint_lane(req: CheckpointInput) -> str:
 @activity.defn
 def describe_lane(task: HelperTask) -> dict[str, str]:
     """Files the lane changed since its base (path -> A/M/D), plus a diff stat and head."""
-    wt = _git(lane_worktree_path(task.run_id, task.lane))
+    wt = _git(lane_worktree(task.run_id, task.lane))
     head = wt.rev_parse("HEAD")
     files: dict[str, str] = {}
     for line in wt.diff("--name-status", "--no-renames", task.base_sha, head).splitlines():

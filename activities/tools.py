@@ -8,7 +8,7 @@ from pathlib import Path
 from opentelemetry import trace
 from temporalio import activity
 
-from activities.repo import lane_worktree_path
+from activities.repo import lane_worktree
 from reposwarm import ledger
 from reposwarm.contracts import ToolInput, ToolOutcome
 from reposwarm.paths import PathPolicy, ToolRefused
@@ -23,13 +23,14 @@ WRITES = frozenset({"write_file", "edit_file", "delete_file"})
 def run_tool(req: ToolInput) -> ToolOutcome:
     """Execute one tool call of a lane; every outcome, good, bad or refused, goes to the ledger."""
     call = req.call
+    worktree = lane_worktree(req.run_id, req.lane)
     store = Store(req.run_id)
     # A tool call runs once: if an earlier attempt got as far as recording its outcome, that is the outcome
     # (an edit_file applied twice would apply twice, or fail on its own first run).
     done = run_dir(req.run_id) / "tool-outcomes" / req.lane / f"r{req.round}.a{req.attempt}.t{req.turn}.{call.id}.json"
     if done.exists():
         return ToolOutcome.model_validate_json(done.read_text(encoding="utf-8"))
-    tools = Toolbox(PathPolicy(lane_worktree_path(req.run_id, req.lane), req.allowed_paths, req.read_only_paths),
+    tools = Toolbox(PathPolicy(worktree, req.allowed_paths, req.read_only_paths),
                     store=store, check_profiles=req.check_profiles, default_profile=req.default_profile,
                     default_reason=req.default_reason)
     refused = malformed = False

@@ -127,3 +127,39 @@ async def test_with_host_affinity_every_tool_call_goes_to_the_worktree_host(clie
     finally:
         worker.stop()
         print(json.dumps({"worker_log": worker.log.read_text()[-2000:]}))
+
+
+async def test_a_worker_without_the_lane_worktree_says_which_setting_is_wrong(reposwarm_home):
+    """Workers with separate REPOSWARM_HOME folders on the shared queue (the mistake `auto` cannot see): each
+    lane activity that lands on a worker without the worktree fails, retryably, saying so and what to set."""
+    from temporalio.exceptions import ApplicationError
+    from temporalio.testing import ActivityEnvironment
+
+    from activities.model import model_turn
+    from activities.repo import checkpoint_lane, describe_lane
+    from activities.tools import run_tool
+    from reposwarm.contracts import CheckpointInput, HelperTask, ModelTurnInput, ToolCall, ToolInput
+
+    run_id = f"elsewhere-{uuid.uuid4().hex[:8]}"
+    env = ActivityEnvironment()
+    calls = [
+        lambda: env.run(run_tool, ToolInput(run_id=run_id, lane="api", call=ToolCall(id="c1", name="list_dir",
+                                                                                        arguments={"path": "."}),
+                                            allowed_paths=["api/"])),
+        lambda: env.run(checkpoint_lane, CheckpointInput(run_id=run_id, lane="api", message="m")),
+        lambda: env.run(describe_lane, HelperTask.model_validate({
+            "run_id": run_id, "task_id": "t", "lane": "api", "round": 1, "goal": "g", "repo_path": "/nowhere",
+            "base_sha": "0" * 40, "branch": "b", "model": "replay:x", "role": {"allowed_paths": ["api/"]},
+            "task": "t", "interface_contract": "-", "allowed_paths": ["api/"], "max_loops": 1,
+            "checkpoint_key": "k"})),
+        lambda: env.run(model_turn, ModelTurnInput(run_id=run_id, agent="api", round=1, turn=1, model="replay:x",
+                                                   transcript_ref="missing", new_messages=[])),
+    ]
+    for call in calls:
+        with pytest.raises(ApplicationError) as caught:
+            result = call()
+            if hasattr(result, "__await__"):
+                await result
+        assert caught.value.type == "LaneWorktreeMissing" and not caught.value.non_retryable
+        assert "lane api's worktree is not on this worker" in str(caught.value)
+        assert "REPOSWARM_AFFINITY=host" in str(caught.value)
