@@ -34,9 +34,9 @@ QUERIES = Path(__file__).with_name("queries")
 LANGUAGES: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "python": ("tree_sitter_python", "language", ("python.scm",)),
     "go": ("tree_sitter_go", "language", ("go.scm",)),
-    "typescript": ("tree_sitter_typescript", "language_typescript", ("typescript.scm",)),
-    "tsx": ("tree_sitter_typescript", "language_tsx", ("typescript.scm", "jsx.scm")),
-    "javascript": ("tree_sitter_javascript", "language", ("javascript.scm", "jsx.scm")),
+    "typescript": ("tree_sitter_typescript", "language_typescript", ("ecma.scm", "typescript.scm")),
+    "tsx": ("tree_sitter_typescript", "language_tsx", ("ecma.scm", "typescript.scm", "jsx.scm")),
+    "javascript": ("tree_sitter_javascript", "language", ("ecma.scm", "javascript.scm", "jsx.scm")),
     "java": ("tree_sitter_java", "language", ("java.scm",)),
     "rust": ("tree_sitter_rust", "language", ("rust.scm",)),
 }

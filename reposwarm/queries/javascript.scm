@@ -1,22 +1,11 @@
+; JavaScript's own, after ecma.scm
+
 ; Definitions
-(function_declaration
-  name: (identifier) @name.definition.function) @definition.function
-
-(generator_function_declaration
-  name: (identifier) @name.definition.function) @definition.function
-
 (class_declaration
   name: (identifier) @name.definition.class) @definition.class
 
-(method_definition
-  name: [(property_identifier) (private_property_identifier)] @name.definition.method) @definition.method
-
 (field_definition
   property: [(property_identifier) (private_property_identifier)] @name.definition.field) @definition.field
-
-(variable_declarator
-  name: (identifier) @name.definition.function
-  value: [(arrow_function) (function_expression) (generator_function)]) @definition.function
 
 (assignment_expression
   left: (member_expression
@@ -24,41 +13,10 @@
   right: [(arrow_function) (function_expression)]) @definition.function
 
 (program
-  (lexical_declaration
-    (variable_declarator
-      name: (identifier) @name.definition.constant) @definition.constant))
-
-(program
   (variable_declaration
     (variable_declarator
       name: (identifier) @name.definition.variable) @definition.variable))
 
-(program
-  (export_statement
-    declaration: (lexical_declaration
-      (variable_declarator
-        name: (identifier) @name.definition.constant) @definition.constant)))
-
 ; References
-(call_expression
-  function: (identifier) @name.reference.call)
-
-(call_expression
-  function: (member_expression
-    property: [(property_identifier) (private_property_identifier)] @name.reference.call))
-
-(new_expression
-  constructor: (identifier) @name.reference.class)
-
-(new_expression
-  constructor: (member_expression
-    property: (property_identifier) @name.reference.class))
-
 (class_heritage
   (identifier) @name.reference.class)
-
-(import_specifier
-  name: (identifier) @name.reference.import)
-
-(import_clause
-  (identifier) @name.reference.import)

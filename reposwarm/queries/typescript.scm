@@ -1,10 +1,6 @@
+; TypeScript's own, after ecma.scm
+
 ; Definitions
-(function_declaration
-  name: (identifier) @name.definition.function) @definition.function
-
-(generator_function_declaration
-  name: (identifier) @name.definition.function) @definition.function
-
 (function_signature
   name: (identifier) @name.definition.function) @definition.function
 
@@ -26,9 +22,6 @@
 (internal_module
   name: (identifier) @name.definition.module) @definition.module
 
-(method_definition
-  name: [(property_identifier) (private_property_identifier)] @name.definition.method) @definition.method
-
 (method_signature
   name: (property_identifier) @name.definition.method) @definition.method
 
@@ -38,43 +31,8 @@
 (public_field_definition
   name: [(property_identifier) (private_property_identifier)] @name.definition.field) @definition.field
 
-(variable_declarator
-  name: (identifier) @name.definition.function
-  value: [(arrow_function) (function_expression) (generator_function)]) @definition.function
-
-(program
-  (lexical_declaration
-    (variable_declarator
-      name: (identifier) @name.definition.constant) @definition.constant))
-
-(program
-  (export_statement
-    declaration: (lexical_declaration
-      (variable_declarator
-        name: (identifier) @name.definition.constant) @definition.constant)))
-
 ; References
-(call_expression
-  function: (identifier) @name.reference.call)
-
-(call_expression
-  function: (member_expression
-    property: [(property_identifier) (private_property_identifier)] @name.reference.call))
-
-(new_expression
-  constructor: (identifier) @name.reference.class)
-
-(new_expression
-  constructor: (member_expression
-    property: (property_identifier) @name.reference.class))
-
 (extends_clause
   value: (identifier) @name.reference.class)
 
 (type_identifier) @name.reference.type
-
-(import_specifier
-  name: (identifier) @name.reference.import)
-
-(import_clause
-  (identifier) @name.reference.import)
