@@ -205,15 +205,10 @@ async def watch(client: Client, run_id: str, *, until_review: bool, compact: boo
             desc = await handle.describe()
             status = await get_status(client, run_id)
             misses = 0
-        except UserError as err:
-            if not isinstance(err, RunNotAnswering):
+        except Exception as err:
+            # a worker restarting, or a workflow task failing until a fix is deployed: keep watching
+            if isinstance(err, UserError) and not isinstance(err, RunNotAnswering):
                 raise
-            misses += 1  # a worker restarting, or a workflow task failing until a fix is deployed: keep watching
-            if misses > 120:
-                raise
-            await asyncio.sleep(0.5)
-            continue
-        except Exception as err:  # a query can time out while a worker restarts: keep watching
             misses += 1
             if misses > 120:
                 raise UserError(f"cannot follow run {run_id}: {err}") from None
