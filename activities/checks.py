@@ -10,7 +10,7 @@ from pathlib import Path, PurePosixPath
 import git
 from temporalio import activity
 
-from reposwarm import ledger
+from reposwarm import gitcmd, ledger
 from reposwarm.checks import run_profile
 from reposwarm.contracts import AttributeInput, RollbackInput, TestReport, ValidateInput
 from reposwarm.paths import PathPolicy
@@ -20,12 +20,12 @@ from reposwarm.store import Store, run_dir
 def _checkout(repo_path: str, path: Path, ref: str) -> None:
     """A clean detached worktree at `ref`, recycled when it exists (cheaper than remove + add)."""
     if (path / ".git").exists():
-        wt = git.Git(str(path))
+        wt = gitcmd.repo(str(path))
         wt.checkout("-f", "--detach", ref)
         wt.clean("-fdx")
     else:
         path.parent.mkdir(parents=True, exist_ok=True)
-        repo = git.Git(repo_path)
+        repo = gitcmd.repo(repo_path)
         repo.worktree("prune")
         repo.worktree("add", "-f", "--detach", str(path), ref)
 
@@ -41,7 +41,7 @@ async def validate(req: ValidateInput) -> TestReport:
     if slug != "baseline":
         # Every validated state stays reachable (rollback needs the last green one; nothing is lost).
         state = "green" if report.passed else "red"
-        await asyncio.to_thread(git.Git(req.repo_path).update_ref,
+        await asyncio.to_thread(gitcmd.repo(req.repo_path).update_ref,
                                 f"refs/reposwarm/{req.run_id}/validated/{slug}-{state}", req.ref)
     ledger.record_activity(req.run_id, "validation", ref=req.ref, label=req.label, profile=req.profile_name,
                            passed=report.passed, failures=[f.name for f in report.failures],
@@ -78,7 +78,7 @@ def attribute_failures(req: AttributeInput) -> dict[str, list[str]]:
     lanes that touched a file the failing test imports; else every lane that
     changed something.
     """
-    g = git.Git(req.repo_path)
+    g = gitcmd.repo(req.repo_path)
     policies = {lane: PathPolicy(req.repo_path, paths) for lane, paths in req.lane_paths.items()}
     blamed: dict[str, list[str]] = {}
     for failure in req.failures:
@@ -99,7 +99,7 @@ def attribute_failures(req: AttributeInput) -> dict[str, list[str]]:
 @activity.defn
 def rollback_integration(req: RollbackInput) -> str:
     """Put the integration branch back on the last green state; the red one stays under a ref of the run."""
-    g = git.Git(req.repo_path)
+    g = gitcmd.repo(req.repo_path)
     g.update_ref(f"refs/reposwarm/{req.run_id}/rolled-back/{req.from_sha[:12]}", req.from_sha)
     current = g.rev_parse(f"refs/heads/{req.integration_branch}")
     if current != req.to_sha:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import tempfile
 
 import git
@@ -22,7 +21,7 @@ from temporalio import activity
 
 from activities.model import _complete
 from activities.repo import IDENTITY, _rev, open_repo
-from reposwarm import ledger
+from reposwarm import gitcmd, ledger
 from reposwarm.contracts import ConflictInput, Resolution, Usage
 from reposwarm.syntax import has_conflict_markers, parses
 
@@ -65,7 +64,7 @@ def _tree_with(g: git.Git, tree: str, files: dict[str, str | None]) -> str:
             if content is None:
                 g.execute(["git", "update-index", "--force-remove", "--", path], env=env)
             else:
-                blob = subprocess.run(["git", "hash-object", "-w", "--stdin"], cwd=g.working_dir,
+                blob = gitcmd.run(["hash-object", "-w", "--stdin"], cwd=g.working_dir,
                                       input=content.encode("utf-8"), capture_output=True, check=True).stdout.decode().strip()
                 g.execute(["git", "update-index", "--add", "--cacheinfo", f"100644,{blob},{path}"], env=env)
         return g.execute(["git", "write-tree"], env=env)

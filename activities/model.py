@@ -19,14 +19,13 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-import git
 from opentelemetry import trace
 from pydantic import ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.repo import lane_worktree
-from reposwarm import ledger, recording
+from reposwarm import gitcmd, ledger, recording
 from reposwarm.config import ConfigError, check_plan
 from reposwarm.contracts import (
     Finish,
@@ -272,7 +271,7 @@ def _repo_map(repo_path: str, base_sha: str, focus: str, progress: Callable[[str
 @activity.defn
 async def plan_round(req: PlanInput) -> PlanOutcome:
     """Ask the model for a Plan; an invalid plan goes back to it once with the error, then fails the run."""
-    listing = await asyncio.to_thread(git.Git(req.repo_path).ls_tree, "-r", "--name-only", req.base_sha)
+    listing = await asyncio.to_thread(gitcmd.repo(req.repo_path).ls_tree, "-r", "--name-only", req.base_sha)
     loop = asyncio.get_running_loop()
 
     def progress(message: str) -> None:  # from the map's thread: heartbeat details, shown by `starter.py watch`

@@ -21,7 +21,7 @@ import git
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from reposwarm import lane_queue, ledger
+from reposwarm import gitcmd, lane_queue, ledger
 from reposwarm.contracts import (
     CheckpointInput,
     HelperTask,
@@ -38,7 +38,7 @@ IDENTITY = ["-c", "user.name=reposwarm", "-c", "user.email=reposwarm@localhost",
 
 
 def _git(cwd: str | Path) -> git.Git:
-    return git.Git(str(cwd))
+    return gitcmd.repo(str(cwd))
 
 
 def integration_branch(run_id: str) -> str:

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import json
 
-import git
 from temporalio import activity
 
-from reposwarm import ledger
+from reposwarm import gitcmd, ledger
 from reposwarm.contracts import Published, PublishInput
 from reposwarm.review import render_review
 from reposwarm.store import Store, run_dir
@@ -18,7 +17,7 @@ def publish_review(req: PublishInput) -> Published:
     package = req.package
     since = ""
     if req.previous_sha and req.previous_sha != package.integration_sha:
-        since = git.Git(req.repo_path).diff("--stat", req.previous_sha, package.integration_sha)
+        since = gitcmd.repo(req.repo_path).diff("--stat", req.previous_sha, package.integration_sha)
     package = package.model_copy(update={"since_last_round": since})
     markdown = ledger.redact(render_review(package, package.ui_url))
     as_json = ledger.redact(json.dumps(package.model_dump(mode="json"), indent=2))

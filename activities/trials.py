@@ -11,7 +11,7 @@ from pathlib import Path
 import git
 from temporalio import activity
 
-from reposwarm import ledger, metrics
+from reposwarm import gitcmd, ledger, metrics
 from reposwarm.checks import run_profile
 from reposwarm.contracts import ScoreInput, TrialScore
 from reposwarm.store import home
@@ -29,7 +29,7 @@ def prepare_trial_clone(batch_id: str, repo_path: str) -> str:
     clone = trials_dir(batch_id) / "repo.git"
     if not (clone / "HEAD").exists():
         clone.parent.mkdir(parents=True, exist_ok=True)
-        git.Git(str(clone.parent)).clone("--quiet", "--bare", "--shared", repo_path, str(clone))
+        gitcmd.repo(str(clone.parent)).clone("--quiet", "--bare", "--shared", repo_path, str(clone))
     return str(clone)
 
 
@@ -68,7 +68,7 @@ async def _commit_tests_pass(g: git.Git, req: ScoreInput, tests: list[str]) -> b
 @activity.defn
 async def score_trial(req: ScoreInput) -> TrialScore:
     """Compare the swarm's result with the commit; append the score to the batch's results file."""
-    g = git.Git(req.clone_path)
+    g = gitcmd.repo(req.clone_path)
     commit_files, commit_lines = _files(g, req.spec.parent, req.spec.sha)
     tests = sorted(p for p in commit_files if TEST_FILE.search(p))
     figures = metrics.report(req.run_id, ledger.read(req.run_id))

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from temporalio.client import Client
 
+from reposwarm import gitcmd
 from reposwarm.config import apply_env, load_lanes_file
 from reposwarm.contracts import LanesFile
 from reposwarm.models import KNOWN_PROVIDERS
@@ -30,7 +31,7 @@ def ui_url(run_id: str) -> str:
 
 
 def git_out(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True).stdout.strip()
+    return gitcmd.run(["-C", str(repo), *args], capture_output=True, text=True, check=True).stdout.strip()
 
 
 def check_repo(path: str) -> Path:

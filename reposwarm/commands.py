@@ -16,7 +16,7 @@ import yaml
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.common import WorkflowIDConflictPolicy
 
-from reposwarm import gc, ledger, metrics, recording, task_queue
+from reposwarm import gc, gitcmd, ledger, metrics, recording, task_queue
 from reposwarm.cli import (
     UserError,
     check_repo,
@@ -83,7 +83,7 @@ async def cmd_explain(args: argparse.Namespace) -> int:
     if repo:
         ref = f"swarm/{args.run}" if git_ok(repo, "rev-parse", "--verify", "-q", f"swarm/{args.run}") else \
             f"swarm/{args.run}/integration"
-        log = subprocess.run(["git", "-C", repo, "log", "--format=%h %s", ref, "--", path],
+        log = gitcmd.run(["-C", repo, "log", "--format=%h %s", ref, "--", path],
                              capture_output=True, text=True).stdout.strip()
         if log:
             print(f"\ncommits on {ref}:")
@@ -92,7 +92,7 @@ async def cmd_explain(args: argparse.Namespace) -> int:
 
 
 def git_ok(repo: str, *args: str) -> bool:
-    return subprocess.run(["git", "-C", repo, *args], capture_output=True).returncode == 0
+    return gitcmd.run(["-C", repo, *args], capture_output=True).returncode == 0
 
 
 def _repo_of(run_id: str) -> str | None:

@@ -36,8 +36,17 @@ class HelperRole(Contract):
 
 
 class CheckProfile(Contract):
+    """A validation profile: argv lists run in the sandbox (reposwarm/sandbox.py), with its limits."""
+
     commands: list[list[str]] = Field(min_length=1)
     timeout_s: float = Field(default=600, gt=0)
+    # What the sandboxed commands may see and use; everything else is denied.
+    env: dict[str, str] = {}  # variables the commands see, besides PATH, HOME (private), locale and CI=true
+    network: bool = False  # no network unless the profile asks for it
+    memory_mb: int = Field(default=4096, gt=0)  # address space per process (RLIMIT_AS)
+    max_processes: int = Field(default=256, gt=0)  # processes in the sandbox at once
+    max_file_mb: int = Field(default=512, gt=0)  # largest file a command may write (RLIMIT_FSIZE)
+    max_output_mb: int = Field(default=16, gt=0)  # output kept per command; more ends the command
 
     @field_validator("commands")
     @classmethod

@@ -12,6 +12,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from reposwarm import gitcmd
 from reposwarm.store import home
 
 
@@ -25,7 +26,7 @@ class Verdict:
 
 
 def _git(cwd: Path | str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["git", "-C", str(cwd), *args], capture_output=True, text=True)
+    return gitcmd.run(["-C", str(cwd), *args], capture_output=True, text=True)
 
 
 def _repo_of(worktree: Path) -> str | None:

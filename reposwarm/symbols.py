@@ -29,6 +29,8 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from reposwarm import gitcmd
+
 QUERIES = Path(__file__).with_name("queries")
 # language -> (module, factory function, query files)
 LANGUAGES: dict[str, tuple[str, str, tuple[str, ...]]] = {
@@ -186,7 +188,7 @@ def _parse_chunk(chunk: list[tuple[str, str, bytes]]) -> list[tuple[str, str, Sy
 # --- git ----------------------------------------------------------------------------------------------------------
 
 def _git(cwd: Path, *args: str) -> str:
-    proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True)
+    proc = gitcmd.run(list(args), cwd=cwd, capture_output=True, text=True)
     if proc.returncode != 0:
         raise SymbolIndexError(f"git {' '.join(args)}: {proc.stderr.strip()[:300]}")
     return proc.stdout
@@ -194,7 +196,7 @@ def _git(cwd: Path, *args: str) -> str:
 
 def _cat_blobs(cwd: Path, shas: list[str]) -> Iterator[tuple[str, bytes]]:
     """Contents of blobs, streamed from one `git cat-file --batch` (requests written by a thread: no deadlock)."""
-    proc = subprocess.Popen(["git", "cat-file", "--batch"], cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    proc = gitcmd.popen(["cat-file", "--batch"], cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     assert proc.stdin is not None and proc.stdout is not None
     stdin, stdout = proc.stdin, proc.stdout
     request = "".join(f"{s}\n" for s in shas).encode()

@@ -12,9 +12,9 @@ import asyncio
 import re
 from typing import Any
 
-import git
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from reposwarm import gitcmd
 from reposwarm.checks import run_profile
 from reposwarm.contracts import CheckProfile, FileEdit
 from reposwarm.paths import PathPolicy, ToolRefused
@@ -137,7 +137,7 @@ def _cap(text: str) -> str:
 
 
 def _grep(policy: PathPolicy, argv: list[str], paths: list[str]) -> list[str]:
-    status, out, _ = git.Git(str(policy.root)).execute(
+    status, out, _ = gitcmd.repo(str(policy.root)).execute(
         ["git", "grep", "--untracked", "-n", "-I", *argv, "--", *paths],
         with_extended_output=True, with_exceptions=False,
     )
@@ -190,7 +190,7 @@ class Toolbox:
         return _cap(f"{rel} (lines {start + 1}-{min(end, len(lines))} of {len(lines)})\n{body}")
 
     def _from_git(self, rel: str) -> str:
-        status, out, _ = git.Git(str(self.policy.root)).execute(
+        status, out, _ = gitcmd.repo(str(self.policy.root)).execute(
             ["git", "show", f"HEAD:{rel}"], with_extended_output=True, with_exceptions=False,
             strip_newline_in_stdout=False)
         if status != 0:

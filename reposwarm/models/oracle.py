@@ -13,16 +13,16 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 from urllib.parse import parse_qs
 
+from reposwarm import gitcmd
 from reposwarm.contracts import ToolCall
 from reposwarm.models import ModelError, ModelReply, ModelRequest
 from reposwarm.paths import PathPolicy
 
 
 def _git(repo: str, *args: str) -> str:
-    return subprocess.run(["git", "-C", repo, *args], capture_output=True, text=True, check=True).stdout
+    return gitcmd.run(["-C", repo, *args], capture_output=True, text=True, check=True).stdout
 
 
 def _call(i: int, name: str, args: dict[str, object]) -> ToolCall:
