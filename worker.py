@@ -25,6 +25,7 @@ from temporalio.worker import Worker
 from activities.checks import attribute_failures, rollback_integration, validate
 from activities.converge import resolve_conflict
 from activities.delivery import deliver
+from activities.failures import FailureLedgerInterceptor
 from activities.heartbeat import HeartbeatInterceptor
 from activities.model import model_turn, plan_round
 from activities.repo import checkpoint_lane, create_lane_worktree, describe_lane, merge_lane, prepare_run
@@ -89,7 +90,7 @@ def make_worker(client: Client, queue: str | None = None, *, serve: str = "all",
         # A dead worker's sticky queue is abandoned after 1 s, so another worker resumes its runs quickly.
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=1),
         max_concurrent_activities=concurrency,
-        interceptors=[HeartbeatInterceptor()],
+        interceptors=[HeartbeatInterceptor(), FailureLedgerInterceptor()],
         # forward heartbeats every 5 s (not 0.8 x the 30 s timeout): a dead worker is still noticed in 30 s
         max_heartbeat_throttle_interval=timedelta(seconds=5),
     )
@@ -97,7 +98,8 @@ def make_worker(client: Client, queue: str | None = None, *, serve: str = "all",
         return Workers([shared])
     own = Worker(client, task_queue=host_queue(queue or task_queue()), activities=ACTIVITIES,
                  activity_executor=executor, max_concurrent_activities=concurrency,
-                 interceptors=[HeartbeatInterceptor()], max_heartbeat_throttle_interval=timedelta(seconds=5))
+                 interceptors=[HeartbeatInterceptor(), FailureLedgerInterceptor()],
+                 max_heartbeat_throttle_interval=timedelta(seconds=5))
     return Workers([shared, own])
 
 

@@ -31,7 +31,8 @@ from reposwarm.contracts import (
     PrepareInput,
     PrepareResult,
 )
-from reposwarm.paths import cone_dirs
+from reposwarm.paths import PathPolicy, cone_dirs
+from reposwarm.slice import stage_slice
 from reposwarm.store import home, run_dir
 
 IDENTITY = ["-c", "user.name=reposwarm", "-c", "user.email=reposwarm@localhost", "-c", "commit.gpgsign=false"]
@@ -212,13 +213,24 @@ def _sparse_cone(g: git.Git, task: HelperTask, start: str) -> list[str] | None:
 
 @activity.defn
 def checkpoint_lane(req: CheckpointInput) -> str:
-    """Commit whatever the lane changed; a second run finds nothing to commit."""
-    wt = _git(lane_worktree(req.run_id, req.lane))
-    wt.add("-A")
-    if wt.status("--porcelain"):
+    """Commit the lane's own changes (paths it may write; reposwarm/slice.py undoes the rest); a second run
+    finds nothing to commit."""
+    path = lane_worktree(req.run_id, req.lane)
+    wt = _git(path)
+    refused: list[str] = []
+    if req.allowed_paths:
+        refused = stage_slice(PathPolicy(path, req.allowed_paths, req.read_only_paths))
+    else:
+        wt.add("-A")
+    status, _, _ = wt.execute(["git", "diff", "--cached", "--quiet"], with_extended_output=True,
+                              with_exceptions=False)
+    if status == 1:
         wt.execute(["git", *IDENTITY, "commit", "-q", "--no-verify", "-m", req.message])
     head = wt.rev_parse("HEAD")
-    ledger.record_activity(req.run_id, "checkpoint", lane=req.lane, sha=head)
+    if refused:  # the tools cannot write there, so a check's leftovers: run_checks already reverted and reported
+        ledger.record_activity(req.run_id, "slice_refused", lane=req.lane, at="checkpoint",
+                               detail="; ".join(refused)[:2000])
+    ledger.record_activity(req.run_id, "checkpoint", lane=req.lane, sha=head, refused=refused or None)
     return head
 
 

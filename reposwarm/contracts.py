@@ -43,7 +43,8 @@ class CheckProfile(Contract):
     # What the sandboxed commands may see and use; everything else is denied.
     env: dict[str, str] = {}  # variables the commands see, besides PATH, HOME (private), locale and CI=true
     network: bool = False  # no network unless the profile asks for it
-    memory_mb: int = Field(default=4096, gt=0)  # address space per process (RLIMIT_AS)
+    # address space per process (RLIMIT_AS); Node's own fetch() (WebAssembly) reserves ~10 GiB of it at once
+    memory_mb: int = Field(default=16384, gt=0)
     max_processes: int = Field(default=256, gt=0)  # processes in the sandbox at once
     max_file_mb: int = Field(default=512, gt=0)  # largest file a command may write (RLIMIT_FSIZE)
     max_output_mb: int = Field(default=16, gt=0)  # output kept per command; more ends the command
@@ -221,6 +222,7 @@ class TestReport(Contract):
     coverage_delta: float | None = None
     commands: list[CommandResult] = []
     ref: str = ""
+    unsandboxed: bool = False  # a command ran without the sandbox (REPOSWARM_SANDBOX=off)
 
 
 class CommandResult(Contract):
@@ -230,6 +232,7 @@ class CommandResult(Contract):
     duration_s: float
     output_tail: str = ""
     log_ref: str | None = None
+    sandboxed: bool = True  # False when it ran without the sandbox (REPOSWARM_SANDBOX=off)
 
 
 class Usage(Contract):
@@ -371,6 +374,10 @@ class CheckpointInput(Contract):
     run_id: str
     lane: str
     message: str
+    # The lane's slice: only paths it may write are staged. (Empty in runs started before the slice was
+    # carried here: those stage every change, as they did.)
+    allowed_paths: list[str] = []
+    read_only_paths: list[str] = []
 
 
 class LaneWorktree(Contract):
@@ -501,6 +508,8 @@ class ReviewPackage(Contract):
     previous_comments: list[str] = []
     since_last_round: str = ""  # what changed since the last round's review (diff stat)
     ui_url: str = ""
+    nothing_merged: bool = False  # no lane's work reached the merged tree this round: nothing to approve
+    warnings: list[str] = []  # said first, in plain words (checks that ran unsandboxed...)
 
 
 class ReviewDecision(Contract):
@@ -569,6 +578,7 @@ class SwarmStatus(Contract):
     contract_flags: list[str] = []
     first_pass_merge_rate: float | None = None
     validations: list[str] = []  # one line per check of the round, and any rollback
+    warnings: list[str] = []  # what a person must know about this run (checks that ran unsandboxed...)
 
 
 class DeliverInput(Contract):

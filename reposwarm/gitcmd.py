@@ -1,14 +1,17 @@
 """The one way the worker runs git: trusting nothing a lane or the repository could have planted.
 
 A lane's worktree shares the user's git directory, and a lane's checks run code it wrote; git must not run a
-hook, an fsmonitor, an external diff or pager, or any other command named by configuration while the worker
-drives it. Every git the worker runs gets the same overrides, through git's own environment-config
-mechanism (GIT_CONFIG_COUNT/KEY/VALUE, git >= 2.31), which outranks every config file:
+hook, an fsmonitor, a pager, or another command named by configuration while the worker drives it. Every
+git the worker runs gets the same overrides, through git's own environment-config mechanism
+(GIT_CONFIG_COUNT/KEY/VALUE, git >= 2.31), which outranks every config file:
 
     core.hooksPath=/dev/null   no hook runs (post-commit, post-checkout, reference-transaction...)
     core.fsmonitor=false       no fsmonitor command
-    diff.external=             no external diff; core.pager=cat: no pager
+    core.pager=cat             no pager
     protocol.ext.allow=never   no ext:: transport (a command as a "remote")
+
+Diff and merge drivers need a config entry to run anything, and the git directory is never writable by a
+lane (not through its tools, not from inside the sandbox), so there is none to plant.
 
 Use `repo(path)` for GitPython and `run(...)` for a plain subprocess; `SAFE_ENV` for anything else.
 """
@@ -25,7 +28,6 @@ import git
 OVERRIDES = {
     "core.hooksPath": "/dev/null",
     "core.fsmonitor": "false",
-    "diff.external": "",
     "core.pager": "cat",
     "protocol.ext.allow": "never",
     "gc.auto": "0",  # no background `git gc --auto` racing the lanes

@@ -26,10 +26,40 @@ _seen: dict[Path, set[str]] = {}
 _render = structlog.processors.JSONRenderer(sort_keys=True)
 
 
-def redact(text: str) -> str:
-    """Remove configured credentials and values that look like keys or tokens."""
+# Variables whose values are not secret: they may stay in what the swarm writes. Every other value in the
+# worker's environment (8 characters or more) is redacted by value wherever it appears, whatever its name
+# (DB_CONN=postgres://app:pw@db is as secret as OPENAI_API_KEY). A name that looks secret is never passed.
+PASS_NAMES = frozenset({
+    "PATH", "HOME", "PWD", "OLDPWD", "SHELL", "USER", "LOGNAME", "HOSTNAME", "LANG", "LANGUAGE", "TZ", "TERM",
+    "TMPDIR", "SHLVL", "_", "VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "PYTHONUNBUFFERED", "NODE_ENV", "EDITOR",
+    "PAGER", "MAIL", "LS_COLORS", "COLORTERM", "TERM_PROGRAM", "DISPLAY", "XDG_RUNTIME_DIR", "XDG_CONFIG_HOME",
+    "XDG_CACHE_HOME", "XDG_DATA_HOME", "TEMPORAL_ADDRESS", "TEMPORAL_NAMESPACE", "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_TRACES_EXPORTER", "OTEL_SERVICE_NAME", "GITHUB_API_URL", "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL",
+    "PYTEST_CURRENT_TEST", "PYTEST_XDIST_WORKER", "CI", "MAX_PARALLEL_HELPERS", "MAX_HELPER_LOOPS",
+    "MAX_CONSECUTIVE_TEST_FAILS", "SWARM_BRANCH", "BASE_BRANCH", "TEST_PROFILE", "VALIDATION_TIMEOUT_S",
+})
+PASS_PREFIXES = ("LC_", "REPOSWARM_", "GIT_CONFIG_")
+MIN_SECRET_CHARS = 8
+
+
+def secret_values() -> list[tuple[str, str]]:
+    """(name, value) of every environment value to redact, longest first (a value inside another goes too)."""
+    extra = {v.strip() for v in os.environ.get("REPOSWARM_CHECK_ENV_PASS", "").split(",") if v.strip()}
+    found = []
     for name, value in os.environ.items():
-        if value and len(value) >= 8 and _SECRET_ENV.search(name):
+        if len(value) < MIN_SECRET_CHARS:
+            continue
+        passed = name in PASS_NAMES or name in extra or name.startswith(PASS_PREFIXES)
+        if passed and not _SECRET_ENV.search(name):
+            continue
+        found.append((name, value))
+    return sorted(found, key=lambda nv: -len(nv[1]))
+
+
+def redact(text: str) -> str:
+    """Remove the worker's secret values (by value, whatever their names) and values shaped like keys."""
+    for name, value in secret_values():
+        if value in text:
             text = text.replace(value, f"[redacted:{name}]")
     return _SECRET_SHAPES.sub("[redacted]", text)
 

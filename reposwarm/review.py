@@ -10,6 +10,10 @@ def render_review(pkg: ReviewPackage, ui_url: str = "") -> str:
            f"Repository `{pkg.repo_path}`, base `{pkg.base_sha[:12]}`, merged tree `{pkg.integration_sha[:12]}`"]
     if ui_url:
         out.append(f"Web UI: {ui_url}")
+    out += [f"\n**Warning:** {w}" for w in pkg.warnings]
+    if pkg.nothing_merged:
+        out += ["", "**Nothing merged** in this round: no lane's work reached the merged tree, so there is "
+                "nothing to approve. Reject with a comment to plan again."]
     if pkg.previous_comments:
         out += ["", "## Earlier review comments", *[f"- {c}" for c in pkg.previous_comments]]
     if pkg.round > 1:
@@ -73,6 +77,9 @@ def render_review(pkg: ReviewPackage, ui_url: str = "") -> str:
 
 def render_status(status: SwarmStatus) -> str:
     lines = [f"run {status.run_id}: {status.phase.value} (round {status.round})", f"repo {status.repo_path}"]
+    lines += [f"WARNING: {w}" for w in status.warnings]
+    if status.review is not None and status.review.nothing_merged and status.phase.value == "review":
+        lines.append("nothing merged in this round: approving is refused; reject with a comment to plan again")
     for lane in status.lanes:
         extra = (f"{lane.turns} turns, {lane.tool_calls} tool calls, {lane.tokens} tokens, ${lane.cost_usd:.4f}"
                  if lane.turns else "")

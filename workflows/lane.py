@@ -16,6 +16,7 @@ from typing import Any
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, TimeoutError, TimeoutType
+from temporalio.workflow import NondeterminismError
 
 with workflow.unsafe.imports_passed_through():
     from activities.model import model_turn
@@ -37,7 +38,7 @@ with workflow.unsafe.imports_passed_through():
         Usage,
     )
     from reposwarm.prompts import lane_first_message
-    from workflows import GIT
+    from workflows import GIT, root_cause, short_reason
 
 MODEL = dict(start_to_close_timeout=timedelta(minutes=10), heartbeat_timeout=timedelta(seconds=30),
              retry_policy=RetryPolicy(initial_interval=timedelta(seconds=2), maximum_attempts=6))
@@ -83,40 +84,50 @@ class LaneWorkflow:
         status, reason = LaneStatus.budget_exhausted, f"turn budget of {role.max_turns} used up"
         next_input = 0  # tokens the next call is expected to send
 
-        while r.turn < role.max_turns:
-            if workflow.info().is_continue_as_new_suggested():
-                r.edits, r.continued = list(edits.values()), r.continued + 1
-                workflow.continue_as_new(task.model_copy(update={"resume": r}))
-            if workflow.now().timestamp() - r.started_at > role.max_wall_s:
-                reason = f"wall-time budget of {role.max_wall_s:.0f}s used up"
-                break
-            if r.usage.total_tokens + next_input + OUTPUT_RESERVE > role.token_budget:
-                reason = (f"token budget of {role.token_budget} would be exceeded by the next call "
-                          f"({r.usage.total_tokens} spent, about {next_input + OUTPUT_RESERVE} more needed)")
-                break
+        try:
+            while r.turn < role.max_turns:
+                if workflow.info().is_continue_as_new_suggested():
+                    r.edits, r.continued = list(edits.values()), r.continued + 1
+                    workflow.continue_as_new(task.model_copy(update={"resume": r}))
+                if workflow.now().timestamp() - r.started_at > role.max_wall_s:
+                    reason = f"wall-time budget of {role.max_wall_s:.0f}s used up"
+                    break
+                if r.usage.total_tokens + next_input + OUTPUT_RESERVE > role.token_budget:
+                    reason = (f"token budget of {role.token_budget} would be exceeded by the next call "
+                              f"({r.usage.total_tokens} spent, about {next_input + OUTPUT_RESERVE} more needed)")
+                    break
 
-            try:
-                result, changed, new_chars, valid_calls = await self._turn(task, r, edits)
-            except HostLost:
-                await self._rebuild(task, r, edits)
-                continue
-            next_input = result.usage.input_tokens + result.usage.output_tokens + new_chars // 4
-            r.malformed = 0 if valid_calls else r.malformed + 1
-            if r.malformed >= role.max_malformed_replies:
-                status, reason = LaneStatus.failed, (
-                    f"{r.malformed} malformed replies in a row (no usable tool call); the last: "
-                    + (next((c.error for c in result.tool_calls if c.error), None) or "no tool call"))
-                break
-            if result.finish is not None:
-                finish = result.finish
-                status, reason = LaneStatus.done, ""
-                break
+                try:
+                    result, changed, new_chars, valid_calls = await self._turn(task, r, edits)
+                except HostLost:
+                    await self._rebuild(task, r, edits)
+                    continue
+                next_input = result.usage.input_tokens + result.usage.output_tokens + new_chars // 4
+                r.malformed = 0 if valid_calls else r.malformed + 1
+                if r.malformed >= role.max_malformed_replies:
+                    status, reason = LaneStatus.failed, (
+                        f"{r.malformed} malformed replies in a row (no usable tool call); the last: "
+                        + (next((c.error for c in result.tool_calls if c.error), None) or "no tool call"))
+                    break
+                if result.finish is not None:
+                    finish = result.finish
+                    status, reason = LaneStatus.done, ""
+                    break
+        except Exception as err:
+            # A failure that ends the lane (an activity out of retries, a result the workflow cannot use)
+            # ends it as data: failed, with one line saying why, and its turns, calls and tokens kept.
+            if isinstance(err, NondeterminismError):
+                raise
+            status, reason = LaneStatus.failed, short_reason(err)
+            workflow.logger.warning("lane %s failed: %s", task.lane, root_cause(err))
 
         try:
             return await self._result(task, r, edits, status, reason, finish)
         except HostLost:
             await self._rebuild(task, r, edits)
             return await self._result(task, r, edits, status, reason, finish)
+        except ActivityError as err:  # the worktree cannot be described: the evidence in hand still counts
+            return self._evidence(task, r, edits, LaneStatus.failed, reason or short_reason(err), finish)
 
     async def _turn(self, task: HelperTask, r: LaneResume,
                     edits: dict[str, FileEdit]) -> tuple[ModelTurnResult, bool, int, int]:
@@ -143,7 +154,8 @@ class LaneWorkflow:
         if changed:
             await self._on_host(
                 checkpoint_lane,
-                CheckpointInput(run_id=task.run_id, lane=task.lane,
+                CheckpointInput(run_id=task.run_id, lane=task.lane, allowed_paths=task.allowed_paths,
+                                read_only_paths=task.read_only_paths,
                                 message=f"reposwarm {task.lane}: checkpoint after turn {r.turn}\n\n"
                                         + "\n".join(f"- {e.path}: {e.reason}" for e in edits.values())),
                 **GIT,
@@ -220,7 +232,14 @@ class LaneWorkflow:
     async def _result(self, task: HelperTask, r: LaneResume, edits: dict[str, FileEdit], status: LaneStatus,
                       reason: str, finish: Finish | None) -> LaneResult:
         described = await self._on_host(describe_lane, task, **GIT)
-        head, stat = described.pop("__head__"), described.pop("__stat__")
+        return self._evidence(task, r, edits, status, reason, finish, described)
+
+    def _evidence(self, task: HelperTask, r: LaneResume, edits: dict[str, FileEdit], status: LaneStatus,
+                  reason: str, finish: Finish | None, described: dict[str, str] | None = None) -> LaneResult:
+        """The lane's result: what its branch holds (`described`, when the worktree could be read) and what it
+        did (turns, tool calls, refusals, tokens), for a failed lane as much as for a finished one."""
+        described = dict(described or {})
+        head, stat = described.pop("__head__", ""), described.pop("__stat__", "")
         final_edits = []
         for path, letter in sorted(described.items()):
             operation = {"A": "create", "D": "delete"}.get(letter, "modify")

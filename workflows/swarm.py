@@ -83,6 +83,9 @@ class SwarmWorkflow:
             return f"round {self._status.round} already has a decision"
         if not decision.approve and not decision.comment.strip():
             return "a rejection needs a comment: it becomes the next plan's input"
+        if decision.approve and self._status.review is not None and self._status.review.nothing_merged:
+            return ("nothing was merged in this round, so there is nothing to approve; reject with a comment "
+                    "to plan again")
         return None
 
     @workflow.update
@@ -147,8 +150,10 @@ class SwarmWorkflow:
                 if req.dry_run:
                     return self._dry_run(req, plan)
                 self._feedback = list(feedback)
+                round_start = self._status.integration_sha
                 results, report = await self._round(req, plan, round_no, base_sha)
                 package = self._package(req, plan, round_no, base_sha, results, report, feedback)
+                package.nothing_merged = self._status.integration_sha == round_start
                 published = await workflow.execute_activity(
                     publish_review, PublishInput(run_id=req.run_id, repo_path=req.repo_path, package=package,
                                                  previous_sha=reviewed_sha), **GIT)
@@ -230,7 +235,9 @@ class SwarmWorkflow:
         self._status.phase = phase
         lanes = "\n".join(f"- {s.lane}: {s.state}" + (f" ({s.turns} turns)" if s.turns else "")
                           for s in self._status.lanes)
-        workflow.set_current_details(f"**{phase.value}** (round {self._status.round}): {details}\n\n{lanes}")
+        warnings = "".join(f"\n\n**Warning:** {w}" for w in self._status.warnings)
+        workflow.set_current_details(
+            f"**{phase.value}** (round {self._status.round}): {details}{warnings}\n\n{lanes}")
         if self._use_search_attributes:
             workflow.upsert_search_attributes([STATUS_ATTR.value_set(phase.value)])
 
@@ -387,7 +394,13 @@ class SwarmWorkflow:
         ]
         conflicts = [f"{name}: {', '.join(r.changeset.conflicts)} (branch {lane_branch(req.run_id, name)} kept)"
                      for name, r in results.items() if r.changeset.conflicts]
+        if report is not None and report.unsandboxed:
+            warning = ("checks ran UNSANDBOXED (REPOSWARM_SANDBOX=off on the worker): code the lanes wrote ran "
+                       "with the worker's own powers")
+            if warning not in self._status.warnings:
+                self._status.warnings.append(warning)
         return ReviewPackage(run_id=req.run_id, round=round_no, task=req.task, repo_path=req.repo_path,
+                             warnings=list(self._status.warnings),
                              base_sha=base_sha, integration_sha=self._status.integration_sha, plan=plan, lanes=lanes,
                              test_report=report, conflicts=conflicts, resolutions=list(self._status.resolutions),
                              overlaps=list(self._status.overlaps), contract_flags=list(self._status.contract_flags),
@@ -400,11 +413,14 @@ class SwarmWorkflow:
         """The human gate. Waiting holds no worker; None when the review timeout passes first."""
         self._decision = None
         stamp = dict(decided_at=workflow.now().isoformat(), round=self._status.round)
+        nothing = self._status.review is not None and self._status.review.nothing_merged
         if req.auto_approve:
-            green = report is None or report.passed
-            return ReviewDecision(approve=green, reviewer="auto", comment="" if green else "validation failed",
-                                  **stamp)
+            green = (report is None or report.passed) and not nothing
+            why = "nothing merged" if nothing else "validation failed"
+            return ReviewDecision(approve=green, reviewer="auto", comment="" if green else why, **stamp)
         checks = "no checks configured" if report is None else ("checks passed" if report.passed else "checks FAILED")
+        if nothing:
+            checks = "NOTHING MERGED: reject with a comment to plan again"
         self._phase(Phase.review, f"waiting for a reviewer ({checks}); approve or reject with starter.py")
         timeout = req.config.swarm.review_timeout_s
         try:

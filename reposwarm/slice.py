@@ -1,0 +1,101 @@
+"""What a lane leaves in its worktree is judged like a lane's own edit.
+
+The file tools check every path before they write (reposwarm/paths.py), but a lane's checks run code it
+wrote, and that code can write wherever the sandbox lets it: anywhere in the worktree. After a check, and
+again at every checkpoint, the worktree's changes are compared with the lane's slice: a change outside the
+paths it may write is undone, a symlink that leads outside the repository or into a path it may not write
+is removed, and only what remains is ever staged (never `git add -A`).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from reposwarm import gitcmd
+from reposwarm.paths import PathPolicy
+
+
+@dataclass(frozen=True)
+class Change:
+    path: str  # relative to the worktree root, posix
+    code: str  # git status XY: "??" untracked, "!!" ignored, else a tracked change
+    symlink: bool
+
+
+def changes(root: Path) -> list[Change]:
+    """Every path of the worktree that differs from HEAD: tracked changes, untracked and ignored files."""
+    out = gitcmd.run(["status", "--porcelain=v1", "-z", "--untracked-files=all", "--ignored=matching",
+                      "--no-renames"], cwd=root, capture_output=True, check=True).stdout
+    found = []
+    for entry in out.split(b"\0"):
+        if len(entry) < 4:
+            continue
+        code, path = entry[:2].decode(), entry[3:].decode("utf-8", "surrogateescape").rstrip("/")
+        found.append(Change(path, code, os.path.islink(root / path)))
+    return found
+
+
+def _symlink_problem(policy: PathPolicy, change: Change) -> str | None:
+    """Why a symlink in the lane's paths may not stay, or None: it must point at a path the lane may write."""
+    link = policy.root / change.path
+    target = os.readlink(link)
+    real = Path(os.path.normpath(link.parent / target))
+    try:
+        rel = real.relative_to(policy.root).as_posix()
+    except ValueError:
+        return f"{change.path} is a symlink leading outside the repository"
+    if not policy.writable(rel) or ".git" in rel.lower().split("/"):
+        return f"{change.path} is a symlink to {rel}, which this lane may not write"
+    return None
+
+
+def _undo(root: Path, change: Change) -> None:
+    path = root / change.path
+    if change.code in ("??", "!!"):
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+    else:  # tracked: back to HEAD (index and file)
+        gitcmd.run(["checkout", "-f", "HEAD", "--", f":(literal){change.path}"], cwd=root, capture_output=True)
+        if change.code[0] == "A":  # staged as new and not in HEAD: checkout cannot restore it; drop it
+            gitcmd.run(["rm", "-q", "-f", "--cached", "--", f":(literal){change.path}"], cwd=root,
+                       capture_output=True)
+            path.unlink(missing_ok=True)
+
+
+def revert_outside_slice(policy: PathPolicy) -> list[str]:
+    """Undo every change outside the lane's writable paths, and every symlink it may not keep.
+
+    Returns one line per undone change that a lane should hear about. Ignored files outside the slice
+    (caches and build output of the checks) are removed too, without a line: they are never committed.
+    """
+    root = policy.root
+    undone = []
+    for change in changes(root):
+        why = None
+        if not policy.writable(change.path) or ".git" in change.path.lower().split("/"):
+            what = {"??": "created", "!!": "created"}.get(change.code, "deleted" if "D" in change.code else "changed")
+            why = f"{change.path} ({what}; outside this lane's writable paths)"
+        elif change.symlink:
+            why = _symlink_problem(policy, change)
+        if why is None:
+            continue
+        _undo(root, change)
+        if change.code != "!!":
+            undone.append(why)
+    return undone
+
+
+def stage_slice(policy: PathPolicy) -> list[str]:
+    """Stage the lane's own changes, and only those; returns what was refused (and undone) instead."""
+    refused = revert_outside_slice(policy)
+    mine = [c.path for c in changes(policy.root) if c.code != "!!"]
+    if mine:
+        spec = b"".join(f":(literal){p}".encode("utf-8", "surrogateescape") + b"\0" for p in mine)
+        gitcmd.run(["add", "-A", "--pathspec-from-file=-", "--pathspec-file-nul"], cwd=policy.root, input=spec,
+                   capture_output=True, check=True)
+    return refused
