@@ -7,6 +7,7 @@ not written again.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -42,6 +43,11 @@ PASS_PREFIXES = ("LC_", "REPOSWARM_", "GIT_CONFIG_")
 MIN_SECRET_CHARS = 8
 
 
+@functools.lru_cache(maxsize=512)
+def _is_path(value: str) -> bool:
+    return value.startswith("/") and os.path.exists(value)
+
+
 def secret_values() -> list[tuple[str, str]]:
     """(name, value) of every environment value to redact, longest first (a value inside another goes too)."""
     extra = {v.strip() for v in os.environ.get("REPOSWARM_CHECK_ENV_PASS", "").split(",") if v.strip()}
@@ -52,6 +58,8 @@ def secret_values() -> list[tuple[str, str]]:
         passed = name in PASS_NAMES or name in extra or name.startswith(PASS_PREFIXES)
         if passed and not _SECRET_ENV.search(name):
             continue
+        if not _SECRET_ENV.search(name) and _is_path(value):
+            continue  # PYENV_ROOT=/root/.pyenv: a place on disk is no credential, and logs need their paths
         found.append((name, value))
     return sorted(found, key=lambda nv: -len(nv[1]))
 

@@ -1,0 +1,91 @@
+"""The gate's verdict: a check on the merged tree judged against the same check on the base commit, per test.
+
+A failure the base commit has too is pre-existing, never blamed on the swarm; one the base has not is new.
+A test failing on the base and passing on the merged tree is fixed. And a check is never PASSED on a tree
+where less of the suite ran: fewer tests than on the base (an import error, a collection error, a suite that
+did not start) fails the gate even when the command already exited non-zero on the base, and so does a
+worse exit class (tests failed on the base; a usage, collection or internal error on the merged tree). A
+command that fails on the base and gives no per-test results cannot be judged at all: it says so, and the
+check does not pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from reposwarm import runners
+from reposwarm.contracts import CommandResult, TestFailure, TestReport
+
+NOT_JUDGED = ("this check already fails on the base commit and gives no per-test results: fix the check, "
+              "or add {junit}")
+
+CaseLoader = Callable[[CommandResult], "list[runners.Case] | None"]
+
+
+def _ran(cases: list[runners.Case]) -> set[str]:
+    return {c.name for c in cases if c.outcome != "skipped"}
+
+
+def judge(report: TestReport, baseline: TestReport | None, cases: CaseLoader) -> TestReport:
+    """`report` (the merged tree) judged against `baseline` (the base commit), command by command."""
+    if baseline is None:
+        return report
+    base_by_argv = {tuple(c.argv): c for c in baseline.commands}
+    known = {f.key for f in baseline.failures + baseline.pre_existing}
+    new: list[TestFailure] = []
+    old: list[TestFailure] = []
+    fixed: list[TestFailure] = []
+    problems: list[str] = []
+    for cmd in report.commands:
+        command = " ".join(cmd.argv)
+        mine = [f for f in report.failures if f.command == command]
+        base = base_by_argv.get(tuple(cmd.argv))
+        if base is None:  # not run on the base (a profile changed between rounds): all its failures are new
+            new += mine
+            continue
+        base_cases, merged_cases = cases(base), cases(cmd)
+        if base_cases is None and (base.exit_code != 0 or base.timed_out):
+            problems.append(f"`{command}`: {NOT_JUDGED}")
+            old += mine  # not blamed on the swarm, but not passed either
+            continue
+        new += [f for f in mine if f.key not in known]
+        old += [f for f in mine if f.key in known]
+        if base_cases is not None:
+            base_ran = _ran(base_cases)
+            merged_ran = _ran(merged_cases) if merged_cases is not None else set()
+            failing_on_base = {c.name for c in base_cases if c.outcome == "failed"}
+            fixed += [TestFailure(name=c.name, file=c.file, command=command) for c in merged_cases or []
+                      if c.outcome == "passed" and c.name in failing_on_base]
+            if merged_cases is None:
+                problems.append(f"`{command}`: no per-test results on the merged tree ({len(base_ran)} tests ran "
+                                "on the base commit): the suite did not start")
+            elif len(merged_ran) < len(base_ran):
+                missing = sorted(base_ran - merged_ran)
+                problems.append(f"`{command}`: fewer tests ran on the merged tree ({len(merged_ran)}) than on the "
+                                f"base commit ({len(base_ran)}); not run: {', '.join(missing[:5])}"
+                                + (f" and {len(missing) - 5} more" if len(missing) > 5 else ""))
+        if base.exit_class and cmd.exit_class and \
+                runners.SEVERITY.get(cmd.exit_class, 0) > runners.SEVERITY.get(base.exit_class, 0) and \
+                runners.SEVERITY.get(cmd.exit_class, 0) >= runners.SEVERITY[runners.NO_TESTS]:
+            problems.append(f"`{command}`: {base.exit_class} on the base commit, {cmd.exit_class} on the merged tree "
+                            f"(exit {base.exit_code} -> {cmd.exit_code})")
+    return report.model_copy(update={
+        "failures": new, "pre_existing": old, "fixed": fixed, "problems": problems,
+        "passed": not new and not problems, "base_tests_run": baseline.tests_run})
+
+
+def summary(report: TestReport) -> str:
+    """One line: what a lane or a reviewer reads first."""
+    if report.passed and not report.pre_existing and not report.flaky:
+        head = "passed"
+    else:
+        parts = [f"{len(report.failures)} new failure(s)"] if report.failures else []
+        parts += [f"{len(report.pre_existing)} pre-existing"] if report.pre_existing else []
+        parts += [f"{len(report.fixed)} fixed"] if report.fixed else []
+        parts += [f"{len(report.flaky)} flaky"] if report.flaky else []
+        parts += [f"{len(report.problems)} problem(s)"] if report.problems else []
+        head = ("passed" if report.passed else "FAILED") + (f" ({', '.join(parts)})" if parts else "")
+    if report.tests_run is not None:
+        base = f" (base commit: {report.base_tests_run})" if report.base_tests_run is not None else ""
+        head += f"; {report.tests_run} tests ran{base}"
+    return head
