@@ -8,7 +8,7 @@ PY     := $(VENV)/bin/python
 STATE  := $(CURDIR)/.reposwarm
 export REPOSWARM_HOME ?= $(STATE)
 
-.PHONY: venv demo test dev-server stop-dev-server worker clean record-history bench
+.PHONY: venv bubblewrap demo test dev-server stop-dev-server worker clean record-history bench
 
 venv: $(VENV)/.installed
 
@@ -18,10 +18,19 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $@
 
+# Every check command runs in a bubblewrap sandbox (reposwarm/sandbox.py): install it when missing and we can.
+bubblewrap:
+	@command -v bwrap >/dev/null 2>&1 || [ "$$REPOSWARM_SANDBOX" = off ] || \
+	{ [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
+	  { apt-get install -y -qq bubblewrap >/dev/null 2>&1 || \
+	    { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq bubblewrap >/dev/null 2>&1; }; } && \
+	  echo "installed bubblewrap: checks run sandboxed"; } || \
+	echo "checks run in a bubblewrap sandbox: install it (sudo apt-get install bubblewrap), or set REPOSWARM_SANDBOX=off"
+
 dev-server: venv
 	./temporal-dev --background
 
-demo: venv dev-server
+demo: venv bubblewrap dev-server
 	@mkdir -p $(STATE)
 	@echo "Web UI: http://localhost:8233 (the dev server keeps running after the demo; make stop-dev-server stops it)"
 	@$(PY) worker.py > $(STATE)/worker.log 2>&1 & echo $$! > $(STATE)/worker.pid; \
@@ -32,7 +41,7 @@ demo: venv dev-server
 worker: venv
 	$(PY) worker.py
 
-test: venv
+test: venv bubblewrap
 	$(PY) -m pytest -q
 
 # the benchmarks, on generated monorepos kept in $TMPDIR/reposwarm-bench:

@@ -17,6 +17,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
+from pydantic import ValidationError
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.envconfig import ClientConfig
@@ -32,7 +33,7 @@ from activities.repo import checkpoint_lane, create_lane_worktree, describe_lane
 from activities.review import publish_review
 from activities.tools import run_tool
 from activities.trials import prepare_trial_clone, score_trial
-from reposwarm import affinity, host_queue, serve_lanes, task_queue, telemetry
+from reposwarm import affinity, host_queue, sandbox, serve_lanes, task_queue, telemetry
 from workflows.lane import LaneWorkflow
 from workflows.swarm import SwarmWorkflow
 from workflows.trial import TrialWorkflow
@@ -69,6 +70,15 @@ class Workers:
         await self._stack.aclose()
 
 
+# A payload a workflow cannot decode (an activity's result, a child's, its own input) raises pydantic's
+# ValidationError while the SDK applies the result (worker/_workflow_instance.py _convert_payloads), outside
+# the workflow's code, so no try in it can catch it. As a task failure it would be retried for ever on the
+# same bytes, the run looking busy; as a workflow failure it ends the workflow with the reason, which the
+# parent sees (a lane ends failed). A ValidationError raised by workflow code itself is as deterministic:
+# no retry of its task could pass either.
+WORKFLOW_FAILURES = [ValidationError]
+
+
 def make_worker(client: Client, queue: str | None = None, *, serve: str = "all",
                 concurrency: int | None = None) -> Workers:
     """Workers for workflows and activities ("all"), or only orchestration ("workflows") or only lanes
@@ -93,6 +103,7 @@ def make_worker(client: Client, queue: str | None = None, *, serve: str = "all",
         interceptors=[HeartbeatInterceptor(), FailureLedgerInterceptor()],
         # forward heartbeats every 5 s (not 0.8 x the 30 s timeout): a dead worker is still noticed in 30 s
         max_heartbeat_throttle_interval=timedelta(seconds=5),
+        workflow_failure_exception_types=WORKFLOW_FAILURES,
     )
     if serve == "workflows":
         return Workers([shared])
@@ -121,6 +132,8 @@ async def main() -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         asyncio.get_running_loop().add_signal_handler(sig, stop.set)
     async with make_worker(client, serve=args.serve, concurrency=args.concurrency):
+        if (warning := sandbox.status()) is not None:  # said once here; every check and review says it again
+            logging.warning("%s", warning)
         logging.info("reposwarm worker on task queue %r at %s (serving %s; lane worktrees on the %s queue)",
                      task_queue(), target, args.serve, lanes_on)
         await stop.wait()

@@ -9,11 +9,13 @@ from pathlib import Path, PurePosixPath
 
 import git
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
 from reposwarm import gitcmd, ledger
 from reposwarm.checks import run_profile
 from reposwarm.contracts import AttributeInput, RollbackInput, TestReport, ValidateInput
 from reposwarm.paths import PathPolicy
+from reposwarm.sandbox import SandboxUnavailable
 from reposwarm.store import Store, run_dir
 
 
@@ -30,13 +32,27 @@ def _checkout(repo_path: str, path: Path, ref: str) -> None:
         repo.worktree("add", "-f", "--detach", str(path), ref)
 
 
+def _clean(path: Path) -> None:
+    if (path / ".git").exists():
+        wt = gitcmd.repo(str(path))
+        wt.checkout("-f", "HEAD")
+        wt.clean("-fdx")
+
+
 @activity.defn
 async def validate(req: ValidateInput) -> TestReport:
     """Run the check profile on a clean checkout of `ref`; keep the validated state under a ref of the run."""
     slug = re.sub(r"[^a-z0-9]+", "-", req.label.lower()).strip("-") or "check"
     path = run_dir(req.run_id) / ("baseline" if slug == "baseline" else "validate")
     await asyncio.to_thread(_checkout, req.repo_path, path, req.ref)
-    report = await run_profile(req.profile, path, Store(req.run_id))
+    try:
+        report = await run_profile(req.profile, path, Store(req.run_id))
+    except SandboxUnavailable as err:
+        # Not a passing fault: retrying cannot help until bubblewrap is installed (or the sandbox switched off).
+        raise ApplicationError(str(err), type="SandboxUnavailable", non_retryable=True) from None
+    finally:
+        # The checkout is throwaway: whatever the checks wrote in it (the only place they could) goes.
+        await asyncio.to_thread(_clean, path)
     report = report.model_copy(update={"ref": req.ref})
     if slug != "baseline":
         # Every validated state stays reachable (rollback needs the last green one; nothing is lost).

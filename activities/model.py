@@ -11,6 +11,7 @@ import asyncio
 import hashlib
 import json
 import os
+import re
 import sqlite3
 import tempfile
 import time
@@ -22,6 +23,7 @@ from typing import Any
 from opentelemetry import trace
 from pydantic import ValidationError
 from temporalio import activity
+from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import ApplicationError
 
 from activities.repo import lane_worktree
@@ -40,7 +42,18 @@ from reposwarm.contracts import (
     ToolCall,
     Usage,
 )
-from reposwarm.models import ModelError, ModelReply, ModelRequest, provider_for
+from reposwarm.models import (
+    MAX_ARGUMENT_CHARS,
+    MAX_ARGUMENT_DEPTH,
+    MAX_REPLY_BYTES,
+    ModelError,
+    ModelReply,
+    ModelRequest,
+    json_depth,
+    provider_for,
+    too_deep,
+    value_depth,
+)
 from reposwarm.prompts import LANE_SYSTEM, PLANNER_SYSTEM, planner_message
 from reposwarm.repomap import repo_map
 from reposwarm.store import Store, run_dir
@@ -72,6 +85,82 @@ def _keep_reply(path: Path, reply: ModelReply) -> None:
     os.replace(tmp, path)
 
 
+MAX_CALLS = 64  # tool calls run from one reply; each is an activity and history events
+MAX_CONTENT_CHARS = 100_000  # a reply's text kept in the transcript
+MAX_SUMMARY_CHARS = 20_000  # a finish summary rides in history (the lane's result, the review)
+MAX_ERROR_CHARS = 1_000
+CALL_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")  # what providers send (call_..., toolu_..., functions.x:0)
+TOOL_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+_SURROGATE = re.compile("[\ud800-\udfff]")  # lone halves of a pair, which JSON can spell and UTF-8 cannot
+
+
+def _text(value: str) -> str:
+    """A model's string as text every later step can encode: no NUL (it would end up in a commit message
+    or a summary), no lone surrogate (UTF-8 cannot store one)."""
+    return _SURROGATE.sub("\ufffd", value.replace("\x00", "\ufffd"))
+
+
+def _not_text(call: ToolCall) -> bool:
+    try:
+        call.raw_arguments.encode("utf-8")
+        json.dumps(call.arguments, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _bounded(reply: ModelReply, where: str) -> ModelReply:
+    """A provider's reply made safe to store, to put in history and to run, whatever the model sent.
+
+    Nothing is thrown away silently: a call that cannot be run as sent keeps its place and carries an error
+    the model reads next turn; only a reply too big to hold at all is refused whole (a non-retryable model
+    error: a retry would pay for another one like it). Call ids become unique and safe where they are not
+    (the transcript carries the new id, so the model's next turn still pairs each result with its call).
+    """
+    size = len(reply.content.encode("utf-8", "replace")) + sum(
+        len(c.raw_arguments) + len(c.id) + len(c.name) for c in reply.tool_calls)
+    if size > MAX_REPLY_BYTES:
+        raise ModelError(f"{where}: the model's reply is about {size:,} bytes, over the limit of "
+                         f"{MAX_REPLY_BYTES:,}; none of it was kept", retryable=False)
+    content = _text(reply.content)
+    if len(content) > MAX_CONTENT_CHARS:
+        content = content[:MAX_CONTENT_CHARS] + f"\n[reposwarm: {len(content) - MAX_CONTENT_CHARS:,} more characters cut]"
+    if len(reply.tool_calls) > MAX_CALLS:
+        content += (f"\n[reposwarm: this reply held {len(reply.tool_calls)} tool calls; only the first {MAX_CALLS} "
+                    f"were kept and run. Send the others again, at most {MAX_CALLS} per reply.]")
+    calls, seen = [], set()
+    for index, call in enumerate(reply.tool_calls[:MAX_CALLS]):
+        update: dict[str, Any] = {}
+        errors = [call.error] if call.error else []
+        if not TOOL_NAME.match(call.name):
+            update["name"] = _text(call.name[:64])
+            errors.append(f"{call.name[:64]!r} is not a tool name; the tools are named in letters, digits and '_'")
+        bad_id = not CALL_ID.match(call.id)
+        if bad_id:
+            errors.append(f"the call id {call.id[:40]!r}{'...' if len(call.id) > 40 else ''} is not usable (ids are "
+                          "1 to 128 letters, digits, '_', '-', '.' or ':'); the call was not run and has a new id")
+        if bad_id or call.id in seen:  # a repeated id would pair two results with one call
+            digest = hashlib.sha256(f"{index}\0{call.id}".encode("utf-8", "surrogatepass")).hexdigest()[:12]
+            update["id"] = f"call_{index}_{digest}"
+        oversized, not_text = len(call.raw_arguments) > MAX_ARGUMENT_CHARS, False
+        if oversized:
+            errors.append(f"the arguments are {len(call.raw_arguments):,} characters, over the limit of "
+                          f"{MAX_ARGUMENT_CHARS:,}; the call was not run")
+        elif json_depth(call.raw_arguments) > MAX_ARGUMENT_DEPTH or value_depth(call.arguments) > MAX_ARGUMENT_DEPTH:
+            errors.append(too_deep())
+        elif _not_text(call):
+            not_text = True
+            errors.append("the arguments hold a lone surrogate (half of a UTF-16 pair), which is not text; "
+                          "the call was not run")
+        if oversized or too_deep() in errors or not_text:  # dropped: kept, they would break the transcript
+            update.update(arguments=None, raw_arguments="{}")
+        if errors:
+            update["error"] = "; ".join(dict.fromkeys(errors))[:MAX_ERROR_CHARS]
+        seen.add(update.get("id", call.id))
+        calls.append(call.model_copy(update=update) if update else call)
+    return reply.model_copy(update={"content": content, "tool_calls": calls})
+
+
 async def _complete(model_name: str, request_fields: dict[str, Any], run_id: str, call_id: str, *,
                     price: ModelPrice | None = None, record: bool = False) -> ModelReply:
     """One model request. Every attempt is a ledger line (so the ledger matches what the provider saw),
@@ -91,7 +180,8 @@ async def _complete(model_name: str, request_fields: dict[str, Any], run_id: str
         try:
             provider, model = provider_for(model_name)
             request = ModelRequest(model=model, **request_fields)
-            reply = await provider.complete(request)
+            # bounded before it is kept, recorded or put in a transcript: nothing downstream sees it as it came
+            reply = _bounded(await provider.complete(request), f"{model_name.partition(':')[0]} model")
         except ModelError as err:
             ledger.record_activity(run_id, "model_call", call_id=call_id, agent=agent, model=model_name,
                                    outcome="error", error=str(err)[:300],
@@ -177,20 +267,66 @@ def _checked_calls(reply: ModelReply, store: Store) -> tuple[list[ToolCall], Fin
     finishes = [c for c in reply.tool_calls if c.name == "finish"]
     calls, finish = [], None
     for call in reply.tool_calls:
-        error = None
-        try:
-            args = parse_args(call.name, call.arguments, call.raw_arguments)
-            if call.name == "finish":
-                if len(finishes) > 1:
-                    raise ValueError(f"finish was called {len(finishes)} times in one reply; call it once")
-                finish = Finish(summary=args.summary, assumptions=args.assumptions)  # type: ignore[attr-defined]
-        except ValueError as err:
-            error = str(err)
+        error = call.error  # set by _bounded: the call cannot be run as sent, whatever its arguments say
+        if error is None:
+            try:
+                args = parse_args(call.name, call.arguments, call.raw_arguments)
+                if call.name == "finish":
+                    if len(finishes) > 1:
+                        raise ValueError(f"finish was called {len(finishes)} times in one reply; call it once")
+                    finish = _finish(args)  # type: ignore[arg-type]
+            except ValueError as err:
+                error = str(err)[:MAX_ERROR_CHARS]
         if len(call.raw_arguments) > INLINE_ARGS:
             call = call.model_copy(update={"arguments": None, "arguments_ref": store.put(call.raw_arguments),
                                            "raw_arguments": call.raw_arguments[:200]})
         calls.append(call.model_copy(update={"error": error}))
     return calls, finish
+
+
+def _finish(args: Any) -> Finish:
+    """The lane's summary rides in history and ends up in commit messages and the review: bounded, and text."""
+    texts = [args.summary, *args.assumptions]
+    if len(args.summary) > MAX_SUMMARY_CHARS or sum(map(len, texts)) > 2 * MAX_SUMMARY_CHARS:
+        raise ValueError(f"finish's summary and assumptions are {sum(map(len, texts)):,} characters; keep the "
+                         f"summary under {MAX_SUMMARY_CHARS:,} and all of it under {2 * MAX_SUMMARY_CHARS:,}")
+    if any("\x00" in text for text in texts):
+        raise ValueError("finish's summary or assumptions hold a NUL byte; send plain text")
+    return Finish(summary=args.summary, assumptions=args.assumptions)
+
+
+_PAYLOADS = pydantic_data_converter.payload_converter
+
+
+def _decodable(result: ModelTurnResult) -> ModelTurnResult:
+    """The turn's result as the lane's workflow will decode it, or the calls that stop that turned into errors.
+
+    A result the workflow cannot decode fails its workflow task on every attempt: the lane would look
+    running for ever. _bounded makes that impossible for what it knows of; this checks the result itself
+    with the very converter the workflow uses, so whatever it does not know of ends as a call error too.
+    """
+    def fails(value: ModelTurnResult) -> str | None:
+        try:
+            _PAYLOADS.from_payloads(_PAYLOADS.to_payloads([value]), [ModelTurnResult])
+        except Exception as err:  # noqa: BLE001 - any failure to encode or decode is the same problem
+            return f"{type(err).__name__}: {str(err).splitlines()[0][:200]}"
+        return None
+
+    problem = fails(result)
+    if problem is None:
+        return result
+    calls = list(result.tool_calls)
+    for i, call in enumerate(calls):
+        if fails(ModelTurnResult(transcript_ref=result.transcript_ref, tool_calls=[call])) is None:
+            continue
+        calls[i] = ToolCall(id=call.id, name=_text(call.name), raw_arguments="{}",
+                            error=f"the call could not be passed on as sent ({problem}); it was not run")
+    result = result.model_copy(update={"tool_calls": calls, "finish": None if fails(
+        ModelTurnResult(transcript_ref=result.transcript_ref, finish=result.finish)) else result.finish})
+    if (problem := fails(result)) is not None:
+        raise ApplicationError(f"the model's reply could not be made into a turn result: {problem}",
+                               type="ModelError", non_retryable=True)
+    return result
 
 
 @activity.defn
@@ -213,8 +349,9 @@ async def model_turn(req: ModelTurnInput) -> ModelTurnResult:
     )
     messages.append(_assistant_message(reply))
     calls, finish = _checked_calls(reply, store)
-    return ModelTurnResult(transcript_ref=store.put_json(messages), content=reply.content[:2000],
-                           tool_calls=calls, finish=finish, usage=reply.usage, model=req.model, compacted=compacted)
+    return _decodable(ModelTurnResult(transcript_ref=store.put_json(messages), content=reply.content[:2000],
+                                      tool_calls=calls, finish=finish, usage=reply.usage, model=req.model,
+                                      compacted=compacted))
 
 
 SUBMIT_PLAN = {

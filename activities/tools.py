@@ -2,55 +2,122 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+import re
+import tempfile
+import traceback
 from pathlib import Path
+from typing import Any
 
 from opentelemetry import trace
 from temporalio import activity
+from temporalio.exceptions import TemporalError
 
 from activities.repo import lane_worktree
 from reposwarm import ledger
 from reposwarm.contracts import ToolInput, ToolOutcome
 from reposwarm.paths import PathPolicy, ToolRefused
-from reposwarm.store import Store, run_dir
+from reposwarm.store import Store, home, run_dir
 from reposwarm.tools import TOOL_ARGS, Toolbox
 
 PREVIEW_CHARS = 300
 WRITES = frozenset({"write_file", "edit_file", "delete_file"})
+# An absolute path left in an error once the worktree's own is gone: cut to its last part, as
+# workflows.short_reason does. It starts the text or follows a space, quote, bracket, '=' or ':' (the
+# slashes of a relative path, "api/x/y", follow a name, and are left alone).
+_ABSOLUTE_PATH = re.compile(r"(?<![^\s'\"(\[=:,])/(?:[^\s/:'\"]+/)+([^\s/:'\"]*)")
+
+
+def outcome_path(run_id: str, lane: str, round_no: int, attempt: int, turn: int, call_id: str) -> Path:
+    """Where a tool call's outcome is recorded. The call id is the model's, so it names the file only
+    through its hash: an id like "/../../x" or one 300 characters long is a name like any other."""
+    digest = hashlib.sha256(call_id.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    return run_dir(run_id) / "tool-outcomes" / lane / f"r{round_no}.a{attempt}.t{turn}.{digest}.json"
+
+
+def _sanitized(text: str, roots: list[Path], strip_all: bool) -> str:
+    """An error as the model may see it: the worktree is ".", and (for errors the tools did not word
+    themselves) no other absolute path of the worker's disk is left; the raw error goes to the ledger."""
+    for root in sorted({str(r) for r in roots}, key=len, reverse=True):  # a longer spelling first
+        text = text.replace(root, ".")
+    text = text.replace(str(home()), "$REPOSWARM_HOME")
+    return _ABSOLUTE_PATH.sub(lambda m: m.group(1) or "/", text) if strip_all else text
+
+
+def _nul_in(arguments: dict[str, Any] | None) -> str | None:
+    """The argument holding a NUL byte, if one does: no file name, text or commit message takes one."""
+    stack: list[tuple[str, Any]] = list((arguments or {}).items())
+    while stack:
+        name, value = stack.pop()
+        if isinstance(value, str) and "\x00" in value:
+            return name
+        if isinstance(value, dict):
+            stack += [(name, v) for v in value.values()]
+        elif isinstance(value, list):
+            stack += [(name, v) for v in value]
+    return None
 
 
 @activity.defn
 def run_tool(req: ToolInput) -> ToolOutcome:
-    """Execute one tool call of a lane; every outcome, good, bad or refused, goes to the ledger."""
+    """Execute one tool call of a lane; every outcome, good, bad or refused, goes to the ledger.
+
+    Whatever the call holds, it ends as an outcome the model reads (ok, an error, or a refusal), never as
+    an exception that fails the activity: a malformed call is answered with its error, a refused one with
+    the reason, and a tool that fails with what went wrong, in words that name no path of the worker's disk.
+    """
     call = req.call
     worktree = lane_worktree(req.run_id, req.lane)
     store = Store(req.run_id)
     # A tool call runs once: if an earlier attempt got as far as recording its outcome, that is the outcome
     # (an edit_file applied twice would apply twice, or fail on its own first run).
-    done = run_dir(req.run_id) / "tool-outcomes" / req.lane / f"r{req.round}.a{req.attempt}.t{req.turn}.{call.id}.json"
-    if done.exists():
-        return ToolOutcome.model_validate_json(done.read_text(encoding="utf-8"))
+    done = outcome_path(req.run_id, req.lane, req.round, req.attempt, req.turn, call.id)
+    if (recorded := _recorded(done)) is not None:
+        return recorded
     tools = Toolbox(PathPolicy(worktree, req.allowed_paths, req.read_only_paths),
                     store=store, check_profiles=req.check_profiles, default_profile=req.default_profile,
                     default_reason=req.default_reason)
     refused = malformed = False
+    raw_error: str | None = None
     arguments, raw = call.arguments, call.raw_arguments
-    if call.arguments_ref:  # large arguments were parked in the store by the model turn
-        raw = store.get(call.arguments_ref).decode("utf-8")
-        try:
-            arguments = json.loads(raw)
-        except json.JSONDecodeError:
-            arguments = None
-        arguments = arguments if isinstance(arguments, dict) else None
-    if call.name in WRITES and isinstance(arguments, dict) and isinstance(arguments.get("path"), str):
-        _same_start(tools.policy, store, arguments["path"], done.with_name(done.name + ".before"))
     try:
-        malformed = call.error is not None and call.name in TOOL_ARGS
+        if call.arguments_ref:  # large arguments were parked in the store by the model turn
+            raw = store.get(call.arguments_ref).decode("utf-8")
+            try:
+                arguments = json.loads(raw)
+            except (ValueError, RecursionError):
+                arguments = None
+            arguments = arguments if isinstance(arguments, dict) else None
+        if call.error is not None:
+            # The model turn found the call malformed (unknown tool, bad arguments, too deep, a bad id): it is
+            # answered with that error and never run, whatever its arguments would do.
+            malformed = True
+            if call.name not in TOOL_ARGS:
+                raise ToolRefused(call.error)
+            raise ValueError(call.error)
+        if (where := _nul_in(arguments)) is not None:
+            raise ToolRefused(f"argument {where!r} holds a NUL byte; tools take text, and paths never hold one")
+        if call.name in WRITES and isinstance(arguments, dict) and isinstance(arguments.get("path"), str):
+            _same_start(tools.policy, store, arguments["path"], done.with_name(done.name + ".before"))
         output, ok = tools.call(call.name, arguments, raw), True
     except ToolRefused as err:
-        output, ok, refused, malformed = f"refused: {err}", False, True, call.name not in TOOL_ARGS
-    except (ValueError, OSError, UnicodeDecodeError) as err:
+        output, ok, refused = f"refused: {err}", False, True
+        malformed = malformed or call.name not in TOOL_ARGS
+    except (ValueError, OSError) as err:  # a failed call (UnicodeDecodeError is a ValueError)
         output, ok = f"error: {err}", False
+    except TemporalError:
+        raise  # a cancellation of the activity, not an outcome of the tool
+    except Exception as err:  # noqa: BLE001 - a tool's bug must not fail the lane: the model is told, the ledger keeps it
+        output, ok = f"error: {call.name} failed unexpectedly ({type(err).__name__}: {err})", False
+        raw_error = "".join(traceback.format_exception(err))[-4000:]
+    if not ok:
+        # refusals and malformed calls are worded here and in reposwarm (relative paths, and the model's own
+        # text); other errors come from the OS, git or a bug, and may name any path
+        shown = _sanitized(output, [tools.policy.root, worktree], strip_all=not (refused or malformed))
+        raw_error = raw_error or (output if shown != output else None)  # what the model was not shown
+        output = shown
     output = ledger.redact(output)
     output_ref = store.put(output)
     path = arguments.get("path") if isinstance(arguments, dict) else None
@@ -59,18 +126,32 @@ def run_tool(req: ToolInput) -> ToolOutcome:
                          "reposwarm.outcome": "refused" if refused else ("ok" if ok else "error")})
     ledger.record_activity(
         req.run_id, "tool_call", lane=req.lane, round=req.round, turn=req.turn,
-        reason=tools.edit.reason if tools.edit else None, call_id=call.id, tool=call.name, path=path if isinstance(path, str) else None,
+        reason=tools.edit.reason if tools.edit else None, call_id=call.id, tool=call.name,
+        path=path if isinstance(path, str) else None,
         outcome="refused" if refused else ("ok" if ok else "error"), detail=None if ok else output[:500],
-        malformed=malformed,
-        output_ref=output_ref,
+        malformed=malformed, output_ref=output_ref, **({"raw_error": raw_error} if raw_error else {}),
     )
     # The full output goes to the store; history carries a reference and a short preview.
     outcome = ToolOutcome(call_id=call.id, name=call.name, ok=ok, output=output[:PREVIEW_CHARS],
                           output_ref=output_ref, refused=refused, malformed=malformed, output_chars=len(output),
                           edit=tools.edit)
     done.parent.mkdir(parents=True, exist_ok=True)
-    done.write_text(outcome.model_dump_json(), encoding="utf-8")
+    # write-then-rename: a worker killed while writing leaves no half record for the next attempt to trip on
+    fd, tmp = tempfile.mkstemp(dir=done.parent, suffix=".tmp")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(outcome.model_dump_json())
+    os.replace(tmp, done)
     return outcome
+
+
+def _recorded(done: Path) -> ToolOutcome | None:
+    """The outcome an earlier attempt recorded, if it got that far (a record that cannot be read is none)."""
+    try:
+        return ToolOutcome.model_validate_json(done.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except ValueError:  # cut short by a kill before writes were atomic: the call runs again, as the first did
+        return None
 
 
 def _same_start(policy: PathPolicy, store: Store, path: str, before: Path) -> None:

@@ -10,10 +10,12 @@ from pathlib import Path
 
 import git
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
 from reposwarm import gitcmd, ledger, metrics
 from reposwarm.checks import run_profile
 from reposwarm.contracts import ScoreInput, TrialScore
+from reposwarm.sandbox import SandboxUnavailable
 from reposwarm.store import home
 
 TEST_FILE = re.compile(r"(^|/)(tests?/|test_[^/]*$|[^/]*_test\.(py|go)$|[^/]*\.(test|spec)\.[jt]sx?$)")
@@ -59,7 +61,10 @@ async def _commit_tests_pass(g: git.Git, req: ScoreInput, tests: list[str]) -> b
                     target.write_text(content, encoding="utf-8")
                 elif target.exists():
                     target.unlink()  # the commit deleted it
-            report = await run_profile(req.profile, checkout, None, rerun=False)
+            try:
+                report = await run_profile(req.profile, checkout, None, rerun=False)
+            except SandboxUnavailable as err:  # retrying cannot help until bubblewrap is installed
+                raise ApplicationError(str(err), type="SandboxUnavailable", non_retryable=True) from None
             return report.passed
         finally:
             await asyncio.to_thread(g.worktree, "remove", "--force", str(checkout))

@@ -63,9 +63,16 @@ def _explain(path: Path, err: ValidationError) -> ConfigError:
     return ConfigError(f"{path}: {key}: {first['msg']}{more}")
 
 
+LANE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
+
+
 def check_lane_graph(lanes: dict[str, Any], where: str) -> list[str]:
-    """Return lane names in a dependency order; raise on unknown lanes and cycles."""
+    """Return lane names in a dependency order; raise on bad names, unknown lanes and cycles."""
     for name, role in lanes.items():
+        if not LANE_NAME.fullmatch(name):
+            # a lane's name becomes a branch (swarm/<run>/<lane>) and a folder of the worker's
+            raise ConfigError(f"{where}: swarm.lanes: {name!r} is not a lane name (letters, digits, '_' and '-', "
+                              "starting with a letter or digit, at most 64 characters)")
         for dep in role.depends_on:
             if dep not in lanes:
                 raise ConfigError(f"{where}: swarm.lanes.{name}.depends_on: unknown lane {dep!r}")

@@ -223,6 +223,11 @@ class TestReport(Contract):
     commands: list[CommandResult] = []
     ref: str = ""
     unsandboxed: bool = False  # a command ran without the sandbox (REPOSWARM_SANDBOX=off)
+    # Per test (reposwarm/runners.py, reposwarm/verdicts.py): None where no command gave per-test results.
+    tests_run: int | None = None  # tests that ran (not skipped) on this tree
+    base_tests_run: int | None = None  # the same on the base commit, once judged against it
+    fixed: list[TestFailure] = []  # failing on the base commit, passing here
+    problems: list[str] = []  # why it did not pass besides new failures: fewer tests ran, a worse exit, not judged
 
 
 class CommandResult(Contract):
@@ -233,6 +238,10 @@ class CommandResult(Contract):
     output_tail: str = ""
     log_ref: str | None = None
     sandboxed: bool = True  # False when it ran without the sandbox (REPOSWARM_SANDBOX=off)
+    runner: str = ""  # the test runner known by its command line (reposwarm/runners.py), or ""
+    exit_class: str = ""  # passed | tests failed | no tests ran | error | timed out
+    tests_run: int | None = None  # tests that ran (not skipped); None: no per-test results
+    cases_ref: str | None = None  # every test's result, as JSON in the run's store
 
 
 class Usage(Contract):

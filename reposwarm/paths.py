@@ -15,6 +15,24 @@ from pathlib import Path
 import pathspec
 
 MAX_WRITE_BYTES = 1_000_000
+MAX_NAME_BYTES = 255  # one file name (NAME_MAX on Linux and macOS)
+MAX_PATH_BYTES = 1024  # a whole path relative to the root; the worktree's own path comes on top
+# The names git itself refuses to track as `.git` (verify_path with core.protectNTFS, on by default, and
+# core.protectHFS): any letter case, NTFS's trailing dots and spaces, its 8.3 short name and stream
+# suffix (".git::$INDEX_ALLOCATION"), and HFS+'s ignored code points inside (".g\u200cit"). A lane
+# writing one would make its checkpoint's `git add` fail; reading one is refused alike.
+_NTFS_DOTGIT = re.compile(r"^(\.git|git~1)[. ]*(:.*)?$", re.IGNORECASE | re.DOTALL)
+_HFS_IGNORED = re.compile("[\u200c-\u200f\u202a-\u202e\u206a-\u206f\ufeff]")
+
+
+def is_git_name(name: str) -> bool:
+    """Whether a file or folder name is one git takes for `.git` (see _NTFS_DOTGIT)."""
+    return bool(_NTFS_DOTGIT.match(name)) or _HFS_IGNORED.sub("", name).lower() == ".git"
+
+
+def touches_git(rel: str) -> bool:
+    """Whether a relative path has a `.git` (in any spelling git takes for one) among its parts."""
+    return any(is_git_name(part) for part in rel.split("/"))
 
 
 class ToolRefused(Exception):
@@ -37,6 +55,10 @@ def _spec(patterns: list[str]) -> pathspec.PathSpec:
     return pathspec.PathSpec.from_lines("gitignore", anchored)
 
 
+def _short(path: str) -> str:
+    return repr(path) if len(path) <= 80 else f"{path[:60]!r}... ({len(path)} characters)"
+
+
 class PathPolicy:
     def __init__(self, root: str | Path, allowed: list[str], read_only: list[str] | None = None) -> None:
         self.root = Path(root).resolve()
@@ -51,34 +73,44 @@ class PathPolicy:
         if "\x00" in path:
             raise PathRefused("path contains a NUL byte")
         if "\\" in path:
-            raise PathRefused(f"{path!r}: use forward slashes")
+            raise PathRefused(f"{_short(path)}: use forward slashes")
         if path.startswith("/") or (len(path) > 1 and path[1] == ":"):
-            raise PathRefused(f"{path!r}: absolute paths are refused; give a path relative to the repository root")
+            raise PathRefused(f"{_short(path)}: absolute paths are refused; give a path relative to the repository root")
         rel = posixpath.normpath(path)
         if rel == ".." or rel.startswith("../"):
-            raise PathRefused(f"{path!r} points outside the repository")
+            raise PathRefused(f"{_short(path)} points outside the repository")
+        encoded = rel.encode("utf-8", "surrogatepass")
+        longest = max(len(part.encode("utf-8", "surrogatepass")) for part in rel.split("/"))
+        if longest > MAX_NAME_BYTES or len(encoded) > MAX_PATH_BYTES:
+            raise PathRefused(f"{_short(path)}: too long ({longest} bytes in one name, {len(encoded)} in all; "
+                              f"at most {MAX_NAME_BYTES} in a name and {MAX_PATH_BYTES} in all)")
         return "" if rel == "." else rel
 
     @staticmethod
     def _touches_git(rel: str) -> bool:
-        return ".git" in rel.split("/")
+        return touches_git(rel)
 
     def _resolve(self, path: str) -> tuple[str, Path]:
         rel = self._normalise(path)
         if self._touches_git(rel):
-            raise PathRefused(f"{path!r}: .git is never readable or writable through tools")
+            raise PathRefused(f"{_short(path)}: .git is never readable or writable through tools")
         target = self.root / rel if rel else self.root
         # Resolve symlinks (of the path or any parent) and check where it really lands.
-        real = target.resolve()
+        try:
+            real = target.resolve()
+        except RuntimeError:  # Python 3.11 says so of a loop (a -> b -> a)
+            raise PathRefused(f"{_short(path)} cannot be resolved: a symlink on the way leads back to itself") from None
+        except OSError as err:
+            raise PathRefused(f"{_short(path)} cannot be resolved ({err.strerror or type(err).__name__})") from None
         try:
             real_rel = real.relative_to(self.root).as_posix()
         except ValueError:
-            raise PathRefused(f"{path!r} resolves outside the repository (through a symlink)") from None
+            raise PathRefused(f"{_short(path)} resolves outside the repository (through a symlink)") from None
         real_rel = "" if real_rel == "." else real_rel
         if self._touches_git(real_rel):
-            raise PathRefused(f"{path!r} resolves into .git, which tools never touch")
+            raise PathRefused(f"{_short(path)} resolves into .git, which tools never touch")
         if real_rel != rel and not (self.readable(real_rel) or real_rel == ""):
-            raise PathRefused(f"{path!r} is a symlink to {real_rel!r}, outside this lane's paths")
+            raise PathRefused(f"{_short(path)} is a symlink to {real_rel!r}, outside this lane's paths")
         return rel, real
 
     def readable(self, rel: str) -> bool:
@@ -91,7 +123,7 @@ class PathPolicy:
         rel, real = self._resolve(path)
         if not self.readable(rel):
             raise PathRefused(
-                f"{path!r} is outside this lane's readable paths "
+                f"{_short(path)} is outside this lane's readable paths "
                 f"(allowed: {', '.join(self.allowed_patterns)}; read-only: {', '.join(self.read_only_patterns) or 'none'})"
             )
         return rel, real
@@ -103,14 +135,14 @@ class PathPolicy:
     def for_write(self, path: str, size: int = 0) -> tuple[str, Path]:
         rel, real = self._resolve(path)
         if self._read_only.match_file(rel):
-            raise PathRefused(f"{path!r} is read-only for this lane (read_only_paths: {', '.join(self.read_only_patterns)})")
+            raise PathRefused(f"{_short(path)} is read-only for this lane (read_only_paths: {', '.join(self.read_only_patterns)})")
         if not self.writable(rel):
-            raise PathRefused(f"{path!r} is outside this lane's allowed paths ({', '.join(self.allowed_patterns)})")
+            raise PathRefused(f"{_short(path)} is outside this lane's allowed paths ({', '.join(self.allowed_patterns)})")
         real_rel = real.relative_to(self.root).as_posix()
         if real_rel != rel and not self.writable(real_rel):
-            raise PathRefused(f"{path!r} is a symlink to {real_rel!r}, which this lane may not write")
+            raise PathRefused(f"{_short(path)} is a symlink to {real_rel!r}, which this lane may not write")
         if size > MAX_WRITE_BYTES:
-            raise PathRefused(f"{path!r}: {size} bytes is over the write limit of {MAX_WRITE_BYTES} bytes")
+            raise PathRefused(f"{_short(path)}: {size} bytes is over the write limit of {MAX_WRITE_BYTES} bytes")
         return rel, real
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from reposwarm import gitcmd
-from reposwarm.paths import PathPolicy
+from reposwarm.paths import PathPolicy, touches_git
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ def _symlink_problem(policy: PathPolicy, change: Change) -> str | None:
         rel = real.relative_to(policy.root).as_posix()
     except ValueError:
         return f"{change.path} is a symlink leading outside the repository"
-    if not policy.writable(rel) or ".git" in rel.lower().split("/"):
+    if not policy.writable(rel) or touches_git(rel):
         return f"{change.path} is a symlink to {rel}, which this lane may not write"
     return None
 
@@ -77,7 +77,7 @@ def revert_outside_slice(policy: PathPolicy) -> list[str]:
     undone = []
     for change in changes(root):
         why = None
-        if not policy.writable(change.path) or ".git" in change.path.lower().split("/"):
+        if not policy.writable(change.path) or touches_git(change.path):
             what = {"??": "created", "!!": "created"}.get(change.code, "deleted" if "D" in change.code else "changed")
             why = f"{change.path} ({what}; outside this lane's writable paths)"
         elif change.symlink:

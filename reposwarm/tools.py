@@ -14,11 +14,14 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from reposwarm import gitcmd
+from reposwarm import gitcmd, sandbox
 from reposwarm.checks import run_profile
 from reposwarm.contracts import CheckProfile, FileEdit
 from reposwarm.paths import PathPolicy, ToolRefused
+from reposwarm.sandbox import SandboxUnavailable
+from reposwarm.slice import revert_outside_slice
 from reposwarm.store import Store
+from reposwarm.store import home as reposwarm_home
 
 OUTPUT_CAP = 20_000
 MAX_MATCHES = 200
@@ -308,13 +311,33 @@ class Toolbox:
             configured = ", ".join(sorted(self.check_profiles)) or "none"
             raise ToolRefused(f"run_checks runs only configured check profiles; {name!r} is not one "
                               f"(configured: {configured})")
-        # Tools run in the worker's thread pool; the checks get an event loop of their own.
-        report = asyncio.run(run_profile(profile, self.policy.root, self.store))
+        try:
+            # Tools run in the worker's thread pool; the checks get an event loop of their own.
+            report = asyncio.run(run_profile(profile, self.policy.root, self.store))
+        except SandboxUnavailable as err:
+            raise ToolRefused(str(err)) from None
         lines = [f"checks {'passed' if report.passed else 'FAILED'} in {report.duration_s:.1f}s"]
+        if report.unsandboxed:
+            lines.append(f"warning: {sandbox.OFF_WARNING}")
         lines += [f"failing: {f.name}" + (f" ({f.file})" if f.file else "") for f in report.failures]
         lines += [f"flaky (failed, then passed on a re-run): {f.name}" for f in report.flaky]
         for result in report.commands:
-            state = "timed out" if result.timed_out else f"exit {result.exit_code}"
+            state = ("timed out" if result.timed_out else "ended at its output cap" if result.exit_code is None
+                     else f"exit {result.exit_code}")
             lines.append(f"$ {' '.join(result.argv)}  ({state}; full log {result.log_ref})\n"
                          f"{result.output_tail[-3000:]}")
-        return _cap("\n".join(lines))
+        text = _cap("\n".join(lines))
+        undone = self._contain_checks()
+        if undone:  # (after the cap, which must not cut it)
+            more = f"; and {len(undone) - 20} more" if len(undone) > 20 else ""
+            text += ("\nrefused: the checks changed paths outside this lane's slice; reverted: "
+                     + "; ".join(undone[:20]) + more)
+        return text
+
+    def _contain_checks(self) -> list[str]:
+        """Undo what the checks changed outside the lane's writable paths (the sandbox lets them write the whole
+        worktree). Only in a worktree of the swarm's own (under REPOSWARM_HOME): over the user's checkout (the
+        MCP server), the same would wipe their uncommitted work and ignored files."""
+        if reposwarm_home() not in self.policy.root.parents:
+            return []
+        return revert_outside_slice(self.policy)

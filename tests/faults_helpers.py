@@ -56,20 +56,24 @@ TRIGGER_LIMIT_S = 120.0  # the fault's moment must come within this long after t
 LANE_CHECK_S = 1.0  # the run_checks tool's profile command sleeps this long in a lane worktree
 VALIDATION_S = 2.0  # the validation profile's command sleeps this long on the merged tree (not on the baseline)
 SERVER_DOWN_S = {"server": 3.0, "server_long": 30.0}  # how long the dev server stays dead
+MARK_POLL_S = 0.01  # CheckMarks reads /proc this often
+MARK_LINGER_S = 0.3  # a check stays this long after saying "end", for CheckMarks to see it
 
 FILES = {
     "api/app.py": "VERSION = 1\n",
     "web/client.js": "export const v = 1;\n",
     "docs/index.md": "# Docs\n",
-    # The check command: notes when it starts and ends (and where: the folder is the lane's name, "baseline"
-    # or "validate"), sleeps except on the baseline, then really imports the API from the checked tree.
+    # The check command: says when it starts and ends (and where: the folder is the lane's name, "baseline"
+    # or "validate"), sleeps except on the baseline, then really imports the API from the checked tree. It runs
+    # sandboxed and can write nothing but its tree, so it says it in its process name, which CheckMarks reads
+    # from the host's /proc (argv[1] is the scenario's token, for CheckMarks to tell the scenarios apart).
     "checks/check.py": (
         "import os, sys, time\n"
-        "marks, sleep_s = sys.argv[1], float(sys.argv[2])\n"
+        "sleep_s = float(sys.argv[2])\n"
         "where = os.path.basename(os.getcwd())\n"
         "def note(what):\n"
-        "    with open(marks, 'a') as f:\n"
-        "        f.write(f'{what} {os.getpid()} {where} {time.time():.3f}\\n')\n"
+        "    with open('/proc/self/comm', 'w') as f:\n"
+        "        f.write(f'{what}:{where}'[:15])\n"
         "note('start')\n"
         "if where != 'baseline':\n"
         "    time.sleep(sleep_s)\n"
@@ -77,6 +81,7 @@ FILES = {
         "import api.app\n"
         "assert api.app.VERSION == 1\n"
         "note('end')\n"
+        f"time.sleep({MARK_LINGER_S})  # long enough to be seen ending\n"
     ),
 }
 PLAN = {
@@ -381,6 +386,57 @@ class Watch(threading.Thread):
             time.sleep(0.005)
 
 
+class CheckMarks(threading.Thread):
+    """One watcher for every scenario: a check command names its process "start:<where>", later
+    "end:<where>"; this writes "start|end <pid> <where> <time>" into the marks file of the scenario whose token
+    is on the process's command line, once for each process and state."""
+
+    shared: CheckMarks | None = None
+    _lock = threading.Lock()
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True)
+        self.files: dict[str, Path] = {}
+        self.seen: set[tuple[int, str]] = set()
+
+    @classmethod
+    def watch(cls, token: str, marks: Path) -> None:
+        with cls._lock:
+            if cls.shared is None:
+                cls.shared = cls()
+                cls.shared.start()
+            cls.shared.files[token] = marks
+
+    @classmethod
+    def forget(cls, token: str) -> None:
+        with cls._lock:
+            if cls.shared is not None:
+                cls.shared.files.pop(token, None)
+
+    def run(self) -> None:
+        while True:
+            for entry in os.scandir("/proc"):
+                if entry.name.isdigit():
+                    self._look(int(entry.name))
+            time.sleep(MARK_POLL_S)
+
+    def _look(self, pid: int) -> None:
+        try:
+            comm = Path(f"/proc/{pid}/comm").read_text().strip()
+            what, _, where = comm.partition(":")
+            if what not in ("start", "end") or not where or (pid, comm) in self.seen:
+                return
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+        except OSError:
+            return
+        self.seen.add((pid, comm))
+        with self._lock:
+            marks = next((self.files[a] for a in argv if a in self.files), None)
+        if marks is not None:
+            with marks.open("a") as f:
+                f.write(f"{what} {pid} {where} {time.time():.3f}\n")
+
+
 def _marked(path: Path, pattern: str) -> Callable[[], bool]:
     rx = re.compile(pattern, re.M)
     return lambda: path.exists() and rx.search(path.read_text(errors="replace")) is not None
@@ -422,6 +478,8 @@ async def run_scenario(out: Outcome, client: Client, address: str, mp: pytest.Mo
     base = await asyncio.to_thread(git, repo, "rev-parse", "HEAD")
     home = out.home = tmp / "home"
     marks = tmp / "marks.log"
+    token = f"faults-{uuid.uuid4().hex}"  # on the check commands' command lines: CheckMarks finds them by it
+    CheckMarks.watch(token, marks)
     py = sys.executable
     lanes = write_yaml(tmp / "lanes.yaml", {
         "swarm": {"max_parallel": 2, "lanes": {
@@ -429,8 +487,8 @@ async def run_scenario(out: Outcome, client: Client, address: str, mp: pytest.Mo
             "web": {"allowed_paths": ["web/"], "read_only_paths": ["api/"], "depends_on": ["api"]},
             "docs": {"allowed_paths": ["docs/"], "read_only_paths": ["api/"], "depends_on": ["api"]}}},
         "validation": {"profile": "default", "profiles": {
-            "default": {"timeout_s": 60, "commands": [[py, "checks/check.py", str(marks), str(VALIDATION_S)]]},
-            "lane": {"timeout_s": 60, "commands": [[py, "checks/check.py", str(marks), str(LANE_CHECK_S)]]}}},
+            "default": {"timeout_s": 60, "commands": [[py, "checks/check.py", token, str(VALIDATION_S)]]},
+            "lane": {"timeout_s": 60, "commands": [[py, "checks/check.py", token, str(LANE_CHECK_S)]]}}},
     })
     out.queue = queue = f"faults-{fault or 'reference'}-{uuid.uuid4().hex[:6]}"
     fake = SlowModelServer("openai", SCRIPT)
@@ -573,6 +631,7 @@ async def run_scenario(out: Outcome, client: Client, address: str, mp: pytest.Mo
         out.calls = list(fake.calls)
         if out.run_id:
             out.ledger_lines = read_ledger(home, out.run_id)
+        CheckMarks.forget(token)
         out.marks = marks.read_text().splitlines() if marks.exists() else []
         if handle is not None and out.completed_at is None:
             try:

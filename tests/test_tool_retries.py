@@ -14,7 +14,7 @@ import pytest
 from temporalio.testing import ActivityEnvironment
 
 from activities.repo import lane_worktree_path
-from activities.tools import run_tool
+from activities.tools import outcome_path, run_tool
 from reposwarm import ledger
 from reposwarm.contracts import ToolCall, ToolInput
 from reposwarm.store import run_dir
@@ -27,7 +27,7 @@ def call(run_id: str, call_id: str, name: str, arguments: dict) -> ToolInput:
 
 
 def lose_the_record(run_id: str, call_id: str) -> None:
-    outcome = run_dir(run_id) / "tool-outcomes" / "api" / f"r1.a1.t1.{call_id}.json"
+    outcome = outcome_path(run_id, "api", 1, 1, 1, call_id)
     assert outcome.exists()
     outcome.unlink()
 

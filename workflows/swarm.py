@@ -44,7 +44,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from reposwarm.estimate import estimate_lane
     from reposwarm.prompts import lane_first_message
-    from workflows import GIT, root_cause
+    from workflows import GIT, root_cause, short_reason
     from workflows.lane import LaneWorkflow
     from workflows.merging import MergeQueue
     from workflows.validation import Gate, repair_note
@@ -361,7 +361,7 @@ class SwarmWorkflow:
         try:
             return await workflow.execute_child_workflow(LaneWorkflow.run, task, id=task.task_id)
         except Exception as err:
-            return LaneResult(lane=task.lane, status=LaneStatus.failed, reason=root_cause(err),
+            return LaneResult(lane=task.lane, status=LaneStatus.failed, reason=short_reason(err),
                               changeset=ChangeSet(task_id=task.task_id))
 
     def _helper_task(self, req: SwarmRequest, name: str, goal: str, plan: Plan, round_no: int,

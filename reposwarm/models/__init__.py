@@ -16,11 +16,93 @@ Temporal, which owns retries, can decide.
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any, Protocol
 
 from pydantic import BaseModel
 
 from reposwarm.contracts import ToolCall, Usage
+
+# What a model reply may hold. Past these, a reply is not passed on as it came: a call nested deeper than
+# MAX_ARGUMENT_DEPTH would overflow the recursion limits of json and pydantic further on (pydantic's JSON
+# parser stops at 200 levels, so a lane's workflow could not even decode the turn's result), a call larger
+# than MAX_ARGUMENT_CHARS is no tool's input (a write is at most 1 MB), and a whole reply over
+# MAX_REPLY_BYTES is no answer a lane can use.
+MAX_ARGUMENT_DEPTH = 32
+MAX_ARGUMENT_CHARS = 4_000_000
+MAX_REPLY_BYTES = 8 * 1024 * 1024
+# Brackets and whole strings of JSON text: a string's brackets are not nesting.
+_JSON_TOKENS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')
+
+
+def json_depth(text: str, limit: int = MAX_ARGUMENT_DEPTH) -> int:
+    """How deep JSON text nests (an object or array is one level), counted without decoding it, so text
+    that would overflow a decoder can be measured; counting stops just past `limit`."""
+    depth = deepest = 0
+    for match in _JSON_TOKENS.finditer(text):
+        char = match.group()
+        if char in ("[", "{"):
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if deepest > limit:
+                    break
+        elif char in ("]", "}"):
+            depth -= 1
+    return deepest
+
+
+def value_depth(value: Any, limit: int = MAX_ARGUMENT_DEPTH) -> int:
+    """How deep a decoded JSON value nests, walked without recursion; counting stops just past `limit`."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        deepest = max(deepest, depth)
+        if deepest > limit:
+            break
+        stack.extend((child, depth + 1) for child in children)
+    return deepest
+
+
+def too_deep() -> str:
+    return (f"the arguments nest more than {MAX_ARGUMENT_DEPTH} levels deep, which is more than any tool takes; "
+            "the call was not run: send the arguments as the tool's schema says")
+
+
+def tool_call(call_id: Any, name: Any, arguments: Any) -> ToolCall:
+    """A ToolCall from what a provider sent: `arguments` as the JSON text, or as the value itself.
+
+    Arguments nested past MAX_ARGUMENT_DEPTH are never decoded or encoded (that is what overflows): the
+    call keeps `{}` as its raw arguments and carries the reason as its error, which the model reads.
+    Arguments that are not a JSON object keep their text and get None, which the lane reports as malformed.
+    """
+    call_id, name = str(call_id), str(name)
+    if isinstance(arguments, str):
+        depth = json_depth(arguments)
+        if depth > MAX_ARGUMENT_DEPTH:
+            return ToolCall(id=call_id, name=name, raw_arguments="{}", error=too_deep())
+        try:
+            parsed = json.loads(arguments)
+        except (ValueError, RecursionError):
+            parsed = None
+        return ToolCall(id=call_id, name=name, arguments=parsed if isinstance(parsed, dict) else None,
+                        raw_arguments=arguments)
+    depth = value_depth(arguments)
+    if depth > MAX_ARGUMENT_DEPTH:
+        return ToolCall(id=call_id, name=name, raw_arguments="{}", error=too_deep())
+    try:
+        raw = json.dumps(arguments)
+    except (TypeError, ValueError):  # not JSON at all (a replay script may hold anything YAML can say)
+        raw = str(arguments)
+    return ToolCall(id=call_id, name=name, arguments=arguments if isinstance(arguments, dict) else None,
+                    raw_arguments=raw)
 
 
 class ModelRequest(BaseModel):

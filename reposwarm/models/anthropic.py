@@ -8,7 +8,7 @@ because the API requires user and assistant to alternate.
 
 from __future__ import annotations
 
-import json
+import hashlib
 import os
 import re
 from typing import Annotated, Any, Literal
@@ -16,8 +16,8 @@ from typing import Annotated, Any, Literal
 import httpx
 from pydantic import BaseModel, Discriminator, Tag
 
-from reposwarm.contracts import ToolCall, Usage
-from reposwarm.models import ModelError, ModelReply, ModelRequest
+from reposwarm.contracts import Usage
+from reposwarm.models import ModelError, ModelReply, ModelRequest, tool_call
 from reposwarm.models.http import base_url, env_number, parse_arguments, post
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
@@ -37,7 +37,7 @@ class _ToolUseBlock(BaseModel):
     type: Literal["tool_use"]
     id: str
     name: str
-    input: dict[str, Any]
+    input: Any = None  # an object; anything else (or one nested too deep) is that call's error, not the reply's
 
 
 class _OtherBlock(BaseModel):
@@ -75,8 +75,12 @@ class _Message(BaseModel):
 
 
 def _safe_id(call_id: str) -> str:
-    """tool_use ids must match ^[a-zA-Z0-9_-]+$; ids from other providers may not, so map them alike both ways."""
-    return _UNSAFE_ID.sub("_", call_id) or "call"
+    """tool_use ids must match ^[a-zA-Z0-9_-]+$; ids from other providers may not, so map them alike both ways.
+    A mapped id carries a hash of the original, so two ids ("a.b", "a:b") never map to one."""
+    if call_id and not _UNSAFE_ID.search(call_id):
+        return call_id
+    digest = hashlib.sha256(call_id.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    return f"{_UNSAFE_ID.sub('_', call_id)[:64]}_{digest}"
 
 
 def _blocks(message: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
@@ -163,8 +167,7 @@ class AnthropicProvider:
             transport=self._transport,
         )
         text = "\n\n".join(b.text for b in reply.content if isinstance(b, _TextBlock) and b.text)
-        calls = [ToolCall(id=b.id, name=b.name, arguments=b.input, raw_arguments=json.dumps(b.input))
-                 for b in reply.content if isinstance(b, _ToolUseBlock)]
+        calls = [tool_call(b.id, b.name, b.input) for b in reply.content if isinstance(b, _ToolUseBlock)]
         usage = reply.usage
         cached = (usage.cache_creation_input_tokens or 0) + (usage.cache_read_input_tokens or 0)
         return ModelReply(content=text, tool_calls=calls,

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 import httpx
 from pydantic import BaseModel, ValidationError
 
-from reposwarm.models import ModelError
+from reposwarm.models import MAX_ARGUMENT_DEPTH, MAX_REPLY_BYTES, ModelError, json_depth
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -56,10 +56,13 @@ def base_url(env: str, default: str) -> str:
 
 
 def parse_arguments(raw: str) -> dict[str, Any] | None:
-    """Tool-call arguments as a dict when they are a JSON object; None tells the lane they were malformed."""
+    """Tool-call arguments as a dict when they are a JSON object; None tells the lane they were malformed
+    (arguments nested too deep to decode safely included)."""
     try:
+        if json_depth(raw) > MAX_ARGUMENT_DEPTH:
+            return None
         parsed = json.loads(raw)
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, RecursionError):
         return None
     return parsed if isinstance(parsed, dict) else None
 
@@ -78,8 +81,7 @@ class _ErrorBody(BaseModel):
     detail: Any = None
 
 
-def _api_message(response: httpx.Response) -> str:
-    text = response.text
+def _api_message(text: str) -> str:
     try:
         body = _ErrorBody.model_validate_json(text)
     except ValidationError:
@@ -117,10 +119,10 @@ def _scrub(text: str, secret: str | None) -> str:
     return text.replace(secret, "[redacted]") if secret else text
 
 
-def status_error(response: httpx.Response, *, where: str, key_env: str, secret: str | None) -> ModelError:
-    """Map an HTTP error status to a ModelError that says what to do about it."""
+def status_error(response: httpx.Response, text: str, *, where: str, key_env: str, secret: str | None) -> ModelError:
+    """Map an HTTP error status (and the body's text) to a ModelError that says what to do about it."""
     status = response.status_code
-    api = _scrub(_api_message(response), secret)
+    api = _scrub(_api_message(text), secret)
     head = f"{where}: HTTP {status}"
     if status in (408, 409, 429) or status >= 500:
         wait = _retry_after(response.headers)
@@ -145,6 +147,26 @@ def _ssl_context() -> ssl.SSLContext:
     return ssl.create_default_context()
 
 
+async def _read_capped(response: httpx.Response, url: str, where: str) -> bytes:
+    """The body, read as it streams in, and never more than MAX_REPLY_BYTES of it.
+
+    A reply over the cap is refused, not retried: a cut JSON body holds nothing usable, and a server that
+    sent one will likely send the next one alike, each paid for.
+    """
+    declared = response.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > MAX_REPLY_BYTES:
+        raise ModelError(f"{where}: the reply from {url} is {int(declared):,} bytes, over the limit of "
+                         f"{MAX_REPLY_BYTES:,}; it was not read", retryable=False)
+    chunks, size = [], 0
+    async for chunk in response.aiter_bytes():
+        size += len(chunk)
+        if size > MAX_REPLY_BYTES:
+            raise ModelError(f"{where}: the reply from {url} is over the limit of {MAX_REPLY_BYTES:,} bytes; "
+                             "reading stopped there", retryable=False)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 async def post(
     url: str,
     *,
@@ -160,7 +182,8 @@ async def post(
     timeout = timeouts()
     try:
         async with httpx.AsyncClient(timeout=timeout, transport=transport, verify=_ssl_context()) as client:
-            response = await client.post(url, headers=headers, json=body)
+            async with client.stream("POST", url, headers=headers, json=body) as response:
+                content = await _read_capped(response, url, where)
     except httpx.TimeoutException as err:
         limit = timeout.connect if isinstance(err, httpx.ConnectTimeout) else timeout.read
         raise ModelError(f"{where}: {type(err).__name__}: no answer from {url} within {limit:g}s "
@@ -171,10 +194,20 @@ async def post(
         raise ModelError(f"{where}: could not reach {url}: {type(err).__name__}: "
                          f"{_scrub(str(err), secret)}", retryable=True) from None
     if not response.is_success:
-        raise status_error(response, where=where, key_env=key_env, secret=secret)
+        raise status_error(response, content.decode("utf-8", "replace"), where=where, key_env=key_env,
+                           secret=secret)
+    malformed = f"{where}: the reply from {url} was malformed (not JSON, or not the expected shape)"
+    # Decoded with json and validated as Python data, not with pydantic's JSON parser, which refuses a
+    # whole reply at 200 levels of nesting: arguments nested too deep are that call's error only
+    # (reposwarm.models.tool_call). Nesting past Python's own recursion limit leaves nothing usable.
     try:
-        return reply_type.model_validate_json(response.content)
+        data = json.loads(content)
+    except RecursionError:
+        raise ModelError(f"{malformed}: it nests too deep to decode", retryable=False) from None
+    except ValueError as err:
+        raise ModelError(f"{malformed}: {_scrub(str(err), secret)[:200]}", retryable=True) from None
+    try:
+        return reply_type.model_validate(data)
     except ValidationError as err:
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in err.errors()[:3])
-        raise ModelError(f"{where}: the reply from {url} was malformed (not JSON, or not the expected "
-                         f"shape): {_scrub(problems, secret)}", retryable=True) from None
+        raise ModelError(f"{malformed}: {_scrub(problems, secret)}", retryable=True) from None

@@ -8,7 +8,6 @@ against pydantic models of the wire format rather than picked apart by hand.
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any
 
@@ -16,8 +15,8 @@ import httpx
 from pydantic import BaseModel, Field
 
 from reposwarm.contracts import ToolCall, Usage
-from reposwarm.models import ModelError, ModelReply, ModelRequest
-from reposwarm.models.http import base_url, parse_arguments, post
+from reposwarm.models import ModelError, ModelReply, ModelRequest, tool_call
+from reposwarm.models.http import base_url, post
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 _MESSAGE_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name")
@@ -28,11 +27,11 @@ _MESSAGE_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name")
 
 class _Function(BaseModel):
     name: str
-    arguments: str | dict[str, Any] = ""  # a JSON string; a few local servers send the object itself
+    arguments: Any = ""  # a JSON string; a few local servers send the object itself (or anything at all)
 
 
 class _ToolCall(BaseModel):
-    id: str | None = None
+    id: str | int | None = None
     type: str = "function"
     function: _Function
 
@@ -69,14 +68,9 @@ def _wire_message(message: dict[str, Any]) -> dict[str, Any]:
 
 
 def _tool_call(call: _ToolCall, index: int) -> ToolCall:
-    raw = call.function.arguments
-    raw_text = raw if isinstance(raw, str) else json.dumps(raw)
-    return ToolCall(
-        id=call.id or f"call_{index}",  # kept exactly as given; invented only when a server sends none
-        name=call.function.name,
-        arguments=parse_arguments(raw_text),
-        raw_arguments=raw_text,
-    )
+    # the id is kept exactly as given (the model activity judges it); invented only when a server sends none
+    return tool_call(call.id if call.id not in (None, "") else f"call_{index}", call.function.name,
+                     call.function.arguments)
 
 
 class OpenAIProvider:

@@ -33,8 +33,8 @@ from typing import Any
 
 import yaml
 
-from reposwarm.contracts import ToolCall, Usage
-from reposwarm.models import ModelError, ModelReply, ModelRequest
+from reposwarm.contracts import Usage
+from reposwarm.models import ModelError, ModelReply, ModelRequest, tool_call
 
 
 @lru_cache(maxsize=32)
@@ -58,17 +58,10 @@ def _reply(raw: dict[str, Any], where: str) -> ModelReply:
         raise ModelError(f"{where}: a reply must be a mapping with content and/or tool_calls", retryable=False)
     calls = []
     for i, call in enumerate(raw.get("tool_calls") or []):
-        args = call.get("arguments", {})
-        if isinstance(args, str):
-            try:
-                parsed = json.loads(args)
-            except json.JSONDecodeError:
-                parsed = None
-            calls.append(ToolCall(id=str(call["id"]), name=str(call["name"]),
-                                  arguments=parsed if isinstance(parsed, dict) else None, raw_arguments=args))
-        else:
-            calls.append(ToolCall(id=str(call.get("id") or f"{where}-{i}"), name=str(call["name"]),
-                                  arguments=args, raw_arguments=json.dumps(args)))
+        if not isinstance(call, dict) or "name" not in call:
+            raise ModelError(f"{where}: tool call {i + 1} must be a mapping with a name", retryable=False)
+        # a string is played back verbatim as the raw JSON the model sent (malformed, or nested too deep)
+        calls.append(tool_call(call.get("id") or f"{where}-{i}", call["name"], call.get("arguments", {})))
     usage = raw.get("usage") or {}
     return ModelReply(
         content=str(raw.get("content") or ""),
