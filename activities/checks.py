@@ -11,8 +11,8 @@ import git
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from reposwarm import gitcmd, ledger
-from reposwarm.checks import run_profile
+from reposwarm import gitcmd, ledger, verdicts
+from reposwarm.checks import baseline_path, load_cases, run_profile
 from reposwarm.contracts import AttributeInput, RollbackInput, TestReport, ValidateInput
 from reposwarm.paths import PathPolicy
 from reposwarm.sandbox import SandboxUnavailable
@@ -45,8 +45,9 @@ async def validate(req: ValidateInput) -> TestReport:
     slug = re.sub(r"[^a-z0-9]+", "-", req.label.lower()).strip("-") or "check"
     path = run_dir(req.run_id) / ("baseline" if slug == "baseline" else "validate")
     await asyncio.to_thread(_checkout, req.repo_path, path, req.ref)
+    store = Store(req.run_id)
     try:
-        report = await run_profile(req.profile, path, Store(req.run_id))
+        report = await run_profile(req.profile, path, store)
     except SandboxUnavailable as err:
         # Not a passing fault: retrying cannot help until bubblewrap is installed (or the sandbox switched off).
         raise ApplicationError(str(err), type="SandboxUnavailable", non_retryable=True) from None
@@ -54,14 +55,22 @@ async def validate(req: ValidateInput) -> TestReport:
         # The checkout is throwaway: whatever the checks wrote in it (the only place they could) goes.
         await asyncio.to_thread(_clean, path)
     report = report.model_copy(update={"ref": req.ref})
-    if slug != "baseline":
+    if req.baseline is not None:
+        report = verdicts.judge(report, req.baseline, lambda result: load_cases(store, result))
+    if slug == "baseline":
+        # the lanes' run_checks tell their own failures from the base commit's by this
+        baseline_path(req.run_id).write_text(report.model_dump_json(), encoding="utf-8")
+    else:
         # Every validated state stays reachable (rollback needs the last green one; nothing is lost).
         state = "green" if report.passed else "red"
         await asyncio.to_thread(gitcmd.repo(req.repo_path).update_ref,
                                 f"refs/reposwarm/{req.run_id}/validated/{slug}-{state}", req.ref)
     ledger.record_activity(req.run_id, "validation", ref=req.ref, label=req.label, profile=req.profile_name,
                            passed=report.passed, failures=[f.name for f in report.failures],
-                           flaky=[f.name for f in report.flaky], duration_s=report.duration_s)
+                           flaky=[f.name for f in report.flaky], duration_s=report.duration_s,
+                           pre_existing=[f.name for f in report.pre_existing], fixed=[f.name for f in report.fixed],
+                           tests_run=report.tests_run, base_tests_run=report.base_tests_run,
+                           problems=report.problems)
     return report
 
 

@@ -17,6 +17,7 @@ from temporalio.exceptions import TemporalError
 
 from activities.repo import lane_worktree
 from reposwarm import ledger
+from reposwarm.checks import load_baseline
 from reposwarm.contracts import ToolInput, ToolOutcome
 from reposwarm.paths import PathPolicy, ToolRefused
 from reposwarm.store import Store, home, run_dir
@@ -78,7 +79,7 @@ def run_tool(req: ToolInput) -> ToolOutcome:
         return recorded
     tools = Toolbox(PathPolicy(worktree, req.allowed_paths, req.read_only_paths),
                     store=store, check_profiles=req.check_profiles, default_profile=req.default_profile,
-                    default_reason=req.default_reason)
+                    default_reason=req.default_reason, baseline=lambda: load_baseline(req.run_id))
     refused = malformed = False
     raw_error: str | None = None
     arguments, raw = call.arguments, call.raw_arguments

@@ -11,11 +11,10 @@ import dataclasses
 import tempfile
 import time
 from pathlib import Path
-from xml.etree import ElementTree
 
-from reposwarm import gitcmd, ledger, sandbox
+from reposwarm import gitcmd, ledger, runners, sandbox
 from reposwarm.contracts import CheckProfile, CommandResult, TestFailure, TestReport
-from reposwarm.store import Store
+from reposwarm.store import Store, run_dir
 
 TAIL_CHARS = 4000
 
@@ -28,7 +27,8 @@ def common_git_dir(tree: Path) -> Path | None:
 
 
 async def run_command(argv: list[str], tree: sandbox.Tree, profile: CheckProfile, timeout_s: float,
-                      store: Store | None) -> CommandResult:
+                      store: Store | None) -> tuple[CommandResult, str]:
+    """Run one command in the sandbox; its result, and its whole (redacted) output."""
     started = time.monotonic()
     ran = await sandbox.run(argv, tree, profile, timeout_s)
     log = ledger.redact(ran.output.decode("utf-8", errors="replace"))
@@ -42,65 +42,74 @@ async def run_command(argv: list[str], tree: sandbox.Tree, profile: CheckProfile
         output_tail=log[-TAIL_CHARS:],
         log_ref=store.put(how + log) if store is not None else None,
         sandboxed=ran.sandboxed,
-    )
+    ), log
 
 
-JUNIT = "{junit}"  # in a configured command, the path where its runner should write JUnit XML
-JUNIT_MAX_BYTES = 64 * 1024 * 1024
+REPORT_MAX_BYTES = 64 * 1024 * 1024
 
 
-def parse_junit(path: Path, command: str, cwd: Path) -> list[TestFailure]:
-    """Failing test cases of a JUnit XML report (pytest, jest-junit, gotestsum, Maven Surefire...)."""
-    try:
-        root = ElementTree.parse(path).getroot()
-    except (ElementTree.ParseError, OSError):
-        return []
-    failures = []
-    for case in root.iter("testcase"):
-        problem = case.find("failure")
-        if problem is None:
-            problem = case.find("error")
-        if problem is None:
-            continue
-        classname, name = case.get("classname", ""), case.get("name", "?")
-        failures.append(TestFailure(
-            name=f"{classname}.{name}" if classname else name, file=case.get("file") or _guess_file(classname, cwd),
-            # (a report the check wrote: its messages may quote the environment or a file's secrets)
-            message=ledger.redact(((problem.get("message") or "") + "\n" + (problem.text or "")).strip())[:2000],
-            command=command))
-    return failures
+def _safe_report(path: Path | None) -> Path | None:
+    """A report the command wrote, if the worker may read it: written by the command, a symlink or a FIFO there
+    must not make the worker read a file of its own, or hang."""
+    if path is None or not path.is_file() or path.is_symlink() or path.stat().st_size > REPORT_MAX_BYTES:
+        return None
+    return path
 
 
-def _guess_file(classname: str, cwd: Path) -> str | None:
-    """pytest and unittest name cases by dotted module path: tests.test_x.TestY -> tests/test_x.py."""
-    parts = classname.split(".")
-    for end in range(len(parts), 0, -1):
-        candidate = "/".join(parts[:end]) + ".py"
-        if (cwd / candidate).is_file():
-            return candidate
-    return None
+def _case_failure(case: runners.Case, command: str) -> TestFailure:
+    # (a report the check wrote: its messages may quote the environment or a file's secrets)
+    return TestFailure(name=case.name, file=case.file, message=ledger.redact(case.message), command=command)
 
 
 async def _run_once(argv: list[str], tree: sandbox.Tree, profile: CheckProfile, timeout_s: float,
                     store: Store | None) -> tuple[CommandResult, list[TestFailure]]:
-    # A folder of its own for its {junit} report: the one place outside the tree this command may write.
+    """Run one command with per-test reporting added for its runner; its failures, per test where it can."""
+    # A folder of its own for its report: the one place outside the tree this command may write.
     reports = Path(tempfile.mkdtemp(prefix="command-", dir=tree.reports))
-    junit = reports / "junit.xml"
-    result = await run_command([a.replace(JUNIT, str(junit)) for a in argv], dataclasses.replace(tree, reports=reports),
-                               profile, timeout_s, store)
-    result = result.model_copy(update={"argv": argv})
+    prepared = runners.prepare(argv, reports, "report")
+    result, log = await run_command(prepared.argv, dataclasses.replace(tree, reports=reports), profile, timeout_s,
+                                    store)
     command = " ".join(argv)
+    cases = None
+    if prepared.runner and result.exit_code is not None:  # a command killed at a limit left a partial report
+        cases = runners.parse(prepared.runner, log, _safe_report(prepared.report), tree.root)
+    ran = None if cases is None else sum(c.outcome != "skipped" for c in cases)
+    result = result.model_copy(update={
+        "argv": argv, "runner": prepared.runner, "tests_run": ran,
+        "exit_class": runners.exit_class(prepared.runner, result.exit_code, result.timed_out, cases),
+        "cases_ref": store.put_json([dataclasses.asdict(c) for c in cases])
+        if store is not None and cases is not None else None})
     if result.exit_code == 0:
         return result, []
-    # (written by the command: a symlink or a FIFO there must not make the worker read a file of its own, or hang)
-    readable = junit.is_file() and not junit.is_symlink() and junit.stat().st_size <= JUNIT_MAX_BYTES
-    parsed = parse_junit(junit, command, tree.root) if readable else []
-    if parsed and result.exit_code is not None:
-        return result, parsed
+    failed = [_case_failure(c, command) for c in cases or [] if c.outcome == "failed"]
+    if failed:
+        return result, failed
     why = (f"killed after its {timeout_s:.0f}s timeout" if result.timed_out
            else f"ended: its output passed {profile.max_output_mb} MB" if result.exit_code is None
-           else f"exit {result.exit_code}")
+           else f"exit {result.exit_code} ({result.exit_class})")
     return result, [TestFailure(name=command, message=f"{why}\n{result.output_tail[-2000:]}", command=command)]
+
+
+def baseline_path(run_id: str) -> Path:
+    """The run's baseline report (the profile on the base commit), for the lanes' run_checks to compare with."""
+    return run_dir(run_id) / "baseline.json"
+
+
+def load_baseline(run_id: str) -> TestReport | None:
+    try:
+        return TestReport.model_validate_json(baseline_path(run_id).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None  # not run yet (it runs beside the lanes), or not on this host
+
+
+def load_cases(store: Store | None, result: CommandResult) -> list[runners.Case] | None:
+    """A command's per-test results, kept in the run's store; None when it gave none (or they are not here)."""
+    if store is None or result.cases_ref is None:
+        return None
+    try:
+        return [runners.Case(**c) for c in store.get_json(result.cases_ref)]
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
 
 
 async def run_profile(profile: CheckProfile, cwd: Path, store: Store | None, *, rerun: bool = True) -> TestReport:
@@ -125,16 +134,7 @@ async def run_profile(profile: CheckProfile, cwd: Path, store: Store | None, *, 
                     flaky += [f for f in failed if f.key not in still]
                     failed = [f for f in failed if f.key in still]
             failures += failed
+    counted = [r.tests_run for r in results if r.tests_run is not None]
     return TestReport(passed=not failures, failures=failures, flaky=flaky,
                       duration_s=round(time.monotonic() - started, 3), commands=results,
-                      unsandboxed=any(not r.sandboxed for r in results))
-
-
-def against_baseline(report: TestReport, baseline: TestReport | None) -> TestReport:
-    """Failures that the base commit has too are pre-existing: reported, never blamed on the swarm."""
-    if baseline is None:
-        return report
-    known = {f.key for f in baseline.failures + baseline.pre_existing}
-    new = [f for f in report.failures if f.key not in known]
-    old = [f for f in report.failures if f.key in known]
-    return report.model_copy(update={"failures": new, "pre_existing": old, "passed": not new})
+                      unsandboxed=any(not r.sandboxed for r in results), tests_run=sum(counted) if counted else None)

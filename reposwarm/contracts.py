@@ -463,6 +463,7 @@ class ValidateInput(Contract):
     profile_name: str
     profile: CheckProfile
     label: str = ""  # "baseline", or "round 1 check 2": names the kept ref of a validated state
+    baseline: TestReport | None = None  # the base commit's report: the result is judged against it, per test
 
 
 class AttributeInput(Contract):

@@ -26,6 +26,19 @@ class LaneFigures(BaseModel):
     retries: int = 0
 
 
+class CheckFigures(BaseModel):
+    """The last check of the merged tree, per test, against the base commit."""
+
+    passed: bool
+    tests_run: int | None = None
+    base_tests_run: int | None = None
+    new_failures: int = 0
+    pre_existing: int = 0
+    fixed: int = 0
+    flaky: int = 0
+    problems: list[str] = []
+
+
 class RunReport(BaseModel):
     run_id: str
     elapsed_s: float
@@ -42,6 +55,7 @@ class RunReport(BaseModel):
     validations: int
     resolutions: int
     lanes: list[LaneFigures]
+    last_check: CheckFigures | None = None
 
 
 def report(run_id: str, lines: list[dict[str, Any]]) -> RunReport:
@@ -50,6 +64,7 @@ def report(run_id: str, lines: list[dict[str, Any]]) -> RunReport:
     opened: dict[tuple[str, str], float] = {}
     first_merge: dict[str, bool] = {}
     changesets = resolutions = validations = 0
+    last_check: CheckFigures | None = None
     retries_by_activity: dict[str, int] = defaultdict(int)
 
     def lane(name: str) -> LaneFigures:
@@ -85,6 +100,10 @@ def report(run_id: str, lines: list[dict[str, Any]]) -> RunReport:
             changesets += bool(e.get("resolved"))
         elif event == "validation" and e.get("label") != "baseline":
             validations += 1
+            last_check = CheckFigures(
+                passed=bool(e.get("passed")), tests_run=e.get("tests_run"), base_tests_run=e.get("base_tests_run"),
+                new_failures=len(e.get("failures") or []), pre_existing=len(e.get("pre_existing") or []),
+                fixed=len(e.get("fixed") or []), flaky=len(e.get("flaky") or []), problems=e.get("problems") or [])
     for key, n in retries_by_activity.items():
         lane_name = next((e.get("lane") or e.get("agent") for e in lines
                           if f"{e.get('workflow_id')}/{e.get('activity_id')}" == key), None)
@@ -111,6 +130,7 @@ def report(run_id: str, lines: list[dict[str, Any]]) -> RunReport:
         retries=sum(retries_by_activity.values()), validations=validations, resolutions=resolutions,
         lanes=[f.model_copy(update={"seconds": round(f.seconds, 3), "cost_usd": round(f.cost_usd, 6)})
                for f in lanes.values()],
+        last_check=last_check,
     )
 
 
@@ -126,4 +146,10 @@ def render(r: RunReport) -> str:
     for f in r.lanes:
         out.append(f"{f.lane:<16} {f.dispatches:>4} {f.seconds:>8.1f} {f.model_calls:>6} {f.tokens_in:>10} "
                    f"{f.tokens_out:>8} {f.cost_usd:>9.4f} {f.tool_calls:>6} {f.refusals:>7} {f.retries:>7}")
+    if (c := r.last_check) is not None:
+        ran = "" if c.tests_run is None else f"; tests run {c.base_tests_run if c.base_tests_run is not None else '?'}" \
+            f" on the base -> {c.tests_run} merged"
+        out += ["", f"last check: {'passed' if c.passed else 'FAILED'}: {c.new_failures} new failure(s), "
+                    f"{c.pre_existing} pre-existing, {c.fixed} fixed, {c.flaky} flaky{ran}",
+                *[f"  problem: {p}" for p in c.problems]]
     return "\n".join(out)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from reposwarm.contracts import ReviewPackage, SwarmStatus
+from reposwarm import verdicts
+from reposwarm.contracts import ReviewPackage, SwarmStatus, TestFailure, TestReport
 
 
 def render_review(pkg: ReviewPackage, ui_url: str = "") -> str:
@@ -56,17 +57,7 @@ def render_review(pkg: ReviewPackage, ui_url: str = "") -> str:
     if report is None:
         out.append("No check profile is configured: nothing was run.")
     else:
-        out.append(f"**{'PASSED' if report.passed else 'FAILED'}** in {report.duration_s:.1f}s "
-                   f"(on `{report.ref[:12]}`)")
-        for cmd in report.commands:
-            state = "timed out" if cmd.timed_out else f"exit {cmd.exit_code}"
-            out.append(f"- `{' '.join(cmd.argv)}`: {state} ({cmd.duration_s:.1f}s)")
-        for title, items in (("New failures", report.failures), ("Pre-existing (failing on the base commit too; "
-                             "not blamed on the swarm)", report.pre_existing),
-                             ("Flaky (failed, then passed on an immediate re-run)", report.flaky)):
-            if items:
-                out += ["", f"{title}:"]
-                out += [f"- {f.name}" + (f" (`{f.file}`)" if f.file else "") for f in items]
+        out += _checks(pkg, report)
     if pkg.validations:
         out += ["", "Validation history:", *[f"- {v}" for v in pkg.validations]]
     u = pkg.usage
@@ -95,7 +86,8 @@ def render_status(status: SwarmStatus) -> str:
         lines.append(f"usage: {u.model_calls} model calls, {u.input_tokens} tokens in / {u.output_tokens} out, "
                      f"${u.cost_usd:.4f}")
     if status.test_report is not None:
-        lines.append(f"checks: {'passed' if status.test_report.passed else 'FAILED'}")
+        lines.append(f"checks: {verdicts.summary(status.test_report)}")
+        lines += [f"  {p}" for p in status.test_report.problems]
     if status.delivered_branch:
         lines.append(f"delivered: {status.delivered_branch}")
     if status.error:
@@ -103,3 +95,46 @@ def render_status(status: SwarmStatus) -> str:
     for why in status.ignored_signals:
         lines.append(f"ignored review signal: {why}")
     return "\n".join(lines)
+
+
+def _owners(pkg: ReviewPackage, failure: TestFailure) -> list[str]:
+    """Lanes that changed the failing test's file or a file its message (the traceback) names."""
+    text = f"{failure.file or ''}\n{failure.message}"
+    return [lane.lane for lane in pkg.lanes if any(e.path in text for e in lane.edits)]
+
+
+def _checks(pkg: ReviewPackage, report: TestReport) -> list[str]:
+    """The check at a glance: the verdict, the test delta against the base commit, then the details."""
+    out = [f"**{'PASSED' if report.passed else 'FAILED'}** in {report.duration_s:.1f}s (on `{report.ref[:12]}`): "
+           f"{verdicts.summary(report)}", ""]
+    if report.tests_run is not None or report.base_tests_run is not None:
+        def n(value: int | None) -> str:
+            return "-" if value is None else str(value)
+        out += ["| | base commit | merged tree |", "|---|---|---|",
+                f"| tests run | {n(report.base_tests_run)} | {n(report.tests_run)} |",
+                f"| new failures | | {len(report.failures)} |",
+                f"| fixed | | {len(report.fixed)} |",
+                f"| pre-existing (failing on both) | {len(report.pre_existing)} | {len(report.pre_existing)} |",
+                f"| flaky | | {len(report.flaky)} |", ""]
+    if report.problems:
+        out += ["Why it cannot pass:", *[f"- {p}" for p in report.problems], ""]
+    for cmd in report.commands:
+        state = "timed out" if cmd.timed_out else f"exit {cmd.exit_code}"
+        runner = f"{cmd.runner}, " if cmd.runner else ""
+        ran = f", {cmd.tests_run} tests" if cmd.tests_run is not None else ""
+        out.append(f"- `{' '.join(cmd.argv)}`: {state} ({runner}{cmd.exit_class or '?'}{ran}, {cmd.duration_s:.1f}s)")
+    if report.failures:
+        out += ["", "New failures:"]
+        for f in report.failures:
+            first = next((line.strip() for line in f.message.splitlines() if line.strip()), "")
+            owners = _owners(pkg, f)
+            out.append(f"- {f.name}" + (f" (`{f.file}`)" if f.file else "")
+                       + (f", lane {', '.join(owners)}" if owners else "") + (f": {first[:200]}" if first else ""))
+    for title, items in (("Fixed (failing on the base commit, passing now)", report.fixed),
+                         ("Pre-existing (failing on the base commit too; not blamed on the swarm)",
+                          report.pre_existing),
+                         ("Flaky (failed, then passed on an immediate re-run)", report.flaky)):
+        if items:
+            out += ["", f"{title}:"]
+            out += [f"- {f.name}" + (f" (`{f.file}`)" if f.file else "") for f in items]
+    return out

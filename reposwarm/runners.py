@@ -118,6 +118,17 @@ def prepare(argv: list[str], scratch: Path, name: str) -> Prepared:
 
 def parse(runner: str, output: str, report: Path | None, cwd: Path) -> list[Case] | None:
     """Per-test results, or None when the run gave none (no runner known, or no report written)."""
+    cases = _parse(runner, output, report, cwd)
+    if cases is None:
+        return None
+    # A test is known by the same name on every checkout (the base commit and the merged tree are checked out in
+    # different folders): node names a file that fails to load by its absolute path.
+    root = str(cwd.resolve()) + "/"
+    return [Case(c.name.replace(root, ""), c.outcome, c.file.replace(root, "") if c.file else c.file, c.message)
+            for c in cases]
+
+
+def _parse(runner: str, output: str, report: Path | None, cwd: Path) -> list[Case] | None:
     try:
         if runner in ("junit", "pytest", "node"):
             return parse_junit(report, cwd) if report is not None and report.exists() else None

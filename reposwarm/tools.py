@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from reposwarm import gitcmd, sandbox
-from reposwarm.checks import run_profile
-from reposwarm.contracts import CheckProfile, FileEdit
+from reposwarm import gitcmd, sandbox, verdicts
+from reposwarm.checks import load_cases, run_profile
+from reposwarm.contracts import CheckProfile, FileEdit, TestReport
 from reposwarm.paths import PathPolicy, ToolRefused
 from reposwarm.sandbox import SandboxUnavailable
 from reposwarm.slice import revert_outside_slice
@@ -155,12 +156,13 @@ class Toolbox:
 
     def __init__(self, policy: PathPolicy, *, store: Store | None = None,
                  check_profiles: dict[str, CheckProfile] | None = None, default_profile: str = "default",
-                 default_reason: str = "") -> None:
+                 default_reason: str = "", baseline: Callable[[], TestReport | None] | None = None) -> None:
         self.policy = policy
         self.store = store
         self.check_profiles = check_profiles or {}
         self.default_profile = default_profile
         self.default_reason = default_reason
+        self.baseline = baseline  # the run's report on the base commit, once it is in (a lane's run_checks)
         self.edit: FileEdit | None = None  # the edit the last call made, if any
 
     def call(self, name: str, arguments: dict[str, Any] | None, raw: str = "") -> str:
@@ -316,10 +318,20 @@ class Toolbox:
             report = asyncio.run(run_profile(profile, self.policy.root, self.store))
         except SandboxUnavailable as err:
             raise ToolRefused(str(err)) from None
-        lines = [f"checks {'passed' if report.passed else 'FAILED'} in {report.duration_s:.1f}s"]
+        baseline = self.baseline() if self.baseline is not None else None
+        report = verdicts.judge(report, baseline, lambda result: load_cases(self.store, result))
+        lines = [f"checks {verdicts.summary(report)}, in {report.duration_s:.1f}s"]
+        if baseline is None and self.baseline is not None:
+            lines.append("(the base commit's results are not in yet: failures are not told apart from ones the "
+                         "base commit has too)")
         if report.unsandboxed:
             lines.append(f"warning: {sandbox.OFF_WARNING}")
-        lines += [f"failing: {f.name}" + (f" ({f.file})" if f.file else "") for f in report.failures]
+        lines += [f"problem: {p}" for p in report.problems]
+        lines += [f"failing (new): {f.name}" + (f" ({f.file})" if f.file else "") for f in report.failures]
+        lines += [f"failing on the base commit too: {f.name}" for f in report.pre_existing[:10]]
+        if len(report.pre_existing) > 10:
+            lines.append(f"... and {len(report.pre_existing) - 10} more failing on the base commit too")
+        lines += [f"fixed (failing on the base commit): {f.name}" for f in report.fixed[:10]]
         lines += [f"flaky (failed, then passed on a re-run): {f.name}" for f in report.flaky]
         for result in report.commands:
             state = ("timed out" if result.timed_out else "ended at its output cap" if result.exit_code is None

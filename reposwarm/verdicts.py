@@ -89,3 +89,14 @@ def summary(report: TestReport) -> str:
         base = f" (base commit: {report.base_tests_run})" if report.base_tests_run is not None else ""
         head += f"; {report.tests_run} tests ran{base}"
     return head
+
+
+def against_baseline(report: TestReport, baseline: TestReport | None) -> TestReport:
+    """The gate before per-test judging (per failure key only), kept for runs started before it: their
+    workflows replay it (workflows/validation.py)."""
+    if baseline is None:
+        return report
+    known = {f.key for f in baseline.failures + baseline.pre_existing}
+    new = [f for f in report.failures if f.key not in known]
+    old = [f for f in report.failures if f.key in known]
+    return report.model_copy(update={"failures": new, "pre_existing": old, "passed": not new})

@@ -18,7 +18,6 @@ from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
     from activities.checks import attribute_failures, rollback_integration, validate
-    from reposwarm.checks import against_baseline
     from reposwarm.contracts import (
         AttributeInput,
         CheckProfile,
@@ -29,6 +28,7 @@ with workflow.unsafe.imports_passed_through():
         TestReport,
         ValidateInput,
     )
+    from reposwarm.verdicts import against_baseline
     from workflows import GIT
 
 
@@ -49,10 +49,11 @@ class Gate:
         """Run the profile on the base commit while the lanes work."""
         self.baseline = asyncio.create_task(self._validate(self.last_green, "baseline"))
 
-    async def _validate(self, ref: str, label: str) -> TestReport:
+    async def _validate(self, ref: str, label: str, baseline: TestReport | None = None) -> TestReport:
         return await workflow.execute_activity(
             validate, ValidateInput(run_id=self.req.run_id, repo_path=self.req.repo_path, ref=ref,
-                                    profile_name=self.profile_name, profile=self.profile, label=label),
+                                    profile_name=self.profile_name, profile=self.profile, label=label,
+                                    baseline=baseline),
             # a failing command runs twice (the flaky check), so allow for both
             start_to_close_timeout=timedelta(seconds=2 * self.profile.timeout_s + 120),
             heartbeat_timeout=timedelta(seconds=30), retry_policy=RetryPolicy(maximum_attempts=2))
@@ -60,10 +61,18 @@ class Gate:
     async def check(self, round_no: int) -> TestReport:
         baseline = await self.baseline if self.baseline is not None else None
         self.checks += 1
-        report = against_baseline(
-            await self._validate(self.status.integration_sha, f"round {round_no} check {self.checks}"), baseline)
-        state = "green" if report.passed else f"red: {len(report.failures)} new failure(s)"
+        label = f"round {round_no} check {self.checks}"
+        if workflow.patched("judged-per-test"):
+            # the activity judges the merged tree against the baseline per test (reposwarm/verdicts.py)
+            report = await self._validate(self.status.integration_sha, label, baseline)
+        else:  # runs started before: their histories hold unjudged reports
+            report = against_baseline(await self._validate(self.status.integration_sha, label), baseline)
+        state = "green" if report.passed else (f"red: {len(report.failures)} new failure(s)" if report.failures
+                                               else f"red: {'; '.join(report.problems)[:300]}")
         extra = [f"{len(report.pre_existing)} pre-existing"] if report.pre_existing else []
+        extra += [f"{len(report.fixed)} fixed"] if report.fixed else []
+        extra += [f"{report.tests_run} tests ran, {report.base_tests_run} on the base"] \
+            if report.tests_run is not None and report.base_tests_run is not None else []
         extra += [f"{len(report.flaky)} flaky"] if report.flaky else []
         self.history.append(f"round {round_no} check {self.checks} at {self.status.integration_sha[:12]}: {state}"
                             + (f" ({', '.join(extra)})" if extra else ""))
