@@ -73,7 +73,7 @@ async def _run_once(argv: list[str], tree: sandbox.Tree, profile: CheckProfile, 
     cases = None
     if prepared.runner and result.exit_code is not None:  # a command killed at a limit left a partial report
         cases = runners.parse(prepared.runner, log, _safe_report(prepared.report), tree.root)
-    ran = None if cases is None else sum(c.outcome != "skipped" for c in cases)
+    ran = None if cases is None else len(runners.ran(cases))
     result = result.model_copy(update={
         "argv": argv, "runner": prepared.runner, "tests_run": ran,
         "exit_class": runners.exit_class(prepared.runner, result.exit_code, result.timed_out, cases),
@@ -81,7 +81,7 @@ async def _run_once(argv: list[str], tree: sandbox.Tree, profile: CheckProfile, 
         if store is not None and cases is not None else None})
     if result.exit_code == 0:
         return result, []
-    failed = [_case_failure(c, command) for c in cases or [] if c.outcome == "failed"]
+    failed = [_case_failure(c, command) for c in runners.failing(cases or [])]
     if failed:
         return result, failed
     why = (f"killed after its {timeout_s:.0f}s timeout" if result.timed_out

@@ -30,7 +30,7 @@ SEVERITY = {PASSED: 0, TESTS_FAILED: 1, NO_TESTS: 2, ERROR: 3, TIMED_OUT: 3}
 @dataclass(frozen=True)
 class Case:
     name: str
-    outcome: str  # passed | failed | skipped
+    outcome: str  # passed | failed | skipped | error (a test file or package that did not even load)
     file: str | None = None
     message: str = ""
 
@@ -124,8 +124,21 @@ def parse(runner: str, output: str, report: Path | None, cwd: Path) -> list[Case
     # A test is known by the same name on every checkout (the base commit and the merged tree are checked out in
     # different folders): node names a file that fails to load by its absolute path.
     root = str(cwd.resolve()) + "/"
-    return [Case(c.name.replace(root, ""), c.outcome, c.file.replace(root, "") if c.file else c.file, c.message)
-            for c in cases]
+    cases = [Case(c.name.replace(root, ""), c.outcome, c.file.replace(root, "") if c.file else c.file, c.message)
+             for c in cases]
+    if runner == "node":  # node names a test file that failed to load by its path, as if it were a test
+        cases = [Case(c.name, "error", c.name, c.message) if c.outcome == "failed" and (cwd / c.name).is_file()
+                 else c for c in cases]
+    return cases
+
+
+def ran(cases: list[Case]) -> list[Case]:
+    """The tests that ran: not skipped, and not a file that failed to load (which hides the tests it holds)."""
+    return [c for c in cases if c.outcome in ("passed", "failed")]
+
+
+def failing(cases: list[Case]) -> list[Case]:
+    return [c for c in cases if c.outcome in ("failed", "error")]
 
 
 def _parse(runner: str, output: str, report: Path | None, cwd: Path) -> list[Case] | None:
@@ -150,12 +163,12 @@ def exit_class(runner: str, exit_code: int | None, timed_out: bool, cases: list[
         return TIMED_OUT
     if exit_code == 0:
         return PASSED
-    ran = [c for c in cases or [] if c.outcome != "skipped"]
+    tried = [c for c in cases or [] if c.outcome != "skipped"]
     if runner == "pytest":
         return {1: TESTS_FAILED, 5: NO_TESTS}.get(exit_code or 0, ERROR)  # 2 interrupted, 3 internal, 4 usage
     if runner == "unittest" and exit_code == 5:
         return NO_TESTS
-    if cases is not None and any(c.outcome == "failed" for c in ran):
+    if cases is not None and any(c.outcome in ("failed", "error") for c in tried):
         return TESTS_FAILED
     return ERROR
 
@@ -187,6 +200,8 @@ def parse_junit(path: Path, cwd: Path) -> list[Case]:
             problem = case.find("error")
         skipped = case.find("skipped") is not None
         outcome = "failed" if problem is not None else ("skipped" if skipped else "passed")
+        if problem is not None and problem.get("message") == "collection failure":  # pytest: a module did not load
+            outcome = "error"
         message = "" if problem is None else _cut((problem.get("message") or "") + "\n" + (problem.text or ""))
         # node's reporter names every case's class "test": no module to take a file from
         full = f"{classname}.{name}" if classname and classname != "test" else name
@@ -212,7 +227,7 @@ def parse_unittest(output: str, cwd: Path) -> list[Case] | None:
         # 3.11 prints module.Class.method; older Pythons module.Class
         name = where if where.endswith("." + method) else f"{where}.{method}"
         if where.startswith("unittest.loader._FailedTest."):  # a module that failed to import
-            name = where.removeprefix("unittest.loader._FailedTest.")
+            name, outcome = where.removeprefix("unittest.loader._FailedTest."), "error"
         cases.append(Case(name, outcome, guess_file(name, cwd), _cut(details.get(f"{where}|{method}", ""))))
     return cases if cases or re.search(r"^Ran \d+ tests? in ", output, re.M) else None
 
@@ -238,7 +253,7 @@ def parse_go(output: str) -> list[Case] | None:
             outcome = {"pass": "passed", "fail": "failed", "skip": "skipped"}[action]
             cases[key] = Case(key, outcome, None, _cut("".join(logs.get(key, []))) if action == "fail" else "")
         elif action == "fail" and not test and not any(k.startswith(package + ".") for k in cases):
-            cases[key] = Case(key, "failed", None, _cut("".join(logs.get(key, []))))  # a build failure
+            cases[key] = Case(key, "error", None, _cut("".join(logs.get(key, []))))  # a build failure
     return list(cases.values()) if seen else None
 
 
@@ -268,5 +283,5 @@ def parse_jest(text: str, cwd: Path) -> list[Case]:
             cases.append(Case(case.get("fullName") or case.get("title", "?"), outcome, rel,
                               _cut("\n".join(case.get("failureMessages") or []))))
         if not results and suite.get("status") == "failed":  # the file did not even load
-            cases.append(Case(rel, "failed", rel, _cut(suite.get("message", ""))))
+            cases.append(Case(rel, "error", rel, _cut(suite.get("message", ""))))
     return cases

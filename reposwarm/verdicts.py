@@ -19,11 +19,14 @@ from reposwarm.contracts import CommandResult, TestFailure, TestReport
 NOT_JUDGED = ("this check already fails on the base commit and gives no per-test results: fix the check, "
               "or add {junit}")
 
+NO_TEST_RAN = ("this check already fails on the base commit and no test ran there (its test files did not "
+               "load): fix the check")
+
 CaseLoader = Callable[[CommandResult], "list[runners.Case] | None"]
 
 
 def _ran(cases: list[runners.Case]) -> set[str]:
-    return {c.name for c in cases if c.outcome != "skipped"}
+    return {c.name for c in runners.ran(cases)}
 
 
 def judge(report: TestReport, baseline: TestReport | None, cases: CaseLoader) -> TestReport:
@@ -44,8 +47,10 @@ def judge(report: TestReport, baseline: TestReport | None, cases: CaseLoader) ->
             new += mine
             continue
         base_cases, merged_cases = cases(base), cases(cmd)
-        if base_cases is None and (base.exit_code != 0 or base.timed_out):
-            problems.append(f"`{command}`: {NOT_JUDGED}")
+        base_failed = base.exit_code != 0 or base.timed_out
+        if base_failed and (base_cases is None or not _ran(base_cases)):
+            why = NOT_JUDGED if base_cases is None else NO_TEST_RAN
+            problems.append(f"`{command}`: {why}")
             old += mine  # not blamed on the swarm, but not passed either
             continue
         new += [f for f in mine if f.key not in known]
@@ -53,7 +58,7 @@ def judge(report: TestReport, baseline: TestReport | None, cases: CaseLoader) ->
         if base_cases is not None:
             base_ran = _ran(base_cases)
             merged_ran = _ran(merged_cases) if merged_cases is not None else set()
-            failing_on_base = {c.name for c in base_cases if c.outcome == "failed"}
+            failing_on_base = {c.name for c in runners.failing(base_cases)}
             fixed += [TestFailure(name=c.name, file=c.file, command=command) for c in merged_cases or []
                       if c.outcome == "passed" and c.name in failing_on_base]
             if merged_cases is None:

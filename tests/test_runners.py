@@ -64,7 +64,9 @@ def test_pytest_reports_each_test_with_its_file(tmp_path):
     outcomes = _outcomes(cases)
     assert outcomes["tests.test_a.T.test_ok"] == "passed" and outcomes["tests.test_a.T.test_bad"] == "failed"
     assert outcomes["tests.test_a.T.test_skip"] == "skipped"
-    assert any(c.outcome == "failed" and c.file == "tests/test_b.py" for c in cases)  # the import error, by file
+    # the module that does not import is one case of its own, by file: an error (its tests did not run)
+    assert any(c.outcome == "error" and c.file == "tests/test_b.py" for c in cases)
+    assert len(runners.ran(cases)) == 3  # test_ok, test_bad, test_documented; not the skip, not the error
     bad = next(c for c in cases if c.name.endswith("test_bad"))
     assert bad.file == "tests/test_a.py" and "AssertionError" in bad.message
     # the module that does not import is a failure of its own; the others' tests still ran
@@ -87,7 +89,7 @@ def test_unittest_verbose_output_gives_one_result_per_test(tmp_path):
     cases = runners.parse(prepared.runner, output, prepared.report, repo)
     assert _outcomes(cases) == {
         "tests.test_a.T.test_bad": "failed", "tests.test_a.T.test_documented": "passed",
-        "tests.test_a.T.test_ok": "passed", "tests.test_a.T.test_skip": "skipped", "tests.test_b": "failed"}
+        "tests.test_a.T.test_ok": "passed", "tests.test_a.T.test_skip": "skipped", "tests.test_b": "error"}
     broken = next(c for c in cases if c.name == "tests.test_b")
     assert broken.file == "tests/test_b.py" and "No module named 'pkg.missing'" in broken.message
     bad = next(c for c in cases if c.name.endswith("test_bad"))
@@ -108,12 +110,16 @@ def test_node_test_runner_reports_through_its_junit_reporter(tmp_path):
     assert "a.test.js:3" in next(c for c in cases if c.name == "fails").message  # the place, from its stack
     assert "✖ fails" in output  # the human-readable report is still in the log
     assert runners.exit_class("node", code, False, cases) == runners.TESTS_FAILED
+    (repo / "test" / "broken.test.js").write_text("require('../missing');\n")
+    prepared, output, code = _run(["node", "--test", "test/"], repo, tmp_path)
+    cases = runners.parse(prepared.runner, output, prepared.report, repo)
+    assert _outcomes(cases)["test/broken.test.js"] == "error"  # named by its path, made relative, not a test
 
 
 def test_go_test_json_events_give_tests_and_build_failures():
     cases = runners.parse("go", (FIXTURES / "go_test.json").read_text(), None, Path("."))
     assert _outcomes(cases) == {"example.com/calc.TestAdd": "passed", "example.com/calc.TestDiv": "failed",
-                                "example.com/calc.TestSlow": "skipped", "example.com/broken": "failed"}
+                                "example.com/calc.TestSlow": "skipped", "example.com/broken": "error"}
     assert "want error" in next(c for c in cases if c.name.endswith("TestDiv")).message
     assert "build failed" in next(c for c in cases if c.name == "example.com/broken").message
     assert runners.prepare(["go", "test", "./..."], Path("/s"), "c").argv == ["go", "test", "-json", "./..."]
@@ -131,7 +137,7 @@ def test_jest_json_gives_tests_and_suites_that_did_not_load(tmp_path):
     shutil.copy(FIXTURES / "jest.json", report)
     cases = runners.parse("jest", "", report, Path("/repo/clients/web"))
     assert _outcomes(cases) == {"client lists tasks": "passed", "client shows priority": "failed",
-                                "client archives": "skipped", "test/broken.test.js": "failed"}
+                                "client archives": "skipped", "test/broken.test.js": "error"}
     assert next(c for c in cases if c.outcome == "failed").file == "test/client.test.js"
     assert "Cannot find module" in cases[-1].message
     prepared = runners.prepare(["npx", "vitest", "run"], tmp_path, "cmd")

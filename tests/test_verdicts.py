@@ -1,0 +1,235 @@
+"""Verdicts per test (issue 17), on the real dev server with the runners installed here: pytest, unittest and
+node --test, each known by its command line with no {junit} in the profile.
+
+Each test asserts something the gate could not say when it compared per command (one opaque failure per command,
+filed as pre-existing when the base commit failed too, so a tree broken at import over a base with one failing test
+was PASSED): fewer tests ran, fixed tests by name, flaky tests by name next to a real failure in the same command,
+and a check that cannot be judged at all.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from reposwarm.contracts import Phase, SwarmStatus, TestReport
+from reposwarm.review import render_review
+from tests.helpers import finish, make_repo, start_run, turn, wait_for_phase, write_yaml
+
+pytestmark = pytest.mark.usefixtures("worker")
+
+NOT_JUDGED = "already fails on the base commit and gives no per-test results"
+
+# --- a small repository per runner: a package with a bug the base commit already has (mul is off by one), and its
+# tests; the lane either breaks the package at import or fixes mul ---
+
+CALC_PY = "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    return a * b + 1\n"
+TESTS_PY = """import unittest
+
+from calc import add, mul
+
+
+class CalcTest(unittest.TestCase):
+    def test_add(self):
+        self.assertEqual(add(2, 3), 5)
+
+    def test_mul(self):
+        self.assertEqual(mul(2, 3), 6)  # fails on the base commit: mul is off by one there
+"""
+PY_FILES = {"calc/__init__.py": CALC_PY, "tests/__init__.py": "", "tests/test_calc.py": TESTS_PY}
+
+CALC_JS = "exports.add = (a, b) => a + b;\nexports.mul = (a, b) => a * b + 1;\n"
+TESTS_JS = """const test = require('node:test');
+const assert = require('node:assert');
+const { add, mul } = require('../calc');
+
+test('adds', () => assert.strictEqual(add(2, 3), 5));
+// fails on the base commit: mul is off by one there
+test('multiplies', () => assert.strictEqual(mul(2, 3), 6));
+"""
+JS_FILES = {"calc/index.js": CALC_JS, "test/calc.test.js": TESTS_JS}
+
+
+@dataclass(frozen=True)
+class Runner:
+    name: str
+    files: dict[str, str]
+    command: list[str]
+    module: str  # the file the lane edits
+    first_line: str  # the package's first line, before which the lane puts a statement that raises at import
+    raise_at_import: str
+    tests: tuple[str, str]  # the two tests' names as the gate reports them: (the passing one, the failing one)
+
+
+RUNNERS = [
+    Runner("pytest", PY_FILES, [sys.executable, "-m", "pytest", "-q", "tests"], "calc/__init__.py",
+           "def add(a, b):", 'raise RuntimeError("broken")\n\n\n',
+           ("tests.test_calc.CalcTest.test_add", "tests.test_calc.CalcTest.test_mul")),
+    Runner("unittest", PY_FILES, [sys.executable, "-m", "unittest", "discover", "-s", "tests", "-t", "."],
+           "calc/__init__.py", "def add(a, b):", 'raise RuntimeError("broken")\n\n\n',
+           ("tests.test_calc.CalcTest.test_add", "tests.test_calc.CalcTest.test_mul")),
+    # (node's JUnit reporter names a test by its title only)
+    Runner("node", JS_FILES, ["node", "--test"], "calc/index.js", "exports.add =", 'throw new Error("broken");\n',
+           ("adds", "multiplies")),
+]
+NODE = pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
+PARAMS = [pytest.param(r, id=r.name, marks=[NODE] if r.name == "node" else []) for r in RUNNERS]
+
+
+def lanes_yaml(tmp_path: Path, commands: list[list[str]]) -> Path:
+    # One dispatch per lane: a red check goes to review as it is, with no repair loop (the replay script has no
+    # second attempt), and the report under review is the one of the merged tree the lane made.
+    return write_yaml(tmp_path / "lanes.yaml", {
+        "swarm": {"max_helper_loops": 1, "max_consecutive_test_fails": 3,
+                  "lanes": {"calc": {"allowed_paths": ["calc/"]}}},
+        "validation": {"profiles": {"default": {"commands": commands, "timeout_s": 120}}}})
+
+
+def plan_yaml(tmp_path: Path) -> Path:
+    return write_yaml(tmp_path / "plan.yaml", {"interface_contract": "calc keeps add and mul.",
+                                               "lanes": [{"lane": "calc", "goal": "Work on the calc package."}]})
+
+
+def edit(path: str, old: str, new: str) -> dict:
+    return turn(("e1", "edit_file", {"path": path, "old": old, "new": new, "reason": "The goal asks for it"}))
+
+
+async def run_to_review(client, tmp_path: Path, files: dict[str, str], commands: list[list[str]],
+                        lane_turns: list[dict]) -> tuple[SwarmStatus, TestReport, str]:
+    """A one-lane run played from a script, up to the review gate: its status, test report and review Markdown."""
+    repo = make_repo(tmp_path / "repo", files)
+    script = write_yaml(tmp_path / "replay.yaml", {"version": 1, "lanes": {"calc": {1: lane_turns}}})
+    run_id = await start_run(client, repo, lanes_yaml(tmp_path, commands), script, plan=plan_yaml(tmp_path))
+    try:
+        status = await wait_for_phase(client, run_id, Phase.review, timeout=180)
+    finally:
+        await client.get_workflow_handle(run_id).terminate("test done")
+    assert status.review is not None and status.review.test_report is not None
+    return status, status.review.test_report, render_review(status.review)
+
+
+def names(failures) -> list[str]:
+    return sorted(f.name for f in failures)
+
+
+@pytest.mark.parametrize("runner", PARAMS)
+async def test_a_tree_broken_at_import_over_a_failing_base_is_not_passed(client, tmp_path, runner):
+    # The base commit already fails one test; the lane makes the package raise at import, so on the merged tree
+    # no test of the module runs at all. Compared per command, both commits "fail" and the merged one was filed
+    # as pre-existing and PASSED; per test, fewer tests ran and the import error is new.
+    status, report, review = await run_to_review(client, tmp_path, runner.files, [runner.command], [
+        edit(runner.module, runner.first_line, runner.raise_at_import + runner.first_line),
+        finish("f1", "calc reworked")])
+    assert not report.passed, report
+    assert "**PASSED**" not in review
+    fewer = [p for p in report.problems if "fewer tests ran" in p]
+    assert report.failures or fewer, report
+    assert report.base_tests_run == 2, report  # both tests ran on the base commit (one of them failing)
+    assert report.tests_run is not None and report.tests_run < report.base_tests_run, report
+    # The test that failed on the base did not run on the merged tree: it is not "pre-existing" there (that would
+    # file the broken import under the base commit's debt), and the problem says which tests did not run.
+    assert runner.tests[1] not in names(report.pre_existing), report
+    if fewer:
+        assert runner.tests[0] in fewer[0], fewer
+
+
+@pytest.mark.parametrize("runner", PARAMS)
+async def test_a_lane_that_fixes_a_failing_test_is_credited_with_it(client, tmp_path, runner):
+    # mul fails on the base commit; the lane fixes it. Per command there was nothing to say (the base failed, the
+    # merged tree passes); per test, that test is fixed and nothing is left pre-existing.
+    status, report, review = await run_to_review(client, tmp_path, runner.files, [runner.command], [
+        edit(runner.module, "a * b + 1", "a * b"), finish("f1", "mul fixed")])
+    assert report.passed, report
+    assert names(report.fixed) == [runner.tests[1]], report
+    assert report.pre_existing == [] and report.failures == [] and report.problems == [], report
+    assert report.tests_run == report.base_tests_run == 2, report
+    assert "**PASSED**" in review and runner.tests[1] in review  # the reviewer sees what was fixed
+
+
+FLAKY_JS = """const fs = require('node:fs');
+const test = require('node:test');
+const assert = require('node:assert');
+
+// The mark is in the checked tree (the one place a sandboxed check can write, and cleaned after each validation):
+// the first run in a fresh checkout fails and leaves it; the immediate re-run finds it and passes.
+test('sometimes', () => {
+  if (!fs.existsSync('flaky-mark')) {
+    fs.writeFileSync('flaky-mark', '');
+    assert.fail('first run in this tree');
+  }
+});
+"""
+
+
+@NODE
+async def test_a_flaky_test_is_flaky_by_itself_next_to_a_real_failure_in_the_same_command(client, tmp_path):
+    # One command, two failing tests on the first run: the lane breaks add for real, and another test fails only
+    # on its first run in a tree. Per command, the command failed twice and nothing was flaky; per test, the one that
+    # passed on the re-run is flaky and the other is a new failure.
+    files = {"calc/index.js": "exports.add = (a, b) => a + b;\nexports.mul = (a, b) => a * b;\n",
+             "test/calc.test.js": TESTS_JS.replace("// fails on the base commit: mul is off by one there\n", ""),
+             "test/flaky.test.js": FLAKY_JS}
+    status, report, review = await run_to_review(client, tmp_path, files, [["node", "--test"]], [
+        edit("calc/index.js", "a + b", "a - b"), finish("f1", "add reworked")])
+    assert not report.passed, report
+    assert names(report.flaky) == ["sometimes"], report
+    assert names(report.failures) == ["adds"], report
+    assert "sometimes" not in names(report.failures + report.pre_existing)
+    assert "**PASSED**" not in review
+
+
+# --- checks that fail on the base commit too, where nothing but the exit code could be compared ---
+
+NOTE = [turn(("w1", "write_file", {"path": "calc/NOTES.md", "content": "notes\n", "reason": "The goal asks"})),
+        finish("f1", "notes written")]
+
+
+async def test_a_check_with_no_per_test_results_failing_on_both_commits_is_not_judged(client, tmp_path):
+    # No runner knows this command and it exits 3 on both commits. Per command, its failure was pre-existing and
+    # the check PASSED; it says nothing about the merged tree, so the gate says it cannot judge it, and does not pass.
+    command = [sys.executable, "-c", "import sys; sys.exit(3)"]
+    status, report, review = await run_to_review(client, tmp_path, PY_FILES, [command], NOTE)
+    assert not report.passed, report
+    assert len(report.problems) == 1 and NOT_JUDGED in report.problems[0], report
+    assert " ".join(command) in report.problems[0]
+    assert report.failures == [], report  # not blamed on the lane either
+    assert "**PASSED**" not in review and NOT_JUDGED in review
+
+
+async def test_pytest_on_a_test_file_that_does_not_compile_on_both_commits_is_not_judged(client, tmp_path):
+    # The suite cannot start on either commit (exit 2, a collection error, per command before the runner adapter).
+    # pytest (run with --continue-on-collection-errors by the adapter) reports the module that does not compile as
+    # an error case of its own, which is not a test that ran: no test ran on the base commit, so there is nothing
+    # to judge the merged tree against, and the check must not pass. (The gate once said PASSED here.)
+    files = {**PY_FILES, "tests/test_syntax.py": "def test_x(:\n    pass\n"}
+    command = [sys.executable, "-m", "pytest", "-q", "tests/test_syntax.py"]
+    status, report, review = await run_to_review(client, tmp_path, files, [command], NOTE)
+    assert not report.passed, report
+    assert len(report.problems) == 1 and "no test ran there" in report.problems[0], report
+    assert report.failures == [], report  # not blamed on the lane: the base commit was as broken
+    assert report.tests_run == 0 and report.base_tests_run == 0, report
+    assert "**PASSED**" not in review and "no test ran there" in review
+
+
+@NODE
+async def test_a_node_test_file_that_fails_to_load_on_both_commits_is_pre_existing(client, tmp_path):
+    # node --test names a file that fails to load by its path. The base commit and the merged tree are checked out in
+    # different folders, so a name with the checkout's absolute path in it would make the same failure look new on
+    # the merged tree and blame the lane for the base commit's debt. Per command it was pre-existing; per test it
+    # must stay so.
+    files = {"calc/index.js": "exports.add = (a, b) => a + b;\n",
+             "test/calc.test.js": "const test = require('node:test');\nconst assert = require('node:assert');\n"
+                                  "const { add } = require('../calc');\n\n"
+                                  "test('adds', () => assert.strictEqual(add(2, 3), 5));\n",
+             "test/broken.test.js": "require('../calc/missing');\n"}
+    status, report, review = await run_to_review(client, tmp_path, files, [["node", "--test"]], NOTE)
+    assert report.failures == [], report
+    assert len(report.pre_existing) == 1, report
+    name = report.pre_existing[0].name
+    assert name.endswith("broken.test.js") and not name.startswith("/"), name
+    # one test ran on each commit: the file that did not load is no test that ran
+    assert report.passed and report.tests_run == report.base_tests_run == 1, report
