@@ -18,7 +18,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $@
 
-# Every check command runs in a bubblewrap sandbox (reposwarm/sandbox.py): install it when missing and we can.
+# Every check command runs in a bubblewrap sandbox (reposwarm/checks/sandbox.py): install it when missing and we can.
 bubblewrap:
 	@command -v bwrap >/dev/null 2>&1 || [ "$$REPOSWARM_SANDBOX" = off ] || \
 	{ [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \

@@ -39,8 +39,8 @@ from temporalio.client import (
 from temporalio.common import TypedSearchAttributes
 from temporalio.service import RPCError, RPCStatusCode
 
-from reposwarm import commands, task_queue
-from reposwarm.cli import (
+from reposwarm.cli import host as commands
+from reposwarm.cli.common import (
     UserError,
     check_repo,
     client_or_die,
@@ -50,6 +50,7 @@ from reposwarm.cli import (
     run_model,
     ui_url,
 )
+from reposwarm.client import task_queue
 from reposwarm.config import ConfigError, load_plan_file
 from reposwarm.contracts import (
     Phase,
@@ -59,8 +60,8 @@ from reposwarm.contracts import (
     SwarmResult,
     SwarmStatus,
 )
-from reposwarm.review import render_review, render_status
-from reposwarm.store import run_dir
+from reposwarm.runs.review_package import render_review, render_status
+from reposwarm.runs.store import run_dir
 from workflows.lane import LaneWorkflow
 from workflows.swarm import REPO_ATTR, STATUS_ATTR, SwarmWorkflow, search_attributes
 

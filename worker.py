@@ -19,21 +19,20 @@ from datetime import timedelta
 
 from pydantic import ValidationError
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.envconfig import ClientConfig
 from temporalio.worker import Worker
 
-from activities.checks import attribute_failures, rollback_integration, validate
 from activities.converge import resolve_conflict
 from activities.delivery import deliver
 from activities.failures import FailureLedgerInterceptor
 from activities.heartbeat import HeartbeatInterceptor
 from activities.model import model_turn, plan_round
+from activities.publish import publish_review
 from activities.repo import checkpoint_lane, create_lane_worktree, describe_lane, merge_lane, prepare_run
-from activities.review import publish_review
-from activities.tools import run_tool
+from activities.tool_call import run_tool
 from activities.trials import prepare_trial_clone, score_trial
-from reposwarm import affinity, host_queue, sandbox, serve_lanes, task_queue, telemetry
+from activities.validate import attribute_failures, rollback_integration, validate
+from reposwarm.checks import sandbox
+from reposwarm.client import affinity, connect, host_queue, serve_lanes, task_queue
 from workflows.lane import LaneWorkflow
 from workflows.swarm import SwarmWorkflow
 from workflows.trial import TrialWorkflow
@@ -42,15 +41,6 @@ WORKFLOWS = [SwarmWorkflow, LaneWorkflow, TrialWorkflow]
 ACTIVITIES = [prepare_run, create_lane_worktree, checkpoint_lane, describe_lane, merge_lane, deliver,
               model_turn, plan_round, run_tool, validate, resolve_conflict, attribute_failures,
               rollback_integration, publish_review, prepare_trial_clone, score_trial]
-
-
-async def connect(service: str = "reposwarm") -> Client:
-    """A client by Temporal's conventions (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, env config profiles, TLS)."""
-    config = ClientConfig.load_client_connect_config()
-    config.setdefault("target_host", os.environ.get("TEMPORAL_ADDRESS", "localhost:7233"))
-    rt = telemetry.runtime()
-    return await Client.connect(**config, data_converter=pydantic_data_converter,
-                                interceptors=telemetry.setup_tracing(service), **({"runtime": rt} if rt else {}))
 
 
 class Workers:

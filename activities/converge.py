@@ -21,9 +21,10 @@ from temporalio import activity
 
 from activities.model import _complete
 from activities.repo import IDENTITY, _rev, open_repo
-from reposwarm import gitcmd, ledger
+from reposwarm import gitcmd
 from reposwarm.contracts import ConflictInput, Resolution, Usage
-from reposwarm.syntax import has_conflict_markers, parses
+from reposwarm.intel.syntax import has_conflict_markers, parses
+from reposwarm.runs import ledger
 
 CONVERGER_SYSTEM = """You resolve merge conflicts between lanes of a coding-agent swarm.
 For each conflicted file you get the common base, the integration side (lanes already merged) and the

@@ -13,9 +13,10 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.repo import _is_ancestor, _rev, open_repo
-from reposwarm import forge, ledger
+from reposwarm import forge
 from reposwarm.contracts import Delivered, DeliverInput
-from reposwarm.store import Store, run_dir
+from reposwarm.runs import ledger
+from reposwarm.runs.store import Store, run_dir
 
 
 @activity.defn

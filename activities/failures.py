@@ -14,7 +14,7 @@ from typing import Any
 from temporalio import activity
 from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor
 
-from reposwarm import ledger
+from reposwarm.runs import ledger
 
 
 def _run_id(args: Any) -> str | None:

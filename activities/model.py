@@ -27,7 +27,9 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import ApplicationError
 
 from activities.repo import lane_worktree
-from reposwarm import gitcmd, ledger, recording
+from reposwarm import gitcmd
+from reposwarm.agent.prompts import LANE_SYSTEM, PLANNER_SYSTEM, planner_message
+from reposwarm.agent.tools import parse_args, tool_specs
 from reposwarm.config import ConfigError, check_plan
 from reposwarm.contracts import (
     Finish,
@@ -42,6 +44,8 @@ from reposwarm.contracts import (
     ToolCall,
     Usage,
 )
+from reposwarm.intel.repomap import repo_map
+from reposwarm.intel.symbols import SymbolIndexError
 from reposwarm.models import (
     MAX_ARGUMENT_CHARS,
     MAX_ARGUMENT_DEPTH,
@@ -54,11 +58,8 @@ from reposwarm.models import (
     too_deep,
     value_depth,
 )
-from reposwarm.prompts import LANE_SYSTEM, PLANNER_SYSTEM, planner_message
-from reposwarm.repomap import repo_map
-from reposwarm.store import Store, run_dir
-from reposwarm.symbols import SymbolIndexError
-from reposwarm.tools import parse_args, tool_specs
+from reposwarm.runs import ledger, recording
+from reposwarm.runs.store import Store, run_dir
 
 tracer = trace.get_tracer("reposwarm")
 

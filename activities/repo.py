@@ -21,7 +21,10 @@ import git
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from reposwarm import gitcmd, lane_queue, ledger
+from reposwarm import gitcmd
+from reposwarm.agent.paths import PathPolicy, cone_dirs
+from reposwarm.agent.slice import stage_slice
+from reposwarm.client import lane_queue
 from reposwarm.contracts import (
     CheckpointInput,
     HelperTask,
@@ -31,9 +34,8 @@ from reposwarm.contracts import (
     PrepareInput,
     PrepareResult,
 )
-from reposwarm.paths import PathPolicy, cone_dirs
-from reposwarm.slice import stage_slice
-from reposwarm.store import home, run_dir
+from reposwarm.runs import ledger
+from reposwarm.runs.store import home, run_dir
 
 IDENTITY = ["-c", "user.name=reposwarm", "-c", "user.email=reposwarm@localhost", "-c", "commit.gpgsign=false"]
 
@@ -213,7 +215,7 @@ def _sparse_cone(g: git.Git, task: HelperTask, start: str) -> list[str] | None:
 
 @activity.defn
 def checkpoint_lane(req: CheckpointInput) -> str:
-    """Commit the lane's own changes (paths it may write; reposwarm/slice.py undoes the rest); a second run
+    """Commit the lane's own changes (paths it may write; reposwarm/agent/slice.py undoes the rest); a second run
     finds nothing to commit."""
     path = lane_worktree(req.run_id, req.lane)
     wt = _git(path)

@@ -12,11 +12,12 @@ import git
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from reposwarm import gitcmd, ledger, metrics
-from reposwarm.checks import run_profile
+from reposwarm import gitcmd
+from reposwarm.checks.runner import run_profile
+from reposwarm.checks.sandbox import SandboxUnavailable
 from reposwarm.contracts import ScoreInput, TrialScore
-from reposwarm.sandbox import SandboxUnavailable
-from reposwarm.store import home
+from reposwarm.runs import ledger, metrics
+from reposwarm.runs.store import home
 
 TEST_FILE = re.compile(r"(^|/)(tests?/|test_[^/]*$|[^/]*_test\.(py|go)$|[^/]*\.(test|spec)\.[jt]sx?$)")
 

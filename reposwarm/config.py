@@ -16,8 +16,8 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from reposwarm.agent.paths import PathPolicy
 from reposwarm.contracts import LanesFile, Plan
-from reposwarm.paths import PathPolicy
 
 # The reference design's environment knobs, read by the starter.
 ENV_KNOBS = (

@@ -36,7 +36,7 @@ class HelperRole(Contract):
 
 
 class CheckProfile(Contract):
-    """A validation profile: argv lists run in the sandbox (reposwarm/sandbox.py), with its limits."""
+    """A validation profile: argv lists run in the sandbox (reposwarm/checks/sandbox.py), with its limits."""
 
     commands: list[list[str]] = Field(min_length=1)
     timeout_s: float = Field(default=600, gt=0)
@@ -223,7 +223,7 @@ class TestReport(Contract):
     commands: list[CommandResult] = []
     ref: str = ""
     unsandboxed: bool = False  # a command ran without the sandbox (REPOSWARM_SANDBOX=off)
-    # Per test (reposwarm/runners.py, reposwarm/verdicts.py): None where no command gave per-test results.
+    # Per test (reposwarm/checks/runners.py, reposwarm/checks/verdicts.py): None where no command gave per-test results.
     tests_run: int | None = None  # tests that ran (not skipped) on this tree
     base_tests_run: int | None = None  # the same on the base commit, once judged against it
     fixed: list[TestFailure] = []  # failing on the base commit, passing here
@@ -238,7 +238,7 @@ class CommandResult(Contract):
     output_tail: str = ""
     log_ref: str | None = None
     sandboxed: bool = True  # False when it ran without the sandbox (REPOSWARM_SANDBOX=off)
-    runner: str = ""  # the test runner known by its command line (reposwarm/runners.py), or ""
+    runner: str = ""  # the test runner known by its command line (reposwarm/checks/runners.py), or ""
     exit_class: str = ""  # passed | tests failed | no tests ran | error | timed out
     tests_run: int | None = None  # tests that ran (not skipped); None: no per-test results
     cases_ref: str | None = None  # every test's result, as JSON in the run's store

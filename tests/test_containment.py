@@ -28,9 +28,9 @@ from pathlib import Path
 import pytest
 from temporalio.api.enums.v1 import EventType
 
-from reposwarm import ledger
 from reposwarm.contracts import Phase, ReviewDecision
-from reposwarm.store import Store, run_dir
+from reposwarm.runs import ledger
+from reposwarm.runs.store import Store, run_dir
 from tests.helpers import WorkerProcess, finish, make_repo, start_run, turn, wait_for_phase, write_yaml
 from workflows.swarm import SwarmWorkflow
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from reposwarm import ledger
 from reposwarm.contracts import Phase, ReviewDecision
+from reposwarm.runs import ledger
 from tests.helpers import finish, git, make_repo, start_run, turn, wait_for_phase, write_yaml
 from workflows.swarm import SwarmWorkflow
 

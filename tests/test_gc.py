@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from reposwarm.contracts import Phase
-from reposwarm.store import run_dir
+from reposwarm.runs.store import run_dir
 from tests.helpers import ROOT, finish, git, make_repo, start_run, turn, wait_for_phase, write_yaml
 
 

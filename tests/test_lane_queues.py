@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 from temporalio.api.enums.v1 import EventType
 
-from reposwarm import affinity, ledger
+from reposwarm.client import affinity
 from reposwarm.contracts import LaneStatus, Phase
+from reposwarm.runs import ledger
 from tests.helpers import ROOT, WorkerProcess, finish, git, make_repo, start_run, turn, wait_for_phase, write_yaml
 
 ET = EventType
@@ -137,7 +138,7 @@ async def test_a_worker_without_the_lane_worktree_says_which_setting_is_wrong(re
 
     from activities.model import model_turn
     from activities.repo import checkpoint_lane, describe_lane
-    from activities.tools import run_tool
+    from activities.tool_call import run_tool
     from reposwarm.contracts import CheckpointInput, HelperTask, ModelTurnInput, ToolCall, ToolInput
 
     run_id = f"elsewhere-{uuid.uuid4().hex[:8]}"

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from activities.model import compact
-from reposwarm import ledger
+from reposwarm.agent.paths import MAX_WRITE_BYTES
 from reposwarm.contracts import LaneStatus, Phase
-from reposwarm.paths import MAX_WRITE_BYTES
-from reposwarm.store import Store, run_dir
+from reposwarm.runs import ledger
+from reposwarm.runs.store import Store, run_dir
 from tests.helpers import ROOT, finish, git, make_repo, start_run, turn, wait_for_phase, write_yaml
 from workflows.swarm import SwarmWorkflow
 

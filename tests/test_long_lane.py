@@ -8,7 +8,7 @@ import json
 import pytest_asyncio
 
 from reposwarm.contracts import LaneStatus, Phase
-from reposwarm.store import run_dir
+from reposwarm.runs.store import run_dir
 from tests.helpers import finish, git, make_repo, start_dev_server, start_run, turn, wait_for_phase, write_yaml
 from worker import make_worker
 

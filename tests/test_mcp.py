@@ -27,8 +27,8 @@ from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
+from reposwarm.agent.tools import tool_specs
 from reposwarm.config import ENV_KNOBS
-from reposwarm.tools import tool_specs
 
 ROOT = Path(__file__).resolve().parents[1]
 TOOLS = {"read_file", "list_dir", "search", "symbol_lookup", "write_file", "edit_file", "delete_file", "run_checks"}

@@ -17,9 +17,10 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 import starter
-from reposwarm import ledger, metrics, telemetry
+from reposwarm import telemetry
 from reposwarm.contracts import Phase, ReviewDecision
-from reposwarm.store import run_dir
+from reposwarm.runs import ledger, metrics
+from reposwarm.runs.store import run_dir
 from tests.fake_models import FakeModelServer
 from tests.helpers import ROOT, finish, make_repo, turn, wait_for_phase, write_yaml
 from worker import make_worker

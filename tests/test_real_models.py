@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from reposwarm.agent.tools import TOOL_ARGS
 from reposwarm.contracts import Phase, ReviewDecision
-from reposwarm.tools import TOOL_ARGS
 from tests.fake_models import FakeModelServer
 from tests.helpers import ROOT, WorkerProcess, finish, git, make_repo, start_run, turn, wait_for_phase, write_yaml
 from workflows.swarm import SwarmWorkflow

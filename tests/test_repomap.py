@@ -10,10 +10,10 @@ import networkx as nx
 import pytest
 
 from activities.model import _repo_map
+from reposwarm.agent.prompts import planner_message
 from reposwarm.contracts import HelperRole
-from reposwarm.prompts import planner_message
-from reposwarm.repomap import _pagerank, fit, rank_definitions, repo_map
-from reposwarm.symbols import SymbolIndex, language_of
+from reposwarm.intel.repomap import _pagerank, fit, rank_definitions, repo_map
+from reposwarm.intel.symbols import SymbolIndex, language_of
 from tests.test_symbols import FIXTURES, check_golden, make_repo
 
 FOCUS = "Give circles a unit: change make_circle in python/shapes/geometry.py and every caller of it."

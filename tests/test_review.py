@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from temporalio.client import WorkflowUpdateFailedError
 
-from reposwarm import ledger
 from reposwarm.contracts import Phase, ReviewDecision
-from reposwarm.store import run_dir
+from reposwarm.runs import ledger
+from reposwarm.runs.store import run_dir
 from tests.fake_github import FakeGitHub
 from tests.fake_models import FakeModelServer
 from tests.helpers import ROOT, finish, git, make_repo, start_run, turn, wait_for_phase, write_yaml

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from reposwarm import runners
+from reposwarm.checks import runners
 
 FIXTURES = Path(__file__).parent / "fixtures" / "runners"
 PY_TESTS = {

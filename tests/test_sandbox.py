@@ -1,4 +1,4 @@
-"""The sandbox every check command runs in (reposwarm/sandbox.py), for real: bubblewrap, real processes, a real
+"""The sandbox every check command runs in (reposwarm/checks/sandbox.py), for real: bubblewrap, real processes, a real
 git repository with a linked worktree like a lane's. Every test judges from the host what a command could see or
 do, never from the command's word alone."""
 
@@ -18,14 +18,14 @@ from pathlib import Path
 import pytest
 from temporalio.testing import ActivityEnvironment
 
-from activities.checks import validate
-from reposwarm import sandbox
-from reposwarm.checks import common_git_dir, run_profile
+from activities.validate import validate
+from reposwarm.agent.paths import PathPolicy, ToolRefused
+from reposwarm.agent.tools import RunChecksArgs, Toolbox
+from reposwarm.checks import sandbox
+from reposwarm.checks.runner import common_git_dir, run_profile
+from reposwarm.checks.sandbox import SandboxUnavailable, Tree
 from reposwarm.contracts import CheckProfile, ValidateInput
-from reposwarm.paths import PathPolicy, ToolRefused
-from reposwarm.sandbox import SandboxUnavailable, Tree
-from reposwarm.store import run_dir
-from reposwarm.tools import RunChecksArgs, Toolbox
+from reposwarm.runs.store import run_dir
 from tests.helpers import git, make_repo
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -274,7 +274,7 @@ def test_a_check_dies_with_its_killed_worker(lane, tmp_path):
         "import asyncio, sys\n"
         f"sys.path.insert(0, {str(ROOT)!r})\n"
         "from pathlib import Path\n"
-        "from reposwarm import sandbox\n"
+        "from reposwarm.checks import sandbox\n"
         "from reposwarm.contracts import CheckProfile\n"
         f"tree = sandbox.Tree(root=Path({str(lane.root)!r}), git_dir=None)\n"
         # (a child in a session of its own: a kill of the check's process group would miss it)

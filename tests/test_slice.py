@@ -6,9 +6,10 @@ import os
 import stat
 from pathlib import Path
 
-from reposwarm import gitcmd, ledger
-from reposwarm.paths import PathPolicy
-from reposwarm.slice import revert_outside_slice, stage_slice
+from reposwarm import gitcmd
+from reposwarm.agent.paths import PathPolicy
+from reposwarm.agent.slice import revert_outside_slice, stage_slice
+from reposwarm.runs import ledger
 from tests.helpers import git, make_repo
 
 FILES = {"api/app.py": "VERSION = 1\n", "docs/guide.md": "# Guide\n", "web/client.js": "export const v = 1;\n",

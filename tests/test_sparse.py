@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from reposwarm.agent.paths import PathPolicy
+from reposwarm.agent.tools import ReadFileArgs, Toolbox
 from reposwarm.contracts import Phase, ReviewDecision
-from reposwarm.paths import PathPolicy
-from reposwarm.store import run_dir
-from reposwarm.tools import ReadFileArgs, Toolbox
+from reposwarm.runs.store import run_dir
 from tests.helpers import finish, git, make_repo, start_run, turn, wait_for_phase, write_yaml
 from workflows.swarm import SwarmWorkflow
 

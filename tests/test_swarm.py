@@ -13,9 +13,9 @@ import pytest
 from temporalio.client import WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
-from reposwarm import ledger
 from reposwarm.contracts import Phase, ReviewDecision
-from reposwarm.store import Store
+from reposwarm.runs import ledger
+from reposwarm.runs.store import Store
 from tests.helpers import ROOT, finish, git, make_repo, start_run, temporal_binary, turn, wait_for_phase, write_yaml
 from workflows.swarm import SwarmWorkflow
 

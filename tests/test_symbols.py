@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-import reposwarm.symbols as symbols
-from reposwarm.paths import PathPolicy
-from reposwarm.symbols import SymbolIndex, extract
-from reposwarm.tools import Toolbox
+import reposwarm.intel.symbols as symbols
+from reposwarm.agent.paths import PathPolicy
+from reposwarm.agent.tools import Toolbox
+from reposwarm.intel.symbols import SymbolIndex, extract
 
 HERE = Path(__file__).resolve().parent
 FIXTURES = HERE / "fixtures" / "langs"

@@ -14,10 +14,10 @@ import pytest
 from temporalio.testing import ActivityEnvironment
 
 from activities.repo import lane_worktree_path
-from activities.tools import outcome_path, run_tool
-from reposwarm import ledger
+from activities.tool_call import outcome_path, run_tool
 from reposwarm.contracts import ToolCall, ToolInput
-from reposwarm.store import run_dir
+from reposwarm.runs import ledger
+from reposwarm.runs.store import run_dir
 from tests.helpers import make_repo
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from reposwarm.contracts import Phase, SwarmStatus, TestReport
-from reposwarm.review import render_review
+from reposwarm.runs.review_package import render_review
 from tests.helpers import finish, make_repo, start_run, turn, wait_for_phase, write_yaml
 
 pytestmark = pytest.mark.usefixtures("worker")

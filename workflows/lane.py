@@ -21,7 +21,8 @@ from temporalio.workflow import NondeterminismError
 with workflow.unsafe.imports_passed_through():
     from activities.model import model_turn
     from activities.repo import checkpoint_lane, create_lane_worktree, describe_lane
-    from activities.tools import run_tool
+    from activities.tool_call import run_tool
+    from reposwarm.agent.prompts import lane_first_message
     from reposwarm.contracts import (
         ChangeSet,
         CheckpointInput,
@@ -37,7 +38,6 @@ with workflow.unsafe.imports_passed_through():
         ToolInput,
         Usage,
     )
-    from reposwarm.prompts import lane_first_message
     from workflows import GIT, root_cause, short_reason
 
 MODEL = dict(start_to_close_timeout=timedelta(minutes=10), heartbeat_timeout=timedelta(seconds=30),

@@ -17,8 +17,10 @@ from temporalio.exceptions import ApplicationError
 with workflow.unsafe.imports_passed_through():
     from activities.delivery import deliver
     from activities.model import plan_round
+    from activities.publish import publish_review
     from activities.repo import lane_branch, prepare_run
-    from activities.review import publish_review
+    from reposwarm.agent.estimate import estimate_lane
+    from reposwarm.agent.prompts import lane_first_message
     from reposwarm.contracts import (
         ChangeSet,
         DeliverInput,
@@ -42,8 +44,6 @@ with workflow.unsafe.imports_passed_through():
         TestReport,
         Usage,
     )
-    from reposwarm.estimate import estimate_lane
-    from reposwarm.prompts import lane_first_message
     from workflows import GIT, root_cause, short_reason
     from workflows.lane import LaneWorkflow
     from workflows.merging import MergeQueue

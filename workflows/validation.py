@@ -17,7 +17,8 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
-    from activities.checks import attribute_failures, rollback_integration, validate
+    from activities.validate import attribute_failures, rollback_integration, validate
+    from reposwarm.checks.verdicts import against_baseline
     from reposwarm.contracts import (
         AttributeInput,
         CheckProfile,
@@ -28,7 +29,6 @@ with workflow.unsafe.imports_passed_through():
         TestReport,
         ValidateInput,
     )
-    from reposwarm.verdicts import against_baseline
     from workflows import GIT
 
 
@@ -63,7 +63,7 @@ class Gate:
         self.checks += 1
         label = f"round {round_no} check {self.checks}"
         if workflow.patched("judged-per-test"):
-            # the activity judges the merged tree against the baseline per test (reposwarm/verdicts.py)
+            # the activity judges the merged tree against the baseline per test (reposwarm/checks/verdicts.py)
             report = await self._validate(self.status.integration_sha, label, baseline)
         else:  # runs started before: their histories hold unjudged reports
             report = against_baseline(await self._validate(self.status.integration_sha, label), baseline)

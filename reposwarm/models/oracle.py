@@ -16,9 +16,9 @@ import re
 from urllib.parse import parse_qs
 
 from reposwarm import gitcmd
+from reposwarm.agent.paths import PathPolicy
 from reposwarm.contracts import ToolCall
 from reposwarm.models import ModelError, ModelReply, ModelRequest
-from reposwarm.paths import PathPolicy
 
 
 def _git(repo: str, *args: str) -> str:

@@ -11,12 +11,14 @@ import git
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from reposwarm import gitcmd, ledger, verdicts
-from reposwarm.checks import baseline_path, load_cases, run_profile
+from reposwarm import gitcmd
+from reposwarm.agent.paths import PathPolicy
+from reposwarm.checks import verdicts
+from reposwarm.checks.runner import baseline_path, load_cases, run_profile
+from reposwarm.checks.sandbox import SandboxUnavailable
 from reposwarm.contracts import AttributeInput, RollbackInput, TestReport, ValidateInput
-from reposwarm.paths import PathPolicy
-from reposwarm.sandbox import SandboxUnavailable
-from reposwarm.store import Store, run_dir
+from reposwarm.runs import ledger
+from reposwarm.runs.store import Store, run_dir
 
 
 def _checkout(repo_path: str, path: Path, ref: str) -> None:

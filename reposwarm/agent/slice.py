@@ -1,6 +1,6 @@
 """What a lane leaves in its worktree is judged like a lane's own edit.
 
-The file tools check every path before they write (reposwarm/paths.py), but a lane's checks run code it
+The file tools check every path before they write (reposwarm/agent/paths.py), but a lane's checks run code it
 wrote, and that code can write wherever the sandbox lets it: anywhere in the worktree. After a check, and
 again at every checkpoint, the worktree's changes are compared with the lane's slice: a change outside the
 paths it may write is undone, a symlink that leads outside the repository or into a path it may not write
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from reposwarm import gitcmd
-from reposwarm.paths import PathPolicy, touches_git
+from reposwarm.agent.paths import PathPolicy, touches_git
 
 
 @dataclass(frozen=True)

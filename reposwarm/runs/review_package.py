@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from reposwarm import verdicts
+from reposwarm.checks import verdicts
 from reposwarm.contracts import ReviewPackage, SwarmStatus, TestFailure, TestReport
 
 

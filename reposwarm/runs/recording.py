@@ -14,9 +14,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from reposwarm.ledger import redact
 from reposwarm.models import ModelReply
-from reposwarm.store import run_dir
+from reposwarm.runs.ledger import redact
+from reposwarm.runs.store import run_dir
 
 
 def _round_key(name: str) -> int | str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from reposwarm import runners
+from reposwarm.checks import runners
 from reposwarm.contracts import CommandResult, TestFailure, TestReport
 
 NOT_JUDGED = ("this check already fails on the base commit and gives no per-test results: fix the check, "

@@ -16,12 +16,12 @@ from temporalio import activity
 from temporalio.exceptions import TemporalError
 
 from activities.repo import lane_worktree
-from reposwarm import ledger
-from reposwarm.checks import load_baseline
+from reposwarm.agent.paths import PathPolicy, ToolRefused
+from reposwarm.agent.tools import TOOL_ARGS, Toolbox
+from reposwarm.checks.runner import load_baseline
 from reposwarm.contracts import ToolInput, ToolOutcome
-from reposwarm.paths import PathPolicy, ToolRefused
-from reposwarm.store import Store, home, run_dir
-from reposwarm.tools import TOOL_ARGS, Toolbox
+from reposwarm.runs import ledger
+from reposwarm.runs.store import Store, home, run_dir
 
 PREVIEW_CHARS = 300
 WRITES = frozenset({"write_file", "edit_file", "delete_file"})

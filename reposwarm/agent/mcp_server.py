@@ -4,7 +4,7 @@
 
 Tools: read_file, list_dir, search, symbol_lookup, write_file, edit_file,
 delete_file and run_checks, with the same names and argument schemas as the
-lanes (reposwarm.tools.TOOL_ARGS), run by the same Toolbox under the same
+lanes (reposwarm.agent.tools.TOOL_ARGS), run by the same Toolbox under the same
 PathPolicy. `finish` is lane-only (it ends a lane's work inside a swarm run)
 and is not served.
 
@@ -36,11 +36,11 @@ import mcp.types as types
 from mcp.server import Server, ServerRequestContext
 from mcp.server.stdio import stdio_server
 
-from reposwarm import ledger
+from reposwarm.agent.paths import PathPolicy, ToolRefused
+from reposwarm.agent.tools import TOOL_ARGS, Toolbox, tool_specs
 from reposwarm.config import apply_env, load_lanes_file
 from reposwarm.contracts import CheckProfile
-from reposwarm.paths import PathPolicy, ToolRefused
-from reposwarm.tools import TOOL_ARGS, Toolbox, tool_specs
+from reposwarm.runs import ledger
 
 log = logging.getLogger("reposwarm.mcp")
 

@@ -15,14 +15,15 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from reposwarm import gitcmd, sandbox, verdicts
-from reposwarm.checks import load_cases, run_profile
+from reposwarm import gitcmd
+from reposwarm.agent.paths import PathPolicy, ToolRefused
+from reposwarm.agent.slice import revert_outside_slice
+from reposwarm.checks import sandbox, verdicts
+from reposwarm.checks.runner import load_cases, run_profile
+from reposwarm.checks.sandbox import SandboxUnavailable
 from reposwarm.contracts import CheckProfile, FileEdit, TestReport
-from reposwarm.paths import PathPolicy, ToolRefused
-from reposwarm.sandbox import SandboxUnavailable
-from reposwarm.slice import revert_outside_slice
-from reposwarm.store import Store
-from reposwarm.store import home as reposwarm_home
+from reposwarm.runs.store import Store
+from reposwarm.runs.store import home as reposwarm_home
 
 OUTPUT_CAP = 20_000
 MAX_MATCHES = 200
@@ -231,7 +232,7 @@ class Toolbox:
 
         from temporalio import activity
 
-        from reposwarm.symbols import SymbolIndex, SymbolIndexError, indexed_globs
+        from reposwarm.intel.symbols import SymbolIndex, SymbolIndexError, indexed_globs
 
         def heartbeat(message: str) -> None:  # a first index of a large repository takes a while
             if activity.in_activity():

@@ -18,7 +18,7 @@ from typing import Any
 
 import structlog
 
-from reposwarm.store import run_dir
+from reposwarm.runs.store import run_dir
 
 _SECRET_ENV = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL)", re.I)
 _SECRET_SHAPES = re.compile(r"\b(sk-[A-Za-z0-9_-]{16,}|sk-ant-[A-Za-z0-9_-]{16,}|gh[pousr]_[A-Za-z0-9]{20,}|xox[abp]-[A-Za-z0-9-]{10,})")

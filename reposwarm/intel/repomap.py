@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from reposwarm.symbols import Definition, RefCount, SymbolIndex, language_of
+from reposwarm.intel.symbols import Definition, RefCount, SymbolIndex, language_of
 
 if TYPE_CHECKING:
     import networkx as nx

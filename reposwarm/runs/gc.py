@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from reposwarm import gitcmd
-from reposwarm.store import home
+from reposwarm.runs.store import home
 
 
 @dataclass

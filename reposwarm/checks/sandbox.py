@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from reposwarm.contracts import CheckProfile
-from reposwarm.store import home as reposwarm_home
+from reposwarm.runs.store import home as reposwarm_home
 
 SWITCH = "REPOSWARM_SANDBOX"  # "off": run checks unsandboxed
 BWRAP = "REPOSWARM_BWRAP"  # the bwrap binary to use (default: `bwrap` on PATH)

@@ -1,5 +1,5 @@
 """Running the repository's own checks: argv lists, no shell, each command in the sandbox
-(reposwarm/sandbox.py) with the profile's limits, writing only the tree it checks.
+(reposwarm/checks/sandbox.py) with the profile's limits, writing only the tree it checks.
 
 Used by validation (on the merged tree) and the baseline, by the lanes' run_checks tool, and by the MCP
 server. Inside an activity, a long check heartbeats.
@@ -12,9 +12,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from reposwarm import gitcmd, ledger, runners, sandbox
+from reposwarm import gitcmd
+from reposwarm.checks import runners, sandbox
 from reposwarm.contracts import CheckProfile, CommandResult, TestFailure, TestReport
-from reposwarm.store import Store, run_dir
+from reposwarm.runs import ledger
+from reposwarm.runs.store import Store, run_dir
 
 TAIL_CHARS = 4000
 

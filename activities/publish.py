@@ -6,10 +6,11 @@ import json
 
 from temporalio import activity
 
-from reposwarm import gitcmd, ledger
+from reposwarm import gitcmd
 from reposwarm.contracts import Published, PublishInput
-from reposwarm.review import render_review
-from reposwarm.store import Store, run_dir
+from reposwarm.runs import ledger
+from reposwarm.runs.review_package import render_review
+from reposwarm.runs.store import Store, run_dir
 
 
 @activity.defn

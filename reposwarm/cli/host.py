@@ -16,8 +16,9 @@ import yaml
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.common import WorkflowIDConflictPolicy
 
-from reposwarm import gc, gitcmd, ledger, metrics, recording, task_queue
-from reposwarm.cli import (
+from reposwarm import gitcmd
+from reposwarm.agent.paths import PathPolicy
+from reposwarm.cli.common import (
     UserError,
     check_repo,
     client_or_die,
@@ -26,16 +27,16 @@ from reposwarm.cli import (
     run_model,
     ui_url,
 )
+from reposwarm.client import connect, task_queue
 from reposwarm.contracts import LanesFile, TrialBatchRequest, TrialBatchResult, TrialSpec
-from reposwarm.paths import PathPolicy
-from reposwarm.store import home, run_dir
-from worker import connect
+from reposwarm.runs import gc, ledger, metrics, recording
+from reposwarm.runs.store import home, run_dir
 from workflows.trial import TrialWorkflow
 
 
 async def cmd_mcp(args: argparse.Namespace) -> int:
     """Serve the tool surface over MCP; stdout is the protocol on stdio, so everything else goes to stderr."""
-    from reposwarm import mcp_server
+    from reposwarm.agent import mcp_server
 
     repo = check_repo(args.repo)
     mcp_server.setup_logging()

@@ -9,10 +9,10 @@ from pathlib import Path
 from temporalio.client import Client
 
 from reposwarm import gitcmd
+from reposwarm.client import connect
 from reposwarm.config import apply_env, load_lanes_file
 from reposwarm.contracts import LanesFile
 from reposwarm.models import KNOWN_PROVIDERS
-from worker import connect
 
 LANES_FILE_NAMES = ("reposwarm.yaml", "helpers.yaml", ".reposwarm.yaml")
 
