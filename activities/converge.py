@@ -20,9 +20,10 @@ from pydantic import BaseModel, Field, ValidationError
 from temporalio import activity
 
 from activities.model import _complete
-from activities.repo import IDENTITY, _rev, open_repo
+from activities.repo import open_repo
 from reposwarm import gitcmd
 from reposwarm.contracts import ConflictInput, Resolution, Usage
+from reposwarm.gitcmd import IDENTITY, rev, show, try_git
 from reposwarm.intel.syntax import has_conflict_markers, parses
 from reposwarm.runs import ledger
 
@@ -45,12 +46,6 @@ class _Resolve(BaseModel):
 
 RESOLVE_TOOL = {"name": "resolve", "description": "Submit the resolved files.",
                 "parameters": {k: v for k, v in _Resolve.model_json_schema().items() if k != "title"}}
-
-
-def _show(g: git.Git, rev: str, path: str) -> str | None:
-    status, out, _ = g.execute(["git", "show", f"{rev}:{path}"], with_extended_output=True, with_exceptions=False,
-                               strip_newline_in_stdout=False)
-    return out if status == 0 else None
 
 
 def _tree_with(g: git.Git, tree: str, files: dict[str, str | None]) -> str:
@@ -107,14 +102,14 @@ async def resolve_conflict(req: ConflictInput) -> Resolution:
     """Ask the converger once; land its resolution, or say why it was refused (the lane is then redone)."""
     g = open_repo(req.repo_path)
     integ_ref = f"refs/heads/{req.integration_branch}"
-    current = _rev(g, integ_ref)
-    if current != req.integration_sha and current is not None and _rev(g, f"{current}^^2") == req.lane_sha:
+    current = rev(g, integ_ref)
+    if current != req.integration_sha and current is not None and rev(g, f"{current}^^2") == req.lane_sha:
         # Landed by an earlier attempt of this activity (the merge is the resolution commit's parent).
         return Resolution(lane=req.lane, resolved=True, integration_sha=current, files=req.files,
                           how="resolved by an earlier attempt")
     base = g.merge_base(req.integration_sha, req.lane_sha)
-    sides = {p: {"base": _show(g, base, p), "integration": _show(g, req.integration_sha, p),
-                 "lane": _show(g, req.lane_sha, p)} for p in req.files}
+    sides = {p: {"base": show(g, base, p), "integration": show(g, req.integration_sha, p),
+                 "lane": show(g, req.lane_sha, p)} for p in req.files}
     reply = await _complete(
         req.model, dict(system=CONVERGER_SYSTEM, messages=[{"role": "user", "content": _prompt(req, sides)}],
                         tools=[RESOLVE_TOOL], agent="converger", round=req.round, turn=req.attempt - 1),
@@ -134,8 +129,8 @@ async def resolve_conflict(req: ConflictInput) -> Resolution:
                           how=f"converger answer refused: {why}", usage=usage)
 
     # The lane's merge, with the conflicted files as the integration side had them...
-    status, out, _ = g.execute(["git", "merge-tree", "--write-tree", "--name-only", "--no-messages",
-                                req.integration_sha, req.lane_sha], with_extended_output=True, with_exceptions=False)
+    status, out, _ = try_git(g, "merge-tree", "--write-tree", "--name-only", "--no-messages", req.integration_sha,
+                             req.lane_sha)
     merged_tree = _tree_with(g, out.splitlines()[0].strip(), {p: sides[p]["integration"] for p in req.files})
     merge = g.execute(["git", *IDENTITY, "commit-tree", merged_tree, "-p", req.integration_sha, "-p", req.lane_sha,
                        "-m", req.merge_message])

@@ -12,9 +12,10 @@ import git
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.repo import _is_ancestor, _rev, open_repo
+from activities.repo import open_repo
 from reposwarm import forge
 from reposwarm.contracts import Delivered, DeliverInput
+from reposwarm.gitcmd import is_ancestor, rev, try_git
 from reposwarm.runs import ledger
 from reposwarm.runs.store import Store, run_dir
 
@@ -29,7 +30,7 @@ def deliver(req: DeliverInput) -> Delivered:
     """
     g = open_repo(req.repo_path)
     target = f"refs/heads/{req.branch}"
-    existing = _rev(g, target)
+    existing = rev(g, target)
     if existing is not None and existing != req.integration_sha:
         raise ApplicationError(f"branch {req.branch!r} already exists in {req.repo_path}", non_retryable=True)
     root = run_dir(req.run_id)
@@ -40,13 +41,13 @@ def deliver(req: DeliverInput) -> Delivered:
     prefix = f"refs/heads/swarm/{req.run_id}/"
     for line in g.for_each_ref("--format=%(refname) %(objectname)", prefix).splitlines():
         ref, sha = line.split()
-        if not _is_ancestor(g, sha, req.integration_sha):
+        if not is_ancestor(g, sha, req.integration_sha):
             g.update_ref(f"refs/heads/swarm-kept/{req.run_id}/{ref[len(prefix):]}", sha)
         g.update_ref("-d", ref, sha)
     # Validated and rolled-back states: kept while their commits are not in the delivered one.
     for line in g.for_each_ref("--format=%(refname) %(objectname)", f"refs/reposwarm/{req.run_id}/").splitlines():
         ref, sha = line.split()
-        if _is_ancestor(g, sha, req.integration_sha):
+        if is_ancestor(g, sha, req.integration_sha):
             g.update_ref("-d", ref, sha)
     if existing is None:
         g.update_ref(target, req.integration_sha, "0" * 40)
@@ -58,8 +59,7 @@ def _push(g: git.Git, req: DeliverInput) -> str | None:
     remote = req.delivery.remote
     if not remote:
         return None
-    status, _, err = g.execute(["git", "push", "--porcelain", remote, f"refs/heads/{req.branch}:refs/heads/{req.branch}"],
-                               with_extended_output=True, with_exceptions=False)
+    status, _, err = try_git(g, "push", "--porcelain", remote, f"refs/heads/{req.branch}:refs/heads/{req.branch}")
     if status != 0:
         raise ApplicationError(f"git push to {remote} failed: {ledger.redact(err.strip())[:500]}")
     ledger.record_activity(req.run_id, "push", remote=remote, branch=req.branch)

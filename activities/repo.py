@@ -24,6 +24,7 @@ from temporalio.exceptions import ApplicationError
 from reposwarm import gitcmd
 from reposwarm.agent.paths import PathPolicy, cone_dirs
 from reposwarm.agent.slice import stage_slice
+from reposwarm.branches import integration_branch
 from reposwarm.client import lane_queue
 from reposwarm.contracts import (
     CheckpointInput,
@@ -34,22 +35,13 @@ from reposwarm.contracts import (
     PrepareInput,
     PrepareResult,
 )
+from reposwarm.gitcmd import IDENTITY, is_ancestor, rev, try_git
 from reposwarm.runs import ledger
 from reposwarm.runs.store import home, run_dir
-
-IDENTITY = ["-c", "user.name=reposwarm", "-c", "user.email=reposwarm@localhost", "-c", "commit.gpgsign=false"]
 
 
 def _git(cwd: str | Path) -> git.Git:
     return gitcmd.repo(str(cwd))
-
-
-def integration_branch(run_id: str) -> str:
-    return f"swarm/{run_id}/integration"
-
-
-def lane_branch(run_id: str, lane: str) -> str:
-    return f"swarm/{run_id}/{lane}"
 
 
 def lane_worktree_path(run_id: str, lane: str) -> Path:
@@ -67,21 +59,6 @@ def lane_worktree(run_id: str, lane: str) -> Path:
     return path
 
 
-def _rev(g: git.Git, ref: str) -> str | None:
-    try:
-        return g.rev_parse("--verify", "--quiet", f"{ref}^{{commit}}")
-    except git.GitCommandError:
-        return None
-
-
-def _is_ancestor(g: git.Git, older: str, newer: str) -> bool:
-    try:
-        g.merge_base("--is-ancestor", older, newer)
-        return True
-    except git.GitCommandError:
-        return False
-
-
 def open_repo(path: str) -> git.Git:
     p = Path(path)
     if not p.is_dir():
@@ -97,13 +74,13 @@ def open_repo(path: str) -> git.Git:
 def prepare_run(req: PrepareInput) -> PrepareResult:
     """Resolve the base commit and create the integration branch on it."""
     g = open_repo(req.repo_path)
-    base = _rev(g, req.base_ref)
+    base = rev(g, req.base_ref)
     if base is None:
         raise ApplicationError(f"base {req.base_ref!r} is not a commit in {req.repo_path}", non_retryable=True)
     branch = integration_branch(req.run_id)
-    existing = _rev(g, f"refs/heads/{branch}")
+    existing = rev(g, f"refs/heads/{branch}")
     if existing is None and req.create_branch:
-        if _rev(g, f"refs/heads/{req.swarm_branch}") is not None:
+        if rev(g, f"refs/heads/{req.swarm_branch}") is not None:
             raise ApplicationError(
                 f"branch {req.swarm_branch!r} already exists in {req.repo_path}; choose another SWARM_BRANCH",
                 non_retryable=True,
@@ -126,11 +103,11 @@ def create_lane_worktree(task: HelperTask) -> LaneWorktree:
     g = open_repo(task.repo_path)
     path = lane_worktree_path(task.run_id, task.lane)
     branch = task.branch
-    current = _rev(g, f"refs/heads/{branch}")
-    if current is not None and _is_ancestor(g, task.base_sha, current):
+    current = rev(g, f"refs/heads/{branch}")
+    if current is not None and is_ancestor(g, task.base_sha, current):
         start = current  # this assignment's own work: keep it
     else:
-        if current is not None and not _is_ancestor(g, current, task.base_sha):
+        if current is not None and not is_ancestor(g, current, task.base_sha):
             g.branch("-f", f"{branch}-kept-{current[:10]}", current)
         start = task.base_sha
     if (path / ".git").exists() and not _healthy(path):
@@ -140,7 +117,7 @@ def create_lane_worktree(task: HelperTask) -> LaneWorktree:
     if (path / ".git").exists():
         wt = _git(path)
         on_branch = wt.rev_parse("--abbrev-ref", "HEAD") == branch
-        if not (on_branch and _rev(wt, "HEAD") == start):
+        if not (on_branch and rev(wt, "HEAD") == start):
             wt.checkout("-f", "-B", branch, start)
             wt.clean("-fdx")
     else:
@@ -157,7 +134,7 @@ def create_lane_worktree(task: HelperTask) -> LaneWorktree:
             wt = _git(path)
             wt.sparse_checkout("set", "--cone", "--sparse-index", *cone)
             wt.checkout("-f", "-q", branch)
-    head = _rev(_git(path), "HEAD") or start
+    head = rev(_git(path), "HEAD") or start
     ledger.record_activity(task.run_id, "helper_spawn" if task.resume is None else "checkpoint_restore",
                            lane=task.lane, round=task.round, branch=branch, base_sha=task.base_sha, head=head,
                            model=task.model)
@@ -169,11 +146,10 @@ def create_lane_worktree(task: HelperTask) -> LaneWorktree:
 def _healthy(path: Path) -> bool:
     """A worktree git can work in: its metadata is there, `git status` runs, and no index.lock was left."""
     wt = _git(path)
-    status, git_dir, _ = wt.execute(["git", "rev-parse", "--git-dir"], with_extended_output=True,
-                                    with_exceptions=False)
+    status, git_dir, _ = try_git(wt, "rev-parse", "--git-dir")
     if status != 0 or not (path / git_dir.strip()).exists():
         return False
-    status, _, _ = wt.execute(["git", "status", "--porcelain"], with_extended_output=True, with_exceptions=False)
+    status, _, _ = try_git(wt, "status", "--porcelain")
     return status == 0 and not (path / git_dir.strip() / "index.lock").exists()
 
 
@@ -224,8 +200,7 @@ def checkpoint_lane(req: CheckpointInput) -> str:
         refused = stage_slice(PathPolicy(path, req.allowed_paths, req.read_only_paths))
     else:
         wt.add("-A")
-    status, _, _ = wt.execute(["git", "diff", "--cached", "--quiet"], with_extended_output=True,
-                              with_exceptions=False)
+    status, _, _ = try_git(wt, "diff", "--cached", "--quiet")
     if status == 1:
         wt.execute(["git", *IDENTITY, "commit", "-q", "--no-verify", "-m", req.message])
     head = wt.rev_parse("HEAD")
@@ -298,17 +273,17 @@ def merge_lane(req: MergeInput) -> MergeResult:
     """
     g = open_repo(req.repo_path)
     integ_ref = f"refs/heads/{req.integration_branch}"
-    integ = _rev(g, integ_ref)
-    lane_head = _rev(g, f"refs/heads/{req.lane_branch}")
+    integ = rev(g, integ_ref)
+    lane_head = rev(g, f"refs/heads/{req.lane_branch}")
     if integ is None or lane_head is None:
         raise ApplicationError(f"cannot merge {req.lane_branch} into {req.integration_branch}: branch missing",
                                non_retryable=True)
-    if _is_ancestor(g, lane_head, integ):
+    if is_ancestor(g, lane_head, integ):
         # Nothing new, or merged by an earlier attempt of this activity (which may have died before finishing):
         # then the merge commit is the branch head, and its files and contract flags are worked out again.
         files: list[str] = []
         flags: list[str] = []
-        if _rev(g, f"{integ}^2") == lane_head:
+        if rev(g, f"{integ}^2") == lane_head:
             base = g.merge_base(f"{integ}^1", lane_head)
             files = g.diff("--name-only", base, lane_head).splitlines()
             flags = contract_flags(g, base, lane_head, req.lane, req.goal, req.interface_contract)
@@ -319,10 +294,7 @@ def merge_lane(req: MergeInput) -> MergeResult:
     base = g.merge_base(integ, lane_head)
     files = g.diff("--name-only", base, lane_head).splitlines()
     flags = contract_flags(g, base, lane_head, req.lane, req.goal, req.interface_contract)
-    status, out, _ = g.execute(
-        ["git", "merge-tree", "--write-tree", "--name-only", "--no-messages", integ, lane_head],
-        with_extended_output=True, with_exceptions=False,
-    )
+    status, out, _ = try_git(g, "merge-tree", "--write-tree", "--name-only", "--no-messages", integ, lane_head)
     lines = out.splitlines()
     if status == 1:
         conflicts = sorted(set(lines[1:]))

@@ -54,10 +54,9 @@ async def _commit_tests_pass(g: git.Git, req: ScoreInput, tests: list[str]) -> b
         await asyncio.to_thread(g.worktree, "add", "--detach", "-f", str(checkout), req.result_sha)
         try:
             for path in tests:
-                status, content, _ = g.execute(["git", "show", f"{req.spec.sha}:{path}"], with_extended_output=True,
-                                               with_exceptions=False, strip_newline_in_stdout=False)
+                content = gitcmd.show(g, req.spec.sha, path)
                 target = checkout / path
-                if status == 0:
+                if content is not None:
                     target.parent.mkdir(parents=True, exist_ok=True)
                     target.write_text(content, encoding="utf-8")
                 elif target.exists():

@@ -82,8 +82,8 @@ _JS_IMPORT = re.compile(r"""(?:from\s+|require\(\s*|import\(\s*)['"](\.{1,2}/[^'
 
 def _imports(g: git.Git, ref: str, path: str) -> set[str]:
     """Files of the repository that a test file imports (Python modules, relative JS/TS imports)."""
-    status, text, _ = g.execute(["git", "show", f"{ref}:{path}"], with_extended_output=True, with_exceptions=False)
-    if status != 0:
+    text = gitcmd.show(g, ref, path)
+    if text is None:
         return set()
     found: set[str] = set()
     for a, b in _PY_IMPORT.findall(text):

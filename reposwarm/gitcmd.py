@@ -13,7 +13,9 @@ git the worker runs gets the same overrides, through git's own environment-confi
 Diff and merge drivers need a config entry to run anything, and the git directory is never writable by a
 lane (not through its tools, not from inside the sandbox), so there is none to plant.
 
-Use `repo(path)` for GitPython and `run(...)` for a plain subprocess; `SAFE_ENV` for anything else.
+Use `repo(path)` for GitPython and `run(...)` for a plain subprocess; `SAFE_ENV` for anything else. The
+small helpers below (`try_git`, `rev`, `is_ancestor`, `show`, `IDENTITY`) are the calls every activity makes;
+ref names are in reposwarm/branches.py, which workflows read without running git.
 """
 
 from __future__ import annotations
@@ -44,6 +46,10 @@ def _env() -> dict[str, str]:
 SAFE_ENV = _env()
 
 
+# commits the worker makes (checkpoints, merges, resolutions): a fixed author, never signed with the user's key
+IDENTITY = ["-c", "user.name=reposwarm", "-c", "user.email=reposwarm@localhost", "-c", "commit.gpgsign=false"]
+
+
 def repo(path: str | Path) -> git.Git:
     """A GitPython command object at `path` whose every git call carries the overrides."""
     g = git.Git(str(path))
@@ -60,3 +66,26 @@ def run(args: list[str], cwd: str | Path | None = None, **kwargs: Any) -> subpro
 def popen(args: list[str], cwd: str | Path | None = None, **kwargs: Any) -> subprocess.Popen:
     env = {**os.environ, **SAFE_ENV, **(kwargs.pop("env", None) or {})}
     return subprocess.Popen(["git", *args], cwd=cwd, env=env, **kwargs)
+
+
+def try_git(g: git.Git, *args: str, keep_newline: bool = False) -> tuple[int, str, str]:
+    """`git <args>` that may fail: (status, stdout, stderr), never an exception."""
+    status, out, err = g.execute(["git", *args], with_extended_output=True, with_exceptions=False,
+                                 strip_newline_in_stdout=not keep_newline)
+    return status, out, err
+
+
+def rev(g: git.Git, ref: str) -> str | None:
+    """The commit `ref` names, or None."""
+    status, out, _ = try_git(g, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+    return out.strip() if status == 0 and out.strip() else None
+
+
+def is_ancestor(g: git.Git, older: str, newer: str) -> bool:
+    return try_git(g, "merge-base", "--is-ancestor", older, newer)[0] == 0
+
+
+def show(g: git.Git, rev: str, path: str) -> str | None:
+    """A file's text at a commit, or None when it has no such file."""
+    status, out, _ = try_git(g, "show", f"{rev}:{path}", keep_newline=True)
+    return out if status == 0 else None

@@ -17,7 +17,8 @@ from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
     from activities.converge import resolve_conflict
-    from activities.repo import lane_branch, merge_lane
+    from activities.repo import merge_lane
+    from reposwarm.branches import lane_branch
     from reposwarm.contracts import (
         ConflictInput,
         LaneResult,

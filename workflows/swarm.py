@@ -18,9 +18,10 @@ with workflow.unsafe.imports_passed_through():
     from activities.delivery import deliver
     from activities.model import plan_round
     from activities.publish import publish_review
-    from activities.repo import lane_branch, prepare_run
+    from activities.repo import prepare_run
     from reposwarm.agent.estimate import estimate_lane
     from reposwarm.agent.prompts import lane_first_message
+    from reposwarm.branches import lane_branch
     from reposwarm.contracts import (
         ChangeSet,
         DeliverInput,

@@ -142,10 +142,7 @@ def _cap(text: str) -> str:
 
 
 def _grep(policy: PathPolicy, argv: list[str], paths: list[str]) -> list[str]:
-    status, out, _ = gitcmd.repo(str(policy.root)).execute(
-        ["git", "grep", "--untracked", "-n", "-I", *argv, "--", *paths],
-        with_extended_output=True, with_exceptions=False,
-    )
+    status, out, _ = gitcmd.try_git(gitcmd.repo(policy.root), "grep", "--untracked", "-n", "-I", *argv, "--", *paths)
     if status not in (0, 1):
         raise ValueError(f"search failed: {out.strip()[:300] or 'bad pattern'}")
     hits = [line for line in out.splitlines() if policy.readable(line.split(":", 1)[0])]
@@ -196,12 +193,10 @@ class Toolbox:
         return _cap(f"{rel} (lines {start + 1}-{min(end, len(lines))} of {len(lines)})\n{body}")
 
     def _from_git(self, rel: str) -> str:
-        status, out, _ = gitcmd.repo(str(self.policy.root)).execute(
-            ["git", "show", f"HEAD:{rel}"], with_extended_output=True, with_exceptions=False,
-            strip_newline_in_stdout=False)
-        if status != 0:
+        text = gitcmd.show(gitcmd.repo(self.policy.root), "HEAD", rel)
+        if text is None:
             raise ValueError(f"{rel}: no such file")
-        return out
+        return text
 
     def list_dir(self, a: ListDirArgs) -> str:
         rel, real = self.policy.for_list(a.path)
