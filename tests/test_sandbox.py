@@ -206,6 +206,18 @@ async def test_a_profile_that_asks_for_the_network_gets_it(lane, tmp_path):
     assert out["hook"][0] == "failed"  # the rest of the sandbox stays
 
 
+async def test_a_toolchain_in_a_virtual_environment_under_tmp_still_runs(lane, tmp_path, monkeypatch):
+    # /tmp is private in the sandbox; a clean clone in /tmp (as CI makes) has its venv there, and every check that
+    # names that venv's python, or finds it on PATH, must still run (read-only)
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    monkeypatch.setenv("PATH", f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    ran = await sandbox.run(["python", "-c", "import sys; print(sys.prefix); open(sys.prefix + '/x', 'w')"], lane,
+                            profile(), timeout_s=60)
+    assert str(venv).encode() in ran.output, ran.output
+    assert b"Read-only file system" in ran.output and not (venv / "x").exists()
+
+
 async def test_a_command_over_its_timeout_is_killed_with_its_children(lane):
     marker = f"reposwarm-sleeper-{uuid.uuid4().hex}"
     # (the child leaves the check's process group and session: a kill of the group would miss it)

@@ -165,17 +165,23 @@ def _inside(path: Path, folder: Path) -> bool:
     return path == folder or folder in path.parents
 
 
-def _toolchains(home: Path) -> list[Path]:
-    """Folders under HOME that the commands need to run at all: the top folder (~/.pyenv, ~/.cargo) of each PATH
-    entry under HOME, and of the Python the worker runs (tests and profiles name sys.executable)."""
+def _toolchains(home: Path, hidden: list[Path]) -> list[Path]:
+    """Folders the commands need to run at all that a private tmpfs would hide: under HOME, the top folder
+    (~/.pyenv, ~/.cargo) of each PATH entry and of the Python the worker runs (tests and profiles name
+    sys.executable); elsewhere under a hidden folder (a virtual environment in /tmp), that environment itself."""
     wanted = [Path(p) for p in os.environ.get("PATH", "").split(os.pathsep) if p.startswith("/")]
-    wanted += [Path(sys.executable).resolve(), Path(sys.base_prefix).resolve()]
+    wanted += [Path(sys.executable).resolve(), Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve()]
     found: list[Path] = []
     for path in wanted:
         if home in path.parents:
             top = home / path.relative_to(home).parts[0]
-            if top.is_dir() and top not in found:
-                found.append(top)
+        elif any(folder in path.parents for folder in hidden):
+            # a bin folder stands for its environment (its lib and pyvenv.cfg are needed too)
+            top = path.parent if path.name == "bin" else path
+        else:
+            continue
+        if top.is_dir() and top not in found:
+            found.append(top)
     return found
 
 
@@ -195,9 +201,11 @@ def bwrap_argv(binary: str, argv: list[str], tree: Tree, profile: CheckProfile) 
            "--unshare-all", "--unshare-user", "--disable-userns", *(["--share-net"] if profile.network else []),
            "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--tmpfs", "/tmp", "--tmpfs", str(home)]
     store = reposwarm_home()
+    hidden = [Path("/tmp")]
     if store.is_dir() and not (_inside(store, home) or _inside(store, Path("/tmp"))):
         cmd += ["--tmpfs", str(store)]
-    for folder in _toolchains(home):
+        hidden.append(store)
+    for folder in _toolchains(home, hidden):
         cmd += ["--ro-bind", str(folder), str(folder)]
         for secret in _secret_files(folder):
             cmd += ["--ro-bind", "/dev/null", str(secret)]
