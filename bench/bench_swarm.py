@@ -74,9 +74,9 @@ from temporalio.contrib.pydantic import pydantic_data_converter  # noqa: E402
 from temporalio.testing import WorkflowEnvironment  # noqa: E402
 from temporalio.worker import Worker  # noqa: E402
 
-import starter  # noqa: E402
 from bench.gen_monorepo import generate  # noqa: E402
 from bench.swarm_probe import ProbeAfterSignal, ProbeRoundTrips, probe_noop  # noqa: E402
+from reposwarm.cli.runs import build_request, start  # noqa: E402
 from reposwarm.contracts import LaneStatus, Phase  # noqa: E402
 from tests.fake_models import FakeModelServer  # noqa: E402
 from tests.helpers import (  # noqa: E402
@@ -229,15 +229,15 @@ def starter_report(home: Path, run_id: str) -> dict[str, Any]:
 
 async def start_on(client: Client, queue: str, repo: Path, lanes: Path, script: Path, plan: Path, model: str | None,
                    task: str) -> str:
-    """starter.build_request + starter.start (through tests.helpers.start_run) on the given task queue."""
+    """build_request + start (reposwarm.cli.runs; through tests.helpers.start_run) on the given task queue."""
     previous = os.environ.get("REPOSWARM_TASK_QUEUE")
     os.environ["REPOSWARM_TASK_QUEUE"] = queue
     try:
         if model is None:
             return await start_run(client, repo, lanes, script, plan=plan, task=task)
-        req = starter.build_request(argparse.Namespace(repo=str(repo), task=task, lanes=str(lanes), plan=str(plan),
-                                                       model=model))
-        await starter.start(client, req)
+        req = build_request(argparse.Namespace(repo=str(repo), task=task, lanes=str(lanes), plan=str(plan),
+                                               model=model))
+        await start(client, req)
         return req.run_id
     finally:
         if previous is None:

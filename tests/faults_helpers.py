@@ -40,7 +40,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-import starter
+from reposwarm.cli.runs import build_request, start
 from reposwarm.contracts import Phase, ReviewDecision, SwarmResult
 from tests.fake_models import FakeModelServer
 from tests.helpers import WorkerProcess, finish, git, make_repo, temporal_binary, turn, write_yaml
@@ -566,12 +566,12 @@ async def run_scenario(out: Outcome, client: Client, address: str, mp: pytest.Mo
         await worker.ready()
         for w in watches:
             w.start()
-        req = await asyncio.to_thread(starter.build_request, argparse.Namespace(
+        req = await asyncio.to_thread(build_request, argparse.Namespace(
             repo=str(repo), task="NAME everywhere", lanes=str(lanes), plan=None, model="openai:fake"))
         out.run_id = req.run_id
-        mp.setenv("REPOSWARM_TASK_QUEUE", queue)  # starter.start reads it (task_queue()) before its first await
+        mp.setenv("REPOSWARM_TASK_QUEUE", queue)  # start reads it (task_queue()) before its first await
         out.started_at = time.time()
-        await starter.start(client, req)
+        await start(client, req)
         handle = client.get_workflow_handle_for(SwarmWorkflow.run, req.run_id)
 
         if fault == "review":

@@ -16,7 +16,7 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-import starter
+from reposwarm.cli.runs import build_request, start
 from reposwarm.contracts import Phase, SwarmStatus
 from workflows.swarm import REPO_ATTR, STATUS_ATTR, SwarmWorkflow
 
@@ -78,8 +78,8 @@ async def start_run(client: Client, repo: Path, lanes: Path, script: Path, *, pl
     """Start a run exactly as `starter.py run` does (same checks, same request)."""
     ns = argparse.Namespace(repo=str(repo), task=task, lanes=str(lanes), plan=str(plan) if plan else None,
                             model=f"replay:{script}")
-    req = starter.build_request(ns)
-    await starter.start(client, req)
+    req = build_request(ns)
+    await start(client, req)
     return req.run_id
 
 

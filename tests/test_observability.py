@@ -16,8 +16,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-import starter
 from reposwarm import telemetry
+from reposwarm.cli.runs import build_request, start
 from reposwarm.contracts import Phase, ReviewDecision
 from reposwarm.runs import ledger, metrics
 from reposwarm.runs.store import run_dir
@@ -60,9 +60,9 @@ async def test_figures_trace_and_secrets_of_a_whole_run(client, reposwarm_home, 
         monkeypatch.setenv("OPENAI_BASE_URL", fake.base_url)
         monkeypatch.setenv("OPENAI_API_KEY", "sk-observability-test-key-000000")
         async with make_worker(traced, queue):
-            req = starter.build_request(argparse.Namespace(repo=str(repo), task="Mark every lane", lanes=str(lanes),
-                                                           plan=str(plan), model="openai:fake"))
-            await starter.start(traced, req)
+            req = build_request(argparse.Namespace(repo=str(repo), task="Mark every lane", lanes=str(lanes),
+                                                   plan=str(plan), model="openai:fake"))
+            await start(traced, req)
             run_id = req.run_id
             await wait_for_phase(client, run_id, Phase.review)
             handle = traced.get_workflow_handle_for(SwarmWorkflow.run, run_id)

@@ -53,11 +53,11 @@ async def test_two_review_rounds_carry_the_comment_into_the_next_plan(client, tm
         ns_model = "openai:fake-coder"
         import argparse
 
-        import starter
+        from reposwarm.cli.runs import build_request, start
 
-        req = starter.build_request(argparse.Namespace(repo=str(repo), task="Bump the version", lanes=str(lanes),
-                                                       plan=str(plan), model=ns_model))
-        await starter.start(client, req)
+        req = build_request(argparse.Namespace(repo=str(repo), task="Bump the version", lanes=str(lanes),
+                                               plan=str(plan), model=ns_model))
+        await start(client, req)
         handle = client.get_workflow_handle_for(SwarmWorkflow.run, req.run_id)
         first = await wait_for_phase(client, req.run_id, Phase.review)
         with pytest.raises(WorkflowUpdateFailedError) as refused:

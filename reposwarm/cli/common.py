@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -49,6 +50,9 @@ def check_repo(path: str) -> Path:
     return repo
 
 
+def repo_slug(repo: Path) -> str:
+    """The repository's name as it goes into run and batch ids: lower case, dashes, at most 24 characters."""
+    return re.sub(r"[^a-z0-9]+", "-", repo.name.lower()).strip("-")[:24] or "repo"
 
 
 def resolve_model(name: str, relative_to: Path | None = None, where: str = "model") -> str:

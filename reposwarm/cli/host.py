@@ -1,11 +1,12 @@
-"""The commands that read a run's record, or replay history: report, explain, recording, gc, trial, mcp."""
+"""The host-local commands: report, explain, recording and gc read the runs' files under REPOSWARM_HOME, so they
+run on a worker's host ([worker host] in --help); trial replays a repository's history as swarm tasks; mcp serves
+the lanes' tools over a repository on this machine."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import json
-import re
 import statistics
 import subprocess
 import sys
@@ -24,6 +25,7 @@ from reposwarm.cli.common import (
     client_or_die,
     git_out,
     load_config,
+    repo_slug,
     run_model,
     ui_url,
 )
@@ -162,7 +164,7 @@ async def cmd_trial(args: argparse.Namespace) -> int:
     lanes_path, config = load_config(repo, args.lanes)
     specs = select_commits(repo, args.commits, config, args.max)
     model = "oracle" if args.oracle is not None else run_model(args.model, config, lanes_path)
-    slug = re.sub(r"[^a-z0-9]+", "-", repo.name.lower()).strip("-")[:24] or "repo"
+    slug = repo_slug(repo)
     batch_id = args.batch or f"trial-{slug}-{uuid.uuid4().hex[:6]}"
     client = await client_or_die()
     req = TrialBatchRequest(batch_id=batch_id, repo_path=str(repo), trials=specs, config=config, model=model,

@@ -1,0 +1,136 @@
+"""The command line's wiring: `python starter.py COMMAND`, each command's options, and its exit code.
+
+    run, watch, status, review, approve, reject, list, demo   reposwarm/cli/runs.py: runs, through Temporal
+    trial, mcp                                                 reposwarm/cli/host.py
+    report, explain, recording, gc                             reposwarm/cli/host.py: [worker host]: they read
+                                                               the runs' files under REPOSWARM_HOME
+
+A UserError or ConfigError (bad input, said in one line) is `error: ...` on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from typing import NoReturn
+
+from reposwarm.cli import host, runs
+from reposwarm.cli.common import UserError
+from reposwarm.config import ConfigError
+
+WORKER_HOST = "[worker host]"
+WORKER_HOST_NOTE = ("reads the runs' files under REPOSWARM_HOME (default ~/.reposwarm): run it on the worker's host, "
+                    "with the worker's REPOSWARM_HOME")
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="starter.py", description="Start, watch and review reposwarm runs.",
+        epilog=f"Commands marked {WORKER_HOST} read the runs' files under REPOSWARM_HOME (default ~/.reposwarm), "
+               "so run them on the worker's host, with the worker's REPOSWARM_HOME.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def host_command(name: str, help: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=f"{WORKER_HOST} {help}", description=f"{help[0].upper()}{help[1:]}. "
+                              f"{WORKER_HOST}: {WORKER_HOST_NOTE}.")
+
+    # the run commands: they reach the run through Temporal, from any machine
+    run = sub.add_parser("run", help="start a swarm run on a repository")
+    run.add_argument("--repo", required=True)
+    run.add_argument("--task", required=True)
+    run.add_argument("--lanes", help="lanes file (default: reposwarm.yaml or helpers.yaml in the repository)")
+    run.add_argument("--plan", help="a Plan as YAML or JSON; skips the planning model in round 1")
+    run.add_argument("--model", help="provider:name, e.g. replay:script.yaml (default: REPOSWARM_MODEL)")
+    run.add_argument("--wait", action="store_true", help="show progress until the run waits for review")
+    run.add_argument("--dry-run", action="store_true",
+                     help="show the plan and each lane's estimated tokens and cost; dispatch nothing")
+    run.add_argument("--record", action="store_true",
+                     help="keep every model exchange, so `starter.py recording RUN` can make a replay script")
+    run.set_defaults(handler=runs.cmd_run)
+    w = sub.add_parser("watch", help="a live view of a run until it waits for review or ends")
+    w.add_argument("run")
+    w.set_defaults(handler=runs.cmd_watch)
+    for name, handler, note in (
+            ("status", runs.cmd_status, ""),
+            ("review", runs.cmd_review, " (once the run has left Temporal: the copy saved on the worker host)")):
+        s = sub.add_parser(name, help=f"show a run's {name}{note}")
+        s.add_argument("run")
+        s.add_argument("--json", action="store_true")
+        s.set_defaults(handler=handler)
+    approve = sub.add_parser("approve", help="approve a run waiting for review")
+    approve.add_argument("run")
+    approve.add_argument("--comment")
+    approve.set_defaults(handler=runs.cmd_decide)
+    reject = sub.add_parser("reject", help="reject a run; the comment becomes the next plan's input")
+    reject.add_argument("run")
+    reject.add_argument("--comment", required=True)
+    reject.set_defaults(handler=runs.cmd_decide)
+    ls = sub.add_parser("list", help="list runs, newest first")
+    ls.add_argument("--repo", help="only runs on this repository")
+    ls.add_argument("--limit", type=int, default=20)
+    ls.set_defaults(handler=runs.cmd_list)
+    demo = sub.add_parser("demo", help="run the bundled example end to end")
+    demo.add_argument("--yes", action="store_true", help="approve without asking")
+    demo.set_defaults(handler=runs.cmd_demo)
+
+    tr = sub.add_parser("trial", help="replay a repository's own commits as swarm tasks and score the swarm")
+    tr.add_argument("--repo", required=True)
+    tr.add_argument("--commits", nargs="+", required=True, metavar="REV-RANGE|SHA")
+    tr.add_argument("--lanes")
+    tr.add_argument("--model")
+    tr.add_argument("--max", type=int, help="at most this many trials")
+    tr.add_argument("--parallel", type=int, default=2, help="trials at once (default 2)")
+    tr.add_argument("--batch", help="a batch id; the same id resumes that batch")
+    tr.add_argument("--json", action="store_true")
+    tr.add_argument("--oracle", nargs="?", const="", default=None, metavar="OPTIONS",
+                    help=argparse.SUPPRESS)  # the harness's own proof: a model that knows the commit
+    tr.set_defaults(handler=host.cmd_trial)
+    mcp = sub.add_parser("mcp", help="serve the lanes' tools over one repository to an MCP client (stdio or HTTP)")
+    mcp.add_argument("--repo", required=True, help="the git repository's top folder")
+    mcp.add_argument("--allow", action="append", default=[], metavar="GLOB",
+                     help="readable and writable paths; writes go straight to the working tree (repeatable)")
+    mcp.add_argument("--read-only", action="append", default=[], metavar="GLOB",
+                     help="readable paths (repeatable); with neither flag, the whole repository is read-only")
+    mcp.add_argument("--lanes", metavar="FILE", help="lanes file whose validation.profiles run_checks may run")
+    mcp.add_argument("--http", type=int, metavar="PORT",
+                     help="serve streamable HTTP at http://127.0.0.1:PORT/mcp instead of stdio")
+    mcp.set_defaults(handler=host.cmd_mcp)
+
+    # the worker host's commands: they read the run's files under REPOSWARM_HOME
+    rep = host_command("report", "a run's figures from its ledger")
+    rep.add_argument("run")
+    rep.add_argument("--json", action="store_true")
+    rep.set_defaults(handler=host.cmd_report)
+    exp = host_command("explain", "which lane changed a file, in which turn, and why")
+    exp.add_argument("run")
+    exp.add_argument("path")
+    exp.set_defaults(handler=host.cmd_explain)
+    rec = host_command("recording", "the replay script of a run started with --record")
+    rec.add_argument("run")
+    rec.add_argument("--out", help="write it to this file (default: standard output)")
+    rec.set_defaults(handler=host.cmd_recording)
+    gcp = host_command("gc", "remove worktrees whose work is safe on a branch (lists unless --yes)")
+    gcp.add_argument("--yes", action="store_true")
+    gcp.set_defaults(handler=host.cmd_gc)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return asyncio.run(args.handler(args))
+    except (UserError, ConfigError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+def exit_now(code: int) -> NoReturn:
+    """Leave without interpreter finalization: the Temporal client's native runtime threads can abort a normal
+    exit ("PyGILState_Release ... finalizing"), which would turn a finished command into a crash."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
