@@ -169,7 +169,7 @@ async def test_a_check_sees_and_writes_nothing_of_the_worker_but_its_tree(lane, 
     assert out["worker_environ"][0] == "failed"
     processes = out["processes"][1]
     # only bwrap's PID 1 and the check itself (the worker here is pytest, under the same Python)
-    assert sorted(cmdline.split("\0")[0] for cmdline in processes.values()) == [sandbox.bwrap(), sys.executable]
+    assert sorted(cmdline.split("\0")[0] for cmdline in processes.values()) == sorted([sandbox.bwrap(), sys.executable])
     assert out["env"]["APP_MODE"] == "test" and out["env"]["PASSED_ONE"] == "passed-by-the-operator"
     allowed = {"PATH", "LANG", "TZ", "TERM", "HOME", "TMPDIR", "CI", "PYTHONDONTWRITEBYTECODE", "APP_MODE",
                "PASSED_ONE", "PWD"}  # (bwrap sets PWD to the tree)
