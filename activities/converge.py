@@ -19,12 +19,12 @@ import git
 from pydantic import BaseModel, Field, ValidationError
 from temporalio import activity
 
-from activities.model import _complete
 from activities.repo import open_repo
 from reposwarm import gitcmd
 from reposwarm.contracts import ConflictInput, Resolution, Usage
 from reposwarm.gitcmd import IDENTITY, rev, show, try_git
 from reposwarm.intel.syntax import has_conflict_markers, parses
+from reposwarm.models.calls import complete
 from reposwarm.runs import ledger
 
 CONVERGER_SYSTEM = """You resolve merge conflicts between lanes of a coding-agent swarm.
@@ -110,11 +110,12 @@ async def resolve_conflict(req: ConflictInput) -> Resolution:
     base = g.merge_base(req.integration_sha, req.lane_sha)
     sides = {p: {"base": show(g, base, p), "integration": show(g, req.integration_sha, p),
                  "lane": show(g, req.lane_sha, p)} for p in req.files}
-    reply = await _complete(
-        req.model, dict(system=CONVERGER_SYSTEM, messages=[{"role": "user", "content": _prompt(req, sides)}],
-                        tools=[RESOLVE_TOOL], agent="converger", round=req.round, turn=req.attempt - 1),
-        req.run_id, f"converger-r{req.round}-{req.lane}-{req.attempt}", price=req.price, record=req.record,
-    )
+    # req.attempt numbers the converger's calls within the round: it is the call's turn (what the replay
+    # script plays back in order), and the ledger names the call by the lane it was for.
+    reply = await complete(req.run_id, req.model, agent="converger", round_no=req.round, turn=req.attempt - 1,
+                           system=CONVERGER_SYSTEM, messages=[{"role": "user", "content": _prompt(req, sides)}],
+                           tools=[RESOLVE_TOOL], price=req.price, record=req.record,
+                           call_id=f"converger-r{req.round}-{req.lane}-{req.attempt}")
     usage: Usage = reply.usage
     calls = [c for c in reply.tool_calls if c.name == "resolve"]
     try:

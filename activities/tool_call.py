@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import re
-import tempfile
 import traceback
 from pathlib import Path
 from typing import Any
@@ -21,7 +18,8 @@ from reposwarm.agent.tools import TOOL_ARGS, Toolbox
 from reposwarm.checks.runner import load_baseline
 from reposwarm.contracts import ToolInput, ToolOutcome
 from reposwarm.runs import ledger
-from reposwarm.runs.store import Store, home, run_dir
+from reposwarm.runs.once import Once, keyed_path
+from reposwarm.runs.store import Store, home
 
 PREVIEW_CHARS = 300
 WRITES = frozenset({"write_file", "edit_file", "delete_file"})
@@ -32,10 +30,10 @@ _ABSOLUTE_PATH = re.compile(r"(?<![^\s'\"(\[=:,])/(?:[^\s/:'\"]+/)+([^\s/:'\"]*)
 
 
 def outcome_path(run_id: str, lane: str, round_no: int, attempt: int, turn: int, call_id: str) -> Path:
-    """Where a tool call's outcome is recorded. The call id is the model's, so it names the file only
-    through its hash: an id like "/../../x" or one 300 characters long is a name like any other."""
-    digest = hashlib.sha256(call_id.encode("utf-8", "surrogatepass")).hexdigest()[:32]
-    return run_dir(run_id) / "tool-outcomes" / lane / f"r{round_no}.a{attempt}.t{turn}.{digest}.json"
+    """Where a tool call's outcome is recorded: by lane, then by the turn that made the call, and the call id
+    (the model's own, so only ever hashed)."""
+    return keyed_path(run_id, "tool-outcomes", call_id, folder=lane, label=f"r{round_no}.a{attempt}.t{turn}.",
+                      digits=32)
 
 
 def _sanitized(text: str, roots: list[Path], strip_all: bool) -> str:
@@ -74,8 +72,8 @@ def run_tool(req: ToolInput) -> ToolOutcome:
     store = Store(req.run_id)
     # A tool call runs once: if an earlier attempt got as far as recording its outcome, that is the outcome
     # (an edit_file applied twice would apply twice, or fail on its own first run).
-    done = outcome_path(req.run_id, req.lane, req.round, req.attempt, req.turn, call.id)
-    if (recorded := _recorded(done)) is not None:
+    done = Once(outcome_path(req.run_id, req.lane, req.round, req.attempt, req.turn, call.id), ToolOutcome)
+    if (recorded := done.recorded()) is not None:
         return recorded
     tools = Toolbox(PathPolicy(worktree, req.allowed_paths, req.read_only_paths),
                     store=store, check_profiles=req.check_profiles, default_profile=req.default_profile,
@@ -101,7 +99,7 @@ def run_tool(req: ToolInput) -> ToolOutcome:
         if (where := _nul_in(arguments)) is not None:
             raise ToolRefused(f"argument {where!r} holds a NUL byte; tools take text, and paths never hold one")
         if call.name in WRITES and isinstance(arguments, dict) and isinstance(arguments.get("path"), str):
-            _same_start(tools.policy, store, arguments["path"], done.with_name(done.name + ".before"))
+            _same_start(tools.policy, store, arguments["path"], done.path.with_name(done.path.name + ".before"))
         output, ok = tools.call(call.name, arguments, raw), True
     except ToolRefused as err:
         output, ok, refused = f"refused: {err}", False, True
@@ -133,26 +131,9 @@ def run_tool(req: ToolInput) -> ToolOutcome:
         malformed=malformed, output_ref=output_ref, **({"raw_error": raw_error} if raw_error else {}),
     )
     # The full output goes to the store; history carries a reference and a short preview.
-    outcome = ToolOutcome(call_id=call.id, name=call.name, ok=ok, output=output[:PREVIEW_CHARS],
-                          output_ref=output_ref, refused=refused, malformed=malformed, output_chars=len(output),
-                          edit=tools.edit)
-    done.parent.mkdir(parents=True, exist_ok=True)
-    # write-then-rename: a worker killed while writing leaves no half record for the next attempt to trip on
-    fd, tmp = tempfile.mkstemp(dir=done.parent, suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(outcome.model_dump_json())
-    os.replace(tmp, done)
-    return outcome
-
-
-def _recorded(done: Path) -> ToolOutcome | None:
-    """The outcome an earlier attempt recorded, if it got that far (a record that cannot be read is none)."""
-    try:
-        return ToolOutcome.model_validate_json(done.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return None
-    except ValueError:  # cut short by a kill before writes were atomic: the call runs again, as the first did
-        return None
+    return done.record(ToolOutcome(call_id=call.id, name=call.name, ok=ok, output=output[:PREVIEW_CHARS],
+                                   output_ref=output_ref, refused=refused, malformed=malformed,
+                                   output_chars=len(output), edit=tools.edit))
 
 
 def _same_start(policy: PathPolicy, store: Store, path: str, before: Path) -> None:
