@@ -15,6 +15,7 @@ import pytest
 
 from reposwarm.agent.tools import TOOL_ARGS
 from reposwarm.contracts import Phase, ReviewDecision
+from reposwarm.runs import ledger
 from tests.fake_models import FakeModelServer
 from tests.helpers import ROOT, WorkerProcess, finish, git, make_repo, start_run, turn, wait_for_phase, write_yaml
 from workflows.swarm import SwarmWorkflow
@@ -156,6 +157,9 @@ async def test_an_invalid_plan_goes_back_once_then_fails_the_run_with_nothing_di
     run_id = await start_run(client, repo, lanes, fixed)
     status = await wait_for_phase(client, run_id, Phase.review)
     assert [lane.lane for lane in status.lanes] == ["api"]
+    # both planner calls are in the ledger, each its own line (one activity attempt made them both)
+    planner_calls = [e for e in ledger.read(run_id) if e["event"] == "model_call" and e["agent"] == "planner"]
+    assert sorted(e["call_id"] for e in planner_calls) == ["planner-r1-t0", "planner-r1-t1"]
     await client.get_workflow_handle(run_id).terminate("test done")
 
 

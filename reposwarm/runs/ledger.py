@@ -109,8 +109,9 @@ def record_activity(run_id: str, event: str, **fields: Any) -> None:
 
     info = activity.info()
     # A retry of the same activity writes the same key, except where each attempt is its own event (a model
-    # call: every attempt reached the provider, so every attempt is a line).
-    attempt = f"/{info.attempt}" if event == "model_call" else ""
+    # call: every attempt reached the provider, so every attempt is a line; and one activity may make several
+    # calls, each its own line: the planner's correction after an invalid plan is a second call).
+    attempt = f"/{fields.get('call_id') or ''}/{info.attempt}" if event == "model_call" else ""
     key = f"{info.workflow_id}/{info.workflow_run_id}/{info.activity_id}/{event}{attempt}"
     record(run_id, event, key=key, workflow_id=info.workflow_id, activity_id=info.activity_id,
            attempt=info.attempt, **fields)
