@@ -60,7 +60,7 @@ def _tree_with(g: git.Git, tree: str, files: dict[str, str | None]) -> str:
             if content is None:
                 g.execute(["git", "update-index", "--force-remove", "--", path], env=env)
             else:
-                blob = gitcmd.run(["hash-object", "-w", "--stdin"], cwd=g.working_dir,
+                blob = gitcmd.run(["hash-object", "-w", "--stdin"], cwd=str(g.working_dir),
                                       input=content.encode("utf-8"), capture_output=True, check=True).stdout.decode().strip()
                 g.execute(["git", "update-index", "--add", "--cacheinfo", f"100644,{blob},{path}"], env=env)
         return g.execute(["git", "write-tree"], env=env)

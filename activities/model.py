@@ -114,7 +114,7 @@ def _checked_calls(reply: ModelReply, store: Store) -> tuple[list[ToolCall], Fin
                 if call.name == "finish":
                     if len(finishes) > 1:
                         raise ValueError(f"finish was called {len(finishes)} times in one reply; call it once")
-                    finish = _finish(args)  # type: ignore[arg-type]
+                    finish = _finish(args)
             except ValueError as err:
                 error = str(err)[:MAX_ERROR_CHARS]
         if len(call.raw_arguments) > INLINE_ARGS:

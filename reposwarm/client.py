@@ -19,9 +19,12 @@ async def connect(service: str = "reposwarm") -> Client:
     """A client by Temporal's conventions (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, env config profiles, TLS)."""
     config = ClientConfig.load_client_connect_config()
     config.setdefault("target_host", os.environ.get("TEMPORAL_ADDRESS", "localhost:7233"))
+    interceptors = telemetry.setup_tracing(service)
     rt = telemetry.runtime()
-    return await Client.connect(**config, data_converter=pydantic_data_converter,
-                                interceptors=telemetry.setup_tracing(service), **({"runtime": rt} if rt else {}))
+    if rt is not None:
+        return await Client.connect(**config, data_converter=pydantic_data_converter, interceptors=interceptors,
+                                    runtime=rt)
+    return await Client.connect(**config, data_converter=pydantic_data_converter, interceptors=interceptors)
 
 
 

@@ -221,7 +221,7 @@ async def decide(client: Client, run_id: str, decision: ReviewDecision) -> Revie
     try:
         return await handle.execute_update(SwarmWorkflow.review, decision)
     except WorkflowUpdateFailedError as err:
-        raise UserError(f"review refused: {err.cause.message if err.cause else err}") from None
+        raise UserError(f"review refused: {err.cause or err}") from None
     except RPCError as err:
         if err.status == RPCStatusCode.NOT_FOUND:
             raise UserError(f"no such run (or it has ended): {run_id}") from None

@@ -154,9 +154,9 @@ def rank_definitions(defs: list[Definition], refs: list[RefCount], focus_text: s
             personal[p] += share * len(paths) / len(group)
     rank = _pagerank(graph, personal)
     score: dict[tuple[str, str], float] = defaultdict(float)
-    for source, edges in flows.items():
-        total = sum(w for _, _, w in edges)
-        for target, name, w in edges:
+    for source, outgoing in flows.items():
+        total = sum(w for _, _, w in outgoing)
+        for target, name, w in outgoing:
             score[(target, name)] += rank[source] * w / total
     shown = [d for d in defs if d.kind not in HIDDEN_KINDS]
 

@@ -20,7 +20,7 @@ import sqlite3
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -76,7 +76,7 @@ class Reference(NamedTuple):
 class RefCount(NamedTuple):
     path: str
     name: str
-    count: int
+    uses: int  # how many times (not `count`: a tuple has a method of that name)
 
 
 @dataclass
@@ -194,7 +194,7 @@ def _git(cwd: Path, *args: str) -> str:
     return proc.stdout
 
 
-def _cat_blobs(cwd: Path, shas: list[str]) -> Iterator[tuple[str, bytes]]:
+def _cat_blobs(cwd: Path, shas: list[str]) -> Generator[tuple[str, bytes], None, None]:
     """Contents of blobs, streamed from one `git cat-file --batch` (requests written by a thread: no deadlock)."""
     proc = gitcmd.popen(["cat-file", "--batch"], cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     assert proc.stdin is not None and proc.stdout is not None
@@ -404,6 +404,8 @@ class SymbolIndex:
                 if cur.rowcount != 1:  # parsed by someone else meanwhile
                     continue
                 blob = cur.lastrowid
+                if blob is None:  # (sqlite gives the new row's id after an insert that took)
+                    continue
                 def_rows += [(blob, line, name, kind, scope) for name, kind, line, scope in defs]
                 ref_rows += [(blob, name, line) for name, line in refs]
             self.db.executemany("INSERT OR IGNORE INTO defs VALUES (?, ?, ?, ?, ?)", def_rows)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from typing import Any, Protocol
 
 from pydantic import BaseModel
@@ -58,6 +59,7 @@ def value_depth(value: Any, limit: int = MAX_ARGUMENT_DEPTH) -> int:
     deepest, stack = 0, [(value, 1)]
     while stack:
         item, depth = stack.pop()
+        children: Iterable[Any]
         if isinstance(item, dict):
             children = item.values()
         elif isinstance(item, list):

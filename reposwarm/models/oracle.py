@@ -76,10 +76,11 @@ class OracleProvider:
         text = str(request.messages[0]["content"])
         lanes = re.findall(r"^- (\S+): (.*?) / ", text, re.M)
         changed = [path for _, path in self._changes()]
-        plan_lanes = []
+        plan_lanes: list[dict[str, str]] = []
         for name, allowed in lanes:
             policy = PathPolicy(".", allowed.split(", "))
             if any(policy.writable(p) for p in changed) or name in self.extra:
                 plan_lanes.append({"lane": name, "goal": f"Make the commit's change to the files in {allowed}."})
-        plan = {"interface_contract": "As the commit has it.", "summary": "replay of a commit", "lanes": plan_lanes}
+        plan: dict[str, object] = {"interface_contract": "As the commit has it.", "summary": "replay of a commit",
+                                   "lanes": plan_lanes}
         return ModelReply(tool_calls=[_call(0, "submit_plan", plan)])

@@ -93,7 +93,7 @@ def record(run_id: str, event: str, *, key: str, **fields: Any) -> None:
     path = ledger_path(run_id)
     path.parent.mkdir(parents=True, exist_ok=True)
     entry = {"ts": round(time.time(), 3), "run": run_id, "event": event, "key": key, **fields}
-    line = redact(_render(None, event, entry))
+    line = redact(str(_render(None, event, entry)))
     with _lock:
         keys = _keys(path)
         if key in keys:
