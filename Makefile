@@ -8,7 +8,7 @@ PY     := $(VENV)/bin/python
 STATE  := $(CURDIR)/.reposwarm
 export REPOSWARM_HOME ?= $(STATE)
 
-.PHONY: venv bubblewrap demo test dev-server stop-dev-server worker clean record-history bench
+.PHONY: venv bubblewrap demo test typecheck dev-server stop-dev-server worker clean record-history bench
 
 venv: $(VENV)/.installed
 
@@ -41,8 +41,12 @@ demo: venv bubblewrap dev-server
 worker: venv
 	$(PY) worker.py
 
-test: venv bubblewrap
+test: venv bubblewrap typecheck
 	$(PY) -m pytest -q
+
+# the type checker over the library, the workflows and the activities ([tool.mypy] in pyproject.toml)
+typecheck: venv
+	$(PY) -m mypy
 
 # the benchmarks, on generated monorepos kept in $TMPDIR/reposwarm-bench:
 #   bench_index.py  the symbol index on 1M lines: bench/results_index.json

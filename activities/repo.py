@@ -28,7 +28,9 @@ from reposwarm.branches import integration_branch
 from reposwarm.client import lane_queue
 from reposwarm.contracts import (
     CheckpointInput,
+    CheckpointResult,
     HelperTask,
+    LaneDescription,
     LaneWorktree,
     MergeInput,
     MergeResult,
@@ -135,6 +137,7 @@ def create_lane_worktree(task: HelperTask) -> LaneWorktree:
             wt.sparse_checkout("set", "--cone", "--sparse-index", *cone)
             wt.checkout("-f", "-q", branch)
     head = rev(_git(path), "HEAD") or start
+    # "helper_spawn": the reference design's name for a lane's start, kept in the ledger (metrics read it)
     ledger.record_activity(task.run_id, "helper_spawn" if task.resume is None else "checkpoint_restore",
                            lane=task.lane, round=task.round, branch=branch, base_sha=task.base_sha, head=head,
                            model=task.model)
@@ -190,7 +193,7 @@ def _sparse_cone(g: git.Git, task: HelperTask, start: str) -> list[str] | None:
 
 
 @activity.defn
-def checkpoint_lane(req: CheckpointInput) -> str:
+def checkpoint_lane(req: CheckpointInput) -> CheckpointResult:
     """Commit the lane's own changes (paths it may write; reposwarm/agent/slice.py undoes the rest); a second run
     finds nothing to commit."""
     path = lane_worktree(req.run_id, req.lane)
@@ -208,12 +211,12 @@ def checkpoint_lane(req: CheckpointInput) -> str:
         ledger.record_activity(req.run_id, "slice_refused", lane=req.lane, at="checkpoint",
                                detail="; ".join(refused)[:2000])
     ledger.record_activity(req.run_id, "checkpoint", lane=req.lane, sha=head, refused=refused or None)
-    return head
+    return CheckpointResult(head_sha=head, refused=refused)
 
 
 @activity.defn
-def describe_lane(task: HelperTask) -> dict[str, str]:
-    """Files the lane changed since its base (path -> A/M/D), plus a diff stat and head."""
+def describe_lane(task: HelperTask) -> LaneDescription:
+    """The lane branch's head, its diff stat, and the files it changed since its base (path -> A/M/D)."""
     wt = _git(lane_worktree(task.run_id, task.lane))
     head = wt.rev_parse("HEAD")
     files: dict[str, str] = {}
@@ -223,7 +226,7 @@ def describe_lane(task: HelperTask) -> dict[str, str]:
     stat = wt.diff("--stat", task.base_sha, head)
     ledger.record_activity(task.run_id, "lane_end", lane=task.lane, round=task.round, dispatch=task.attempt,
                            head=head, files=len(files))
-    return {"__head__": head, "__stat__": stat, **files}
+    return LaneDescription(head_sha=head, diff_stat=stat, files=files)
 
 
 _DEFINITION = r"(?:\b(?:def|class|function|func|fn|const|let|var|type|interface|struct|enum)\s+\*?{name}\b|^\s*{name}\s*[:=])"

@@ -15,7 +15,7 @@ from temporalio.exceptions import ApplicationError
 from reposwarm import gitcmd
 from reposwarm.checks.runner import run_profile
 from reposwarm.checks.sandbox import SandboxUnavailable
-from reposwarm.contracts import ScoreInput, TrialScore
+from reposwarm.contracts import ScoreInput, TrialClone, TrialCloneInput, TrialScore
 from reposwarm.runs import ledger, metrics
 from reposwarm.runs.store import home
 
@@ -27,13 +27,17 @@ def trials_dir(batch_id: str) -> Path:
 
 
 @activity.defn
-def prepare_trial_clone(batch_id: str, repo_path: str) -> str:
-    """A bare clone sharing the repository's objects: every commit is there, and the user's repo is untouched."""
-    clone = trials_dir(batch_id) / "repo.git"
+def prepare_trial_clone(req: TrialCloneInput | str, repo_path: str | None = None) -> TrialClone:
+    """A bare clone sharing the repository's objects: every commit is there, and the user's repo is untouched.
+
+    Batches scheduled before TrialCloneInput call it with two strings (batch id, repository). The SDK decodes
+    arguments by type only when their count is the signature's, so the one-model call arrives as a dict."""
+    req = TrialCloneInput.model_validate(req if repo_path is None else {"batch_id": req, "repo_path": repo_path})
+    clone = trials_dir(req.batch_id) / "repo.git"
     if not (clone / "HEAD").exists():
         clone.parent.mkdir(parents=True, exist_ok=True)
-        gitcmd.repo(str(clone.parent)).clone("--quiet", "--bare", "--shared", repo_path, str(clone))
-    return str(clone)
+        gitcmd.repo(str(clone.parent)).clone("--quiet", "--bare", "--shared", req.repo_path, str(clone))
+    return TrialClone(path=str(clone))
 
 
 def _files(g: git.Git, a: str, b: str) -> tuple[set[str], int]:

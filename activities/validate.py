@@ -16,7 +16,14 @@ from reposwarm.agent.paths import PathPolicy
 from reposwarm.checks import verdicts
 from reposwarm.checks.runner import baseline_path, load_cases, run_profile
 from reposwarm.checks.sandbox import SandboxUnavailable
-from reposwarm.contracts import AttributeInput, RollbackInput, TestReport, ValidateInput
+from reposwarm.contracts import (
+    AttributeInput,
+    Attribution,
+    RollbackInput,
+    RollbackResult,
+    TestReport,
+    ValidateInput,
+)
 from reposwarm.runs import ledger
 from reposwarm.runs.store import Store, run_dir
 
@@ -97,7 +104,7 @@ def _imports(g: git.Git, ref: str, path: str) -> set[str]:
 
 
 @activity.defn
-def attribute_failures(req: AttributeInput) -> dict[str, list[str]]:
+def attribute_failures(req: AttributeInput) -> Attribution:
     """Which lanes caused which new failures (failure keys per lane).
 
     In order: lanes that touched a file the failure names (its test file, or a
@@ -120,11 +127,11 @@ def attribute_failures(req: AttributeInput) -> dict[str, list[str]]:
             lanes = {lane for lane, files in req.touched.items() if files}
         for lane in sorted(lanes):
             blamed.setdefault(lane, []).append(failure.key)
-    return blamed
+    return Attribution(by_lane=blamed)
 
 
 @activity.defn
-def rollback_integration(req: RollbackInput) -> str:
+def rollback_integration(req: RollbackInput) -> RollbackResult:
     """Put the integration branch back on the last green state; the red one stays under a ref of the run."""
     g = gitcmd.repo(req.repo_path)
     g.update_ref(f"refs/reposwarm/{req.run_id}/rolled-back/{req.from_sha[:12]}", req.from_sha)
@@ -132,4 +139,4 @@ def rollback_integration(req: RollbackInput) -> str:
     if current != req.to_sha:
         g.update_ref(f"refs/heads/{req.integration_branch}", req.to_sha, current)
     ledger.record_activity(req.run_id, "rollback", from_sha=req.from_sha, to_sha=req.to_sha)
-    return req.to_sha
+    return RollbackResult(integration_sha=req.to_sha)

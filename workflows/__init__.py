@@ -1,29 +1,14 @@
-"""Temporal workflows: they decide; activities do."""
+"""Temporal workflows: they decide; activities do.
 
-import re
-from datetime import timedelta
+- swarm.py: SwarmWorkflow, one change request's spine (prepare, plan, round, review, deliver)
+- scheduler.py: LaneScheduler, one round's lanes in DAG order within max_parallel and the dispatch budget
+- merging.py: MergeQueue, each finished lane into the integration branch (the converger on a conflict)
+- validation.py: Gate, the check profile on the merged tree, blame, repairs, rollback
+- review.py: the review package of a round
+- lane.py: LaneWorkflow, one lane's agent loop
+- trial.py: TrialWorkflow, a batch of trials
+- options.py: every activity's timeouts, heartbeats and retry policies
+- failures.py: failures as one line a person reads
 
-from temporalio.common import RetryPolicy
-
-# Git and file activities: quick, idempotent, heartbeating (activities/heartbeat.py), so a dead worker's
-# activity is retried after 30 s rather than after its 5-minute timeout.
-GIT = dict(start_to_close_timeout=timedelta(minutes=5), heartbeat_timeout=timedelta(seconds=30),
-           retry_policy=RetryPolicy(maximum_attempts=5))
-
-
-def root_cause(err: BaseException) -> str:
-    """The innermost failure's message: 'Activity task failed' says less than what failed in it."""
-    while getattr(err, "cause", None) is not None:
-        err = err.cause  # type: ignore[attr-defined]
-    return str(err) or type(err).__name__
-
-
-_ABSOLUTE_PATH = re.compile(r"(?<![\w.])/(?:[^\s/:'\"]+/)+([^\s/:'\"]*)")
-
-
-def short_reason(err: BaseException, limit: int = 300) -> str:
-    """A failure as one line a person reads in a status or a review: the root cause's first line, with
-    absolute paths of the worker's disk cut to their last part (the whole error is in the ledger)."""
-    text = root_cause(err).strip().splitlines()[0] if root_cause(err).strip() else type(err).__name__
-    text = _ABSOLUTE_PATH.sub(lambda m: m.group(1) or "/", text)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+No module here imports one that does I/O, but for the activity functions it schedules (passed through).
+"""

@@ -1,4 +1,4 @@
-"""LaneWorkflow: one helper agent working in its own worktree and branch.
+"""LaneWorkflow: one lane, a coding agent working in its own worktree and branch.
 
 The loop is small on purpose: a model turn (activity), its tool calls (one
 activity each, path-guarded), a checkpoint commit after any turn that changed
@@ -10,13 +10,10 @@ it, carrying their state (transcript and edits by reference).
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, TimeoutError, TimeoutType
-from temporalio.workflow import NondeterminismError
+from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError, TimeoutType
 
 with workflow.unsafe.imports_passed_through():
     from activities.model import model_turn
@@ -29,6 +26,8 @@ with workflow.unsafe.imports_passed_through():
         FileEdit,
         Finish,
         HelperTask,
+        LaneDescription,
+        LanePhase,
         LaneResult,
         LaneResume,
         LaneState,
@@ -38,17 +37,15 @@ with workflow.unsafe.imports_passed_through():
         ToolInput,
         Usage,
     )
-    from workflows import GIT, root_cause, short_reason
+    from workflows import options
+    from workflows.failures import root_cause, short_reason
 
-MODEL = dict(start_to_close_timeout=timedelta(minutes=10), heartbeat_timeout=timedelta(seconds=30),
-             retry_policy=RetryPolicy(initial_interval=timedelta(seconds=2), maximum_attempts=6))
 OUTPUT_RESERVE = 512  # tokens kept back for the reply when checking the budget before a call
 # Tools that touch one file or folder and return in milliseconds: where the worktree is on this workflow's own
 # host (the shared-queue affinity), they run as local activities, in the workflow task that asked for them,
 # instead of a round trip through the server (bench/results.json: step_overhead_ratio). Searches, symbol
 # look-ups (an index may be built on first use) and checks stay activities: they can take long.
 QUICK_TOOLS = frozenset({"read_file", "list_dir", "write_file", "edit_file", "delete_file"})
-QUICK = dict(start_to_close_timeout=timedelta(seconds=60), retry_policy=RetryPolicy(maximum_attempts=3))
 
 
 class HostLost(Exception):
@@ -58,9 +55,7 @@ class HostLost(Exception):
 @workflow.defn
 class LaneWorkflow:
     def __init__(self) -> None:
-        self._state = LaneState(lane="", state="starting")
-        self._task: HelperTask | None = None
-        self._r: LaneResume | None = None
+        self._state = LaneState(lane="", state=LanePhase.starting)
 
     @workflow.query
     def progress(self) -> LaneState:
@@ -73,12 +68,11 @@ class LaneWorkflow:
             turn=0, transcript_ref=None, usage=Usage(), started_at=workflow.now().timestamp(),
             pending=[{"role": "user", "content": lane_first_message(task)}],
         )
-        self._state = LaneState(lane=task.lane, state="running", goal=task.goal, turns=r.turn,
+        self._state = LaneState(lane=task.lane, state=LanePhase.running, goal=task.goal, turns=r.turn,
                                 tool_calls=r.tool_calls, tokens=r.usage.total_tokens)
         edits = {e.path: e for e in r.edits}
-        self._task, self._r = task, r
         if not r.host_queue:
-            made = await workflow.execute_activity(create_lane_worktree, task, **GIT)
+            made = await workflow.execute_activity(create_lane_worktree, task, **options.GIT)
             r.host_queue, r.shared_queue = made.host_queue, made.shared_queue
         finish: Finish | None = None
         status, reason = LaneStatus.budget_exhausted, f"turn budget of {role.max_turns} used up"
@@ -113,11 +107,9 @@ class LaneWorkflow:
                     finish = result.finish
                     status, reason = LaneStatus.done, ""
                     break
-        except Exception as err:
-            # A failure that ends the lane (an activity out of retries, a result the workflow cannot use)
-            # ends it as data: failed, with one line saying why, and its turns, calls and tokens kept.
-            if isinstance(err, NondeterminismError):
-                raise
+        except (ActivityError, ApplicationError) as err:
+            # A failure that ends the lane (an activity out of retries, a non-retryable error) ends it as data:
+            # failed, with one line saying why, and its turns, calls and tokens kept.
             status, reason = LaneStatus.failed, short_reason(err)
             workflow.logger.warning("lane %s failed: %s", task.lane, root_cause(err))
 
@@ -134,11 +126,11 @@ class LaneWorkflow:
         """One model turn and its tool calls on the lane's host, then a checkpoint commit if files changed."""
         role = task.role
         result = await self._on_host(
-            model_turn,
+            task, r, model_turn,
             ModelTurnInput(run_id=task.run_id, agent=task.lane, round=task.round, attempt=task.attempt,
                            turn=r.turn, model=task.model, transcript_ref=r.transcript_ref, new_messages=r.pending,
                            context_tokens=role.context_tokens, price=task.price, record=task.record),
-            **MODEL,
+            **options.MODEL,
         )
         r.transcript_ref, r.usage, r.pending = result.transcript_ref, r.usage + result.usage, []
         r.turn += 1
@@ -153,33 +145,33 @@ class LaneWorkflow:
             f"{len(edits)} files changed\n\nGoal: {task.goal[:300]}")
         if changed:
             await self._on_host(
-                checkpoint_lane,
+                task, r, checkpoint_lane,
                 CheckpointInput(run_id=task.run_id, lane=task.lane, allowed_paths=task.allowed_paths,
                                 read_only_paths=task.read_only_paths,
                                 message=f"reposwarm {task.lane}: checkpoint after turn {r.turn}\n\n"
                                         + "\n".join(f"- {e.path}: {e.reason}" for e in edits.values())),
-                **GIT,
+                **options.GIT,
             )
         return result, changed, new_chars, valid_calls
 
-    async def _on_host(self, fn: Any, arg: Any, **options: Any) -> Any:
+    async def _on_host(self, task: HelperTask, r: LaneResume, fn: Any, arg: Any, **opts: Any) -> Any:
         """Run an activity on the host that holds the lane's worktree (and its store)."""
-        if self._r.shared_queue:  # every worker on it holds the worktree: no host to lose; eager dispatch
-            return await workflow.execute_activity(fn, arg, task_queue=self._r.host_queue, **options)
+        if r.shared_queue:  # every worker on it holds the worktree: no host to lose; eager dispatch
+            return await workflow.execute_activity(fn, arg, task_queue=r.host_queue, **opts)
         try:
-            return await workflow.execute_activity(
-                fn, arg, task_queue=self._r.host_queue,
-                schedule_to_start_timeout=timedelta(seconds=self._task.host_timeout_s), **options)
+            return await workflow.execute_activity(fn, arg, task_queue=r.host_queue,
+                                                   **options.host_bound(task.host_timeout_s), **opts)
         except ActivityError as err:
             if isinstance(err.cause, TimeoutError) and err.cause.type == TimeoutType.SCHEDULE_TO_START:
-                raise HostLost(self._r.host_queue) from err
+                raise HostLost(r.host_queue) from err
             raise
 
     async def _rebuild(self, task: HelperTask, r: LaneResume, edits: dict[str, FileEdit]) -> None:
         """The lane's host is gone: a worktree from its last checkpoint commit on another host, a fresh transcript."""
         lost = r.host_queue
         # resume set: the ledger records a checkpoint restore; the branch's checkpoints are checked out as they are
-        rebuilt = await workflow.execute_activity(create_lane_worktree, task.model_copy(update={"resume": r}), **GIT)
+        rebuilt = await workflow.execute_activity(create_lane_worktree, task.model_copy(update={"resume": r}),
+                                                  **options.GIT)
         r.host_queue, r.shared_queue = rebuilt.host_queue, rebuilt.shared_queue
         r.rebuilt += 1
         done = "\n".join(f"- {e.operation} {e.path}: {e.reason}" for e in edits.values()) or "- nothing yet"
@@ -210,16 +202,10 @@ class LaneWorkflow:
                 allowed_paths=task.allowed_paths, read_only_paths=task.read_only_paths,
                 check_profiles=task.check_profiles, default_profile=task.default_profile,
                 default_reason=result.content[:200])
-            if call.name in QUICK_TOOLS and self._r.shared_queue:
-                outcome = await workflow.execute_local_activity(run_tool, tool_input, **QUICK)
+            if call.name in QUICK_TOOLS and r.shared_queue:
+                outcome = await workflow.execute_local_activity(run_tool, tool_input, **options.QUICK)
             else:
-                outcome = await self._on_host(
-                    run_tool, tool_input,
-                    start_to_close_timeout=timedelta(
-                        seconds=max((p.timeout_s for p in task.check_profiles.values()), default=0) + 120),
-                    heartbeat_timeout=timedelta(seconds=30),
-                    retry_policy=RetryPolicy(maximum_attempts=3),
-                )
+                outcome = await self._on_host(task, r, run_tool, tool_input, **options.tool(task.check_profiles))
             r.refusals += outcome.refused
             valid += not outcome.malformed
             new_chars += outcome.output_chars
@@ -231,30 +217,30 @@ class LaneWorkflow:
 
     async def _result(self, task: HelperTask, r: LaneResume, edits: dict[str, FileEdit], status: LaneStatus,
                       reason: str, finish: Finish | None) -> LaneResult:
-        described = await self._on_host(describe_lane, task, **GIT)
+        described = await self._on_host(task, r, describe_lane, task, **options.GIT)
         return self._evidence(task, r, edits, status, reason, finish, described)
 
     def _evidence(self, task: HelperTask, r: LaneResume, edits: dict[str, FileEdit], status: LaneStatus,
-                  reason: str, finish: Finish | None, described: dict[str, str] | None = None) -> LaneResult:
+                  reason: str, finish: Finish | None, described: LaneDescription | None = None) -> LaneResult:
         """The lane's result: what its branch holds (`described`, when the worktree could be read) and what it
         did (turns, tool calls, refusals, tokens), for a failed lane as much as for a finished one."""
-        described = dict(described or {})
-        head, stat = described.pop("__head__", ""), described.pop("__stat__", "")
+        described = described or LaneDescription()
         final_edits = []
-        for path, letter in sorted(described.items()):
+        for path, letter in sorted(described.files.items()):
             operation = {"A": "create", "D": "delete"}.get(letter, "modify")
             edit = edits.get(path)
             final_edits.append(FileEdit(
                 path=path, operation=operation,
                 reason=edit.reason if edit else "changed by the lane outside its recorded edits",
                 content_ref=edit.content_ref if edit and operation != "delete" else None))
-        self._state.state, self._state.reason = status.value, reason
+        self._state.state, self._state.reason = LanePhase.ended(status), reason
         summary = finish.summary if finish else reason
         return LaneResult(
             lane=task.lane, status=status, reason=reason, usage=r.usage, turns=r.turn, tool_calls=r.tool_calls,
             refusals=r.refusals, elapsed_s=round(workflow.now().timestamp() - r.started_at, 3),
             changeset=ChangeSet(task_id=task.task_id, edits=final_edits, summary=summary,
-                                assumptions=finish.assumptions if finish else [], diff_stat=stat, head_sha=head),
+                                assumptions=finish.assumptions if finish else [], diff_stat=described.diff_stat,
+                                head_sha=described.head_sha),
         )
 
 

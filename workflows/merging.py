@@ -10,10 +10,9 @@ the conflict waits at the review gate, the lane's branch intact.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from activities.converge import resolve_conflict
@@ -29,8 +28,8 @@ with workflow.unsafe.imports_passed_through():
         SwarmRequest,
         SwarmStatus,
     )
-    from workflows import GIT, root_cause
-
+    from workflows import options
+    from workflows.failures import root_cause
 
 
 @dataclass
@@ -80,7 +79,7 @@ class MergeQueue:
             merge_lane, MergeInput(run_id=self.req.run_id, repo_path=self.req.repo_path, lane=lane,
                                    lane_branch=lane_branch(self.req.run_id, lane),
                                    integration_branch=self.status.integration_branch, message=message, goal=goal,
-                                   interface_contract=self.plan.interface_contract), **GIT)
+                                   interface_contract=self.plan.interface_contract), **options.GIT)
         for flag in merge.contract_flags:
             if flag not in self.status.contract_flags:
                 self.status.contract_flags.append(flag)
@@ -95,7 +94,7 @@ class MergeQueue:
         try:
             resolution = await self._converge(lane, goal, merge.lane_sha, merge.integration_sha, merge.conflicts,
                                               others, message)
-        except Exception as err:  # the converger itself failed (no answer, a bad model): the lane is redone
+        except ActivityError as err:  # the converger itself failed (no answer, a bad model): the lane is redone
             resolution = Resolution(lane=lane, resolved=False, integration_sha=merge.integration_sha,
                                     how=f"converger failed: {root_cause(err)}")
         self.status.usage = self.status.usage + resolution.usage
@@ -124,6 +123,4 @@ class MergeQueue:
                           integration_branch=self.status.integration_branch, integration_sha=integration_sha,
                           files=files, other_goals=others, interface_contract=self.plan.interface_contract,
                           merge_message=message),
-            start_to_close_timeout=timedelta(minutes=10), heartbeat_timeout=timedelta(seconds=30),
-            retry_policy=RetryPolicy(initial_interval=timedelta(seconds=2), maximum_attempts=4),
-        )
+            **options.CONVERGE)

@@ -9,10 +9,9 @@ a finished trial again.
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
+from temporalio.exceptions import ChildWorkflowError, WorkflowAlreadyStartedError
 
 with workflow.unsafe.imports_passed_through():
     from activities.trials import prepare_trial_clone, score_trial
@@ -22,10 +21,12 @@ with workflow.unsafe.imports_passed_through():
         SwarmResult,
         TrialBatchRequest,
         TrialBatchResult,
+        TrialCloneInput,
         TrialScore,
         TrialSpec,
     )
-    from workflows import root_cause
+    from workflows import options
+    from workflows.failures import root_cause
     from workflows.swarm import SwarmWorkflow
 
 
@@ -42,9 +43,9 @@ class TrialWorkflow:
     @workflow.run
     async def run(self, req: TrialBatchRequest) -> TrialBatchResult:
         self._total = len(req.trials)
-        clone = await workflow.execute_activity(prepare_trial_clone, args=[req.batch_id, req.repo_path],
-                                                start_to_close_timeout=timedelta(minutes=30),
-                                                retry_policy=RetryPolicy(maximum_attempts=3))
+        clone = (await workflow.execute_activity(
+            prepare_trial_clone, TrialCloneInput(batch_id=req.batch_id, repo_path=req.repo_path),
+            **options.TRIAL_CLONE)).path
         slots = asyncio.Semaphore(req.max_parallel)
 
         async def one(spec: TrialSpec) -> None:
@@ -66,7 +67,7 @@ class TrialWorkflow:
         failure = ""
         try:
             result = await workflow.execute_child_workflow(SwarmWorkflow.run, swarm, id=run_id)
-        except Exception as err:  # one failed trial is a score, not the end of the batch
+        except (ChildWorkflowError, WorkflowAlreadyStartedError) as err:  # a failed trial is a score, not the end
             failure = root_cause(err)
         profile = req.config.validation.profiles.get(req.config.validation.profile)
         return await workflow.execute_activity(
@@ -75,5 +76,4 @@ class TrialWorkflow:
                        result_sha=result.final_sha if result and result.final_sha else None,
                        failure=failure or ("not approved: validation failed" if result and not result.delivered_sha
                                            else ""), profile=profile),
-            start_to_close_timeout=timedelta(seconds=(profile.timeout_s if profile else 0) + 300),
-            heartbeat_timeout=timedelta(seconds=30), retry_policy=RetryPolicy(maximum_attempts=3))
+            **options.scoring(profile))

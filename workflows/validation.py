@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
+from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from activities.validate import attribute_failures, rollback_integration, validate
@@ -22,6 +21,7 @@ with workflow.unsafe.imports_passed_through():
     from reposwarm.contracts import (
         AttributeInput,
         CheckProfile,
+        LaneResult,
         RollbackInput,
         SwarmRequest,
         SwarmStatus,
@@ -29,8 +29,7 @@ with workflow.unsafe.imports_passed_through():
         TestReport,
         ValidateInput,
     )
-    from workflows import GIT
-
+    from workflows import options
 
 
 @dataclass
@@ -54,9 +53,7 @@ class Gate:
             validate, ValidateInput(run_id=self.req.run_id, repo_path=self.req.repo_path, ref=ref,
                                     profile_name=self.profile_name, profile=self.profile, label=label,
                                     baseline=baseline),
-            # a failing command runs twice (the flaky check), so allow for both
-            start_to_close_timeout=timedelta(seconds=2 * self.profile.timeout_s + 120),
-            heartbeat_timeout=timedelta(seconds=30), retry_policy=RetryPolicy(maximum_attempts=2))
+            **options.validation(self.profile))
 
     async def check(self, round_no: int) -> TestReport:
         baseline = await self.baseline if self.baseline is not None else None
@@ -87,21 +84,39 @@ class Gate:
     def exhausted(self) -> bool:
         return self.consecutive_fails >= self.req.config.swarm.max_consecutive_test_fails
 
+    async def repairs(self, report: TestReport, results: dict[str, LaneResult],
+                      dispatches: dict[str, int]) -> dict[str, list[TestFailure]]:
+        """The lanes a red check goes back to, with the failures each is answerable for. Empty once the red
+        checks in a row reach the limit (rolled back to the last green state then), or when no lane that
+        caused a failure has a dispatch left (MAX_HELPER_LOOPS)."""
+        if self.exhausted:
+            await self.rollback()
+            if self.req.config.swarm.on_red == "fail":
+                raise ApplicationError(f"validation failed {self.consecutive_fails} times in a row; rolled back "
+                                       f"to {self.last_green[:12]}", non_retryable=True)
+            return {}
+        blamed = await self.blame(report, {lane: [e.path for e in r.changeset.edits] for lane, r in results.items()})
+        loops = self.req.config.swarm.max_helper_loops
+        repairs = {lane: failures for lane, failures in blamed.items() if dispatches.get(lane, 0) < loops}
+        if not repairs:
+            self.history.append("no lane left to repair within MAX_HELPER_LOOPS: going to review as it is")
+        return repairs
+
     async def blame(self, report: TestReport, touched: dict[str, list[str]]) -> dict[str, list[TestFailure]]:
         roles = self.req.config.swarm.lanes
-        keys = await workflow.execute_activity(
+        attribution = await workflow.execute_activity(
             attribute_failures, AttributeInput(
                 repo_path=self.req.repo_path, ref=self.status.integration_sha, failures=report.failures,
-                touched=touched, lane_paths={lane: roles[lane].allowed_paths for lane in touched}), **GIT)
+                touched=touched, lane_paths={lane: roles[lane].allowed_paths for lane in touched}), **options.GIT)
         by_key = {f.key: f for f in report.failures}
-        return {lane: [by_key[k] for k in ks] for lane, ks in keys.items()}
+        return {lane: [by_key[k] for k in ks] for lane, ks in attribution.by_lane.items()}
 
     async def rollback(self) -> None:
         red = self.status.integration_sha
         await workflow.execute_activity(
             rollback_integration, RollbackInput(run_id=self.req.run_id, repo_path=self.req.repo_path,
                                                 integration_branch=self.status.integration_branch,
-                                                from_sha=red, to_sha=self.last_green), **GIT)
+                                                from_sha=red, to_sha=self.last_green), **options.GIT)
         self.status.integration_sha = self.last_green
         self.history.append(f"rolled back from {red[:12]} to the last green state {self.last_green[:12]} after "
                             f"{self.consecutive_fails} failed checks in a row (the red state is kept under "

@@ -1,0 +1,102 @@
+"""The typed contracts shared by the starter, the workflows and the activities.
+
+Every Temporal boundary takes one of these models in and gives one out. Names
+follow the reference design (HelperTask, FileEdit, ChangeSet, TestReport...).
+Large data (file contents, transcripts, logs) never travels in these models:
+it lives in the run's content-addressed store and is passed as a `ref`.
+
+One module per boundary; every name is re-exported here, so
+`from reposwarm.contracts import X` is the one way in:
+
+- base: Contract, Usage
+- states: Phase, LaneStatus, LanePhase (every state as an enum)
+- config: the lanes file (HelperRole, CheckProfile, SwarmConfig, LanesFile...)
+- plan: Plan, LanePlan, PlanInput, PlanOutcome, LaneEstimate
+- lane: HelperTask, FileEdit, ChangeSet, LaneResult, LaneState, worktree, checkpoint, description
+- turns: model turns and tool calls
+- merge: merging lanes, the converger
+- validation: TestReport, failures, attribution, rollback
+- review: ReviewPackage, LaneReview, ReviewDecision, publishing
+- run: SwarmRequest, SwarmStatus, SwarmResume, SwarmResult, prepare, deliver
+- trial: trial batches and their scores
+
+A result whose shape changed stays decodable from histories recorded before:
+its model accepts the old shape too (a `model_validator(mode="before")`).
+"""
+
+from reposwarm.contracts.base import Contract, Usage
+from reposwarm.contracts.config import (
+    CheckProfile,
+    DeliveryConfig,
+    HelperRole,
+    LanesFile,
+    ModelPrice,
+    SwarmConfig,
+    ValidationConfig,
+)
+from reposwarm.contracts.lane import (
+    ChangeSet,
+    CheckpointInput,
+    CheckpointResult,
+    FileEdit,
+    HelperTask,
+    LaneDescription,
+    LaneResult,
+    LaneResume,
+    LaneState,
+    LaneWorktree,
+)
+from reposwarm.contracts.merge import ConflictInput, MergeInput, MergeResult, Overlap, Resolution
+from reposwarm.contracts.plan import LaneEstimate, LanePlan, Plan, PlanInput, PlanOutcome
+from reposwarm.contracts.review import (
+    LaneReview,
+    Published,
+    PublishInput,
+    ReviewDecision,
+    ReviewPackage,
+    ReviewReceipt,
+)
+from reposwarm.contracts.run import (
+    Delivered,
+    DeliverInput,
+    PrepareInput,
+    PrepareResult,
+    SwarmRequest,
+    SwarmResult,
+    SwarmResume,
+    SwarmStatus,
+)
+from reposwarm.contracts.states import LanePhase, LaneStatus, Phase
+from reposwarm.contracts.trial import (
+    ScoreInput,
+    TrialBatchRequest,
+    TrialBatchResult,
+    TrialClone,
+    TrialCloneInput,
+    TrialScore,
+    TrialSpec,
+)
+from reposwarm.contracts.turns import Finish, ModelTurnInput, ModelTurnResult, ToolCall, ToolInput, ToolOutcome
+from reposwarm.contracts.validation import (
+    AttributeInput,
+    Attribution,
+    CommandResult,
+    RollbackInput,
+    RollbackResult,
+    TestFailure,
+    TestReport,
+    ValidateInput,
+)
+
+__all__ = [
+    "AttributeInput", "Attribution", "ChangeSet", "CheckProfile", "CheckpointInput", "CheckpointResult",
+    "CommandResult", "ConflictInput", "Contract", "Delivered", "DeliverInput", "DeliveryConfig", "FileEdit",
+    "Finish", "HelperRole", "HelperTask", "LaneDescription", "LaneEstimate", "LanePhase", "LanePlan", "LaneResult",
+    "LaneResume", "LaneReview", "LaneState", "LaneStatus", "LaneWorktree", "LanesFile", "MergeInput", "MergeResult",
+    "ModelPrice", "ModelTurnInput", "ModelTurnResult", "Overlap", "Phase", "Plan", "PlanInput", "PlanOutcome",
+    "PrepareInput", "PrepareResult", "PublishInput", "Published", "Resolution", "ReviewDecision", "ReviewPackage",
+    "ReviewReceipt", "RollbackInput", "RollbackResult", "ScoreInput", "SwarmConfig", "SwarmRequest", "SwarmResult",
+    "SwarmResume", "SwarmStatus", "TestFailure", "TestReport", "ToolCall", "ToolInput", "ToolOutcome",
+    "TrialBatchRequest", "TrialBatchResult", "TrialClone", "TrialCloneInput", "TrialScore", "TrialSpec", "Usage",
+    "ValidateInput", "ValidationConfig",
+]

@@ -1,0 +1,99 @@
+"""The configuration: the lanes file (in the reference design's helpers.yaml shape), checks, prices, delivery."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from reposwarm.contracts.base import Contract
+
+
+class HelperRole(Contract):
+    """One lane of the lanes file: what a lane may touch and spend."""
+
+    # "Helper" only in the reference design's contract names (HelperRole, HelperTask), kept for compatibility.
+    model: str | None = None
+    allowed_paths: list[str] = Field(min_length=1)
+    read_only_paths: list[str] = []
+    token_budget: int = Field(default=64_000, gt=0)
+    max_turns: int = Field(default=40, gt=0)
+    max_wall_s: float = Field(default=6 * 3600, gt=0)
+    max_malformed_replies: int = Field(default=3, gt=0)
+    context_tokens: int = Field(default=100_000, ge=2_000)
+    depends_on: list[str] = []
+
+
+class CheckProfile(Contract):
+    """A validation profile: argv lists run in the sandbox (reposwarm/checks/sandbox.py), with its limits."""
+
+    commands: list[list[str]] = Field(min_length=1)
+    timeout_s: float = Field(default=600, gt=0)
+    # What the sandboxed commands may see and use; everything else is denied.
+    env: dict[str, str] = {}  # variables the commands see, besides PATH, HOME (private), locale and CI=true
+    network: bool = False  # no network unless the profile asks for it
+    # address space per process (RLIMIT_AS); Node's own fetch() (WebAssembly) reserves ~10 GiB of it at once
+    memory_mb: int = Field(default=16384, gt=0)
+    max_processes: int = Field(default=256, gt=0)  # processes in the sandbox at once
+    max_file_mb: int = Field(default=512, gt=0)  # largest file a command may write (RLIMIT_FSIZE)
+    max_output_mb: int = Field(default=16, gt=0)  # output kept per command; more ends the command
+
+    @field_validator("commands")
+    @classmethod
+    def _argv_lists(cls, commands: list[list[str]]) -> list[list[str]]:
+        for argv in commands:
+            if not argv or not all(isinstance(a, str) and a for a in argv):
+                raise ValueError("each command is a non-empty list of non-empty strings (an argv, no shell)")
+        return commands
+
+
+class ValidationConfig(Contract):
+    profile: str = "default"
+    profiles: dict[str, CheckProfile] = {}
+
+    @model_validator(mode="after")
+    def _profile_exists(self) -> ValidationConfig:
+        if self.profiles and self.profile not in self.profiles:
+            raise ValueError(f"profile {self.profile!r} is not one of {sorted(self.profiles)}")
+        return self
+
+
+class SwarmConfig(Contract):
+    max_parallel: int = Field(default=4, gt=0)
+    # Dispatches per lane and run: the reference design's MAX_HELPER_LOOPS, a key of the lanes file.
+    max_helper_loops: int = Field(default=3, gt=0)
+    max_consecutive_test_fails: int = Field(default=3, gt=0)
+    max_review_rounds: int = Field(default=5, gt=0)
+    review_timeout_s: float | None = Field(default=None, gt=0)  # then the run ends as expired, branches kept
+    host_timeout_s: float = Field(default=60, gt=0)  # a lane's host gone this long: rebuild it elsewhere
+    # Lane worktrees check out only the lane's folders (cone mode, sparse index); None: when the repo is big.
+    sparse: bool | None = None
+    on_red: Literal["review", "fail"] = "review"  # after a rollback: go to review with the report, or fail
+    model: str | None = None
+    lanes: dict[str, HelperRole] = Field(min_length=1)
+
+
+class ModelPrice(Contract):
+    """US dollars per million tokens, for the cost shown per call, lane and run."""
+
+    input_per_mtok: float = Field(ge=0)
+    output_per_mtok: float = Field(ge=0)
+
+    def cost(self, input_tokens: int, output_tokens: int) -> float:
+        return round((input_tokens * self.input_per_mtok + output_tokens * self.output_per_mtok) / 1e6, 6)
+
+
+class DeliveryConfig(Contract):
+    """Where the approved branch goes besides the target repository."""
+
+    remote: str | None = None  # push the branch to this git remote
+    pull_request: bool = False  # open a pull request (GitHub REST API; GITHUB_TOKEN in the worker's environment)
+    github_repo: str | None = Field(default=None, pattern=r"^[\w.-]+/[\w.-]+$")  # owner/name; else from the remote's URL
+    draft: bool = False
+
+
+class LanesFile(Contract):
+    swarm: SwarmConfig
+    validation: ValidationConfig = ValidationConfig()
+    prices: dict[str, ModelPrice] = {}  # by model name, e.g. "openai:gpt-4.1"
+    delivery: DeliveryConfig = DeliveryConfig()

@@ -1,0 +1,152 @@
+"""A lane: its assignment, its worktree and checkpoints, what it changed, its result and its progress."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from reposwarm.contracts.base import Contract, Usage
+from reposwarm.contracts.config import CheckProfile, HelperRole, ModelPrice
+from reposwarm.contracts.states import LanePhase, LaneStatus
+from reposwarm.contracts.validation import TestReport
+
+
+class FileEdit(Contract):
+    path: str
+    operation: Literal["create", "modify", "delete"]
+    reason: str = Field(min_length=12)
+    content_ref: str | None = None
+
+
+class LaneResume(Contract):
+    """What a lane carries across continue-as-new."""
+
+    turn: int
+    transcript_ref: str | None
+    pending: list[dict[str, Any]]
+    usage: Usage
+    edits: list[FileEdit] = []
+    tool_calls: int = 0
+    refusals: int = 0
+    malformed: int = 0
+    started_at: float
+    continued: int = 0
+    host_queue: str = ""
+    shared_queue: bool = False  # host_queue is the shared queue (REPOSWARM_AFFINITY): quick tools run locally
+    rebuilt: int = 0  # times the worktree was rebuilt on another host
+
+
+class HelperTask(Contract):
+    """One assignment for one lane, as the reference design names it."""
+
+    # "Helper" only in the reference design's contract names (HelperTask, HelperRole), kept for compatibility.
+    task_id: str
+    run_id: str
+    repo_path: str
+    lane: str
+    round: int
+    attempt: int = 1  # >1 when the lane is re-dispatched within a round (a conflict to redo)
+    role: HelperRole
+    goal: str
+    task: str
+    interface_contract: str
+    feedback: list[str] = []  # the reviewer's comments from earlier rounds
+    allowed_paths: list[str] = Field(min_length=1)
+    read_only_paths: list[str] = []
+    branch: str
+    base_sha: str
+    model: str
+    max_loops: int
+    checkpoint_key: str
+    check_profiles: dict[str, CheckProfile] = {}
+    default_profile: str = "default"
+    price: ModelPrice | None = None
+    record: bool = False
+    sparse: bool | None = None
+    host_timeout_s: float = 60
+    resume: LaneResume | None = None
+
+
+class ChangeSet(Contract):
+    task_id: str
+    edits: list[FileEdit] = []
+    conflicts: list[str] = []
+    test_report: TestReport | None = None
+    summary: str = ""
+    assumptions: list[str] = []
+    diff_stat: str = ""
+    head_sha: str = ""
+
+
+class LaneResult(Contract):
+    lane: str
+    status: LaneStatus
+    reason: str = ""
+    changeset: ChangeSet
+    usage: Usage = Usage()
+    turns: int = 0
+    tool_calls: int = 0
+    refusals: int = 0
+    elapsed_s: float = 0.0
+
+
+class LaneState(Contract):
+    """A lane's progress: in the run's status, and what LaneWorkflow's progress query answers."""
+
+    lane: str
+    attempt: int = 1
+    state: LanePhase = LanePhase.pending
+    goal: str = ""
+    turns: int = 0
+    tool_calls: int = 0
+    tokens: int = 0
+    cost_usd: float = 0.0
+    reason: str = ""
+
+
+class LaneWorktree(Contract):
+    path: str
+    branch: str
+    head_sha: str
+    host_queue: str = ""  # the task queue of the worker host holding this worktree
+    shared_queue: bool = False  # ... which is the shared queue: every worker on it holds the worktree
+
+
+class CheckpointInput(Contract):
+    run_id: str
+    lane: str
+    message: str
+    # The lane's slice: only paths it may write are staged. (Empty in runs started before the slice was
+    # carried here: those stage every change, as they did.)
+    allowed_paths: list[str] = []
+    read_only_paths: list[str] = []
+
+
+class CheckpointResult(Contract):
+    """What checkpoint_lane answers: the lane branch's head after the commit (or before, if nothing changed)."""
+
+    head_sha: str
+    refused: list[str] = []  # changes outside the lane's slice, undone rather than committed
+
+    @model_validator(mode="before")
+    @classmethod
+    def _recorded_shape(cls, data: Any) -> Any:
+        return {"head_sha": data} if isinstance(data, str) else data  # recorded before: the bare sha
+
+
+class LaneDescription(Contract):
+    """What describe_lane answers: the lane branch's head, its diff stat and its files against the base."""
+
+    head_sha: str = ""
+    diff_stat: str = ""
+    files: dict[str, str] = {}  # path -> git's status letter (A, M, D, T...)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _recorded_shape(cls, data: Any) -> Any:
+        # Recorded before this model: {"__head__": sha, "__stat__": stat, path: letter, ...} in one dict.
+        if isinstance(data, dict) and ("__head__" in data or "__stat__" in data):
+            files = {k: v for k, v in data.items() if k not in ("__head__", "__stat__")}
+            return {"head_sha": data.get("__head__", ""), "diff_stat": data.get("__stat__", ""), "files": files}
+        return data

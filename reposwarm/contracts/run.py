@@ -1,0 +1,119 @@
+"""A swarm run: its request, its status (what queries answer), what it carries across continue-as-new, its
+result, and the activities at its two ends (prepare, deliver)."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from reposwarm.contracts.base import Contract, Usage
+from reposwarm.contracts.config import DeliveryConfig, LanesFile
+from reposwarm.contracts.lane import LaneState
+from reposwarm.contracts.merge import Overlap
+from reposwarm.contracts.plan import LaneEstimate, Plan
+from reposwarm.contracts.review import ReviewDecision, ReviewPackage
+from reposwarm.contracts.states import Phase
+from reposwarm.contracts.validation import TestReport
+
+
+class SwarmStatus(Contract):
+    run_id: str
+    repo_path: str
+    task: str
+    phase: Phase
+    round: int
+    lanes: list[LaneState] = []
+    integration_branch: str = ""
+    integration_sha: str = ""
+    test_report: TestReport | None = None
+    review: ReviewPackage | None = None
+    decisions: list[ReviewDecision] = []
+    ignored_signals: list[str] = []
+    delivered_branch: str | None = None
+    pull_request_url: str | None = None
+    review_path: str | None = None  # the latest review package, as files on the worker's host
+    error: str | None = None
+    usage: Usage = Usage()
+    overlaps: list[Overlap] = []
+    resolutions: list[str] = []
+    contract_flags: list[str] = []
+    first_pass_merge_rate: float | None = None
+    validations: list[str] = []  # one line per check of the round, and any rollback
+    warnings: list[str] = []  # what a person must know about this run (checks that ran unsandboxed...)
+
+
+class SwarmResume(Contract):
+    """What a swarm run carries across continue-as-new, between review rounds."""
+
+    status: SwarmStatus
+    base_sha: str
+    next_round: int
+    plan: Plan | None
+    feedback: list[str] = []
+    reviewed_sha: str | None = None
+    review_ref: str | None = None
+    dispatches: dict[str, int] = {}
+    baseline: TestReport | None = None
+    last_green: str | None = None
+    consecutive_fails: int = 0
+    checks: int = 0
+
+
+class SwarmRequest(Contract):
+    run_id: str
+    repo_path: str
+    task: str = Field(min_length=1)
+    config: LanesFile
+    plan: Plan | None = None
+    model: str
+    base_ref: str = "HEAD"
+    swarm_branch: str | None = None
+    test_profile: str | None = None
+    auto_approve: bool = False
+    dry_run: bool = False  # plan and estimate, dispatch nothing
+    record: bool = False  # keep every model exchange, to replay the run offline later
+    base_branch: str | None = None  # the branch the base commit came from (a pull request's base)
+    ui_url: str = ""  # the run in the Temporal Web UI, for the review package
+    resume: SwarmResume | None = None  # set when the run continues as new between review rounds
+
+
+class SwarmResult(Contract):
+    run_id: str
+    expired: bool = False  # no decision within the review timeout: nothing delivered, branches kept
+    pull_request_url: str | None = None
+    delivered_branch: str = ""
+    delivered_sha: str = ""
+    final_sha: str = ""  # the integration branch's last state, delivered or not
+    rounds: int
+    usage: Usage
+    plan: Plan | None = None
+    estimates: list[LaneEstimate] = []
+
+
+class PrepareInput(Contract):
+    run_id: str
+    repo_path: str
+    base_ref: str
+    swarm_branch: str
+    create_branch: bool = True
+
+
+class PrepareResult(Contract):
+    base_sha: str
+    integration_branch: str
+
+
+class DeliverInput(Contract):
+    run_id: str
+    repo_path: str
+    integration_sha: str
+    branch: str
+    delivery: DeliveryConfig = DeliveryConfig()
+    base_branch: str | None = None
+    title: str = ""
+    review_ref: str | None = None  # the review package (Markdown) in the run's store: the pull request's body
+
+
+class Delivered(Contract):
+    branch: str
+    pushed_to: str | None = None
+    pull_request_url: str | None = None

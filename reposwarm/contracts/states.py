@@ -1,0 +1,54 @@
+"""Every state a run or a lane can be in, as enums whose values are the strings status JSON and history hold."""
+
+from __future__ import annotations
+
+from enum import Enum, StrEnum
+
+
+class Phase(str, Enum):
+    """Where a swarm run is."""
+
+    preparing = "preparing"
+    planning = "planning"
+    running_lanes = "running_lanes"
+    validating = "validating"
+    review = "review"
+    planned = "planned"  # a dry run ends here
+    expired = "expired"  # no review decision in time
+    not_approved = "not_approved"  # automatic review (trials) of a red result: nothing delivered
+    delivering = "delivering"
+    delivered = "delivered"
+    failed = "failed"
+
+
+class LaneStatus(str, Enum):
+    """How a lane's dispatch ended (its LaneResult)."""
+
+    done = "done"
+    budget_exhausted = "budget_exhausted"
+    failed = "failed"
+    cancelled = "cancelled"
+
+
+class LanePhase(StrEnum):
+    """Where a lane is within a run (LaneState.state): its LaneStatus once it ends, then what merging made of it.
+
+    A StrEnum: the values are the free-text strings statuses held before this enum (old histories and status
+    JSON decode), and it formats as its value wherever a status is printed."""
+
+    starting = "starting"  # the lane workflow, before it has read its task
+    pending = "pending"  # planned, not dispatched yet
+    running = "running"
+    done = "done"
+    budget_exhausted = "budget_exhausted"
+    failed = "failed"
+    cancelled = "cancelled"
+    merged = "merged"
+    merged_budget_exhausted = "merged (budget exhausted)"
+    redo_after_conflict = "redo after conflict"
+    conflict = "conflict"  # unresolved, past the dispatch budget: its branch waits at the review gate
+
+    @classmethod
+    def ended(cls, status: LaneStatus) -> LanePhase:
+        """The phase of a lane whose dispatch ended with this status (before any merge)."""
+        return cls(status.value)

@@ -1,0 +1,78 @@
+"""Trials: replaying a repository's own commits as swarm tasks, and scoring the swarm against them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field, model_validator
+
+from reposwarm.contracts.base import Contract
+from reposwarm.contracts.config import CheckProfile, LanesFile
+
+
+class TrialSpec(Contract):
+    sha: str
+    parent: str
+    message: str
+
+
+class TrialBatchRequest(Contract):
+    batch_id: str
+    repo_path: str  # the user's repository; trials run in a clone of it
+    trials: list[TrialSpec] = Field(min_length=1)
+    config: LanesFile
+    model: str  # a real model, or "oracle" (the harness's own proof)
+    oracle_options: str = ""  # e.g. "extra=api&skip=web", for a deliberately wrong oracle
+    max_parallel: int = Field(default=2, gt=0)
+
+
+class TrialCloneInput(Contract):
+    batch_id: str
+    repo_path: str  # the user's repository, cloned bare with its objects shared
+
+
+class TrialClone(Contract):
+    """What prepare_trial_clone answers: the batch's bare clone, where every trial runs."""
+
+    path: str
+
+    @model_validator(mode="before")
+    @classmethod
+    def _recorded_shape(cls, data: Any) -> Any:
+        return {"path": data} if isinstance(data, str) else data  # recorded before: the bare path
+
+
+class TrialScore(Contract):
+    sha: str
+    run_id: str
+    message: str
+    status: str  # "scored", or "failed: why" when the swarm run itself failed
+    tests: list[str] = []  # the commit's own test files
+    tests_passed: bool | None = None  # run against the swarm's result; None when the commit has no tests
+    stray: list[str] = []  # files the swarm changed that the commit did not
+    missed: list[str] = []  # files the commit changed that the swarm did not
+    lines_swarm: int = 0
+    lines_commit: int = 0
+    validations: int = 0
+    conflicts: int = 0
+    resolutions: int = 0
+    interventions: int = 0  # re-dispatches and rollbacks the run needed
+    tokens: int = 0
+    cost_usd: float = 0.0
+    wall_s: float = 0.0
+    lanes: list[dict[str, Any]] = []
+
+
+class ScoreInput(Contract):
+    batch_id: str
+    clone_path: str
+    spec: TrialSpec
+    run_id: str
+    result_sha: str | None  # the swarm's delivered commit; None when the run failed
+    failure: str = ""
+    profile: CheckProfile | None = None
+
+
+class TrialBatchResult(Contract):
+    batch_id: str
+    scores: list[TrialScore]

@@ -1,0 +1,74 @@
+"""A lane's model turns and tool calls (one activity each)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from reposwarm.contracts.base import Contract, Usage
+from reposwarm.contracts.config import CheckProfile, ModelPrice
+from reposwarm.contracts.lane import FileEdit
+
+
+class ToolCall(Contract):
+    id: str
+    name: str
+    arguments: dict[str, Any] | None = None  # None when not a JSON object, or when kept in the store
+    raw_arguments: str = ""  # as the model sent them (a preview when arguments_ref is set)
+    arguments_ref: str | None = None  # large arguments (a whole file) live in the store
+    error: str | None = None  # why the call is malformed (unknown tool, bad arguments), shown to the model
+
+
+class Finish(Contract):
+    summary: str
+    assumptions: list[str] = []
+
+
+class ModelTurnInput(Contract):
+    run_id: str
+    agent: str  # "planner" or the lane name
+    round: int
+    turn: int
+    model: str
+    transcript_ref: str | None  # None for the first turn
+    attempt: int = 1
+    new_messages: list[dict[str, Any]] = []  # appended before the call (tool results, user text)
+    system: str = ""
+    context_tokens: int = 100_000  # the transcript is compacted as it nears this
+    price: ModelPrice | None = None
+    record: bool = False
+
+
+class ModelTurnResult(Contract):
+    transcript_ref: str
+    content: str = ""
+    tool_calls: list[ToolCall] = []
+    finish: Finish | None = None  # set when the reply holds exactly one valid finish call
+    usage: Usage = Usage()
+    model: str = ""
+    compacted: bool = False
+
+
+class ToolInput(Contract):
+    run_id: str
+    lane: str
+    call: ToolCall
+    round: int = 1
+    attempt: int = 1
+    turn: int = 0  # the lane turn (1-based) that made the call: for the ledger and `starter.py explain`
+    allowed_paths: list[str]
+    read_only_paths: list[str] = []
+    check_profiles: dict[str, CheckProfile] = {}
+    default_profile: str = "default"
+    default_reason: str = ""
+
+
+class ToolOutcome(Contract):
+    call_id: str
+    name: str
+    ok: bool
+    output: str  # a short preview; the model sees the whole output from output_ref
+    output_ref: str
+    refused: bool = False
+    malformed: bool = False
+    output_chars: int = 0
+    edit: FileEdit | None = None

@@ -1,0 +1,109 @@
+"""Validation: the check profile's report on a tree, who is answerable for its failures, and rollbacks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import model_validator
+
+from reposwarm.contracts.base import Contract
+from reposwarm.contracts.config import CheckProfile
+
+
+class TestFailure(Contract):
+    """One failing test (from JUnit XML), or one failing command when its runner wrote none."""
+
+    __test__ = False
+
+    name: str
+    file: str | None = None
+    message: str = ""
+    command: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.command}::{self.file or ''}::{self.name}"
+
+
+class CommandResult(Contract):
+    argv: list[str]  # as configured ({junit} not yet filled in)
+    exit_code: int | None
+    timed_out: bool = False
+    duration_s: float
+    output_tail: str = ""
+    log_ref: str | None = None
+    sandboxed: bool = True  # False when it ran without the sandbox (REPOSWARM_SANDBOX=off)
+    runner: str = ""  # the test runner known by its command line (reposwarm/checks/runners.py), or ""
+    exit_class: str = ""  # passed | tests failed | no tests ran | error | timed out
+    tests_run: int | None = None  # tests that ran (not skipped); None: no per-test results
+    cases_ref: str | None = None  # every test's result, as JSON in the run's store
+
+
+class TestReport(Contract):
+    __test__ = False  # not a pytest class
+
+    passed: bool
+    failures: list[TestFailure] = []  # new failures: the ones the swarm is answerable for
+    pre_existing: list[TestFailure] = []  # failing on the base commit too: never blamed on the swarm
+    flaky: list[TestFailure] = []  # failed, then passed on an immediate re-run
+    duration_s: float = 0.0
+    coverage_delta: float | None = None
+    commands: list[CommandResult] = []
+    ref: str = ""
+    unsandboxed: bool = False  # a command ran without the sandbox (REPOSWARM_SANDBOX=off)
+    # Per test (reposwarm/checks/runners.py, reposwarm/checks/verdicts.py): None where no command gave per-test results.
+    tests_run: int | None = None  # tests that ran (not skipped) on this tree
+    base_tests_run: int | None = None  # the same on the base commit, once judged against it
+    fixed: list[TestFailure] = []  # failing on the base commit, passing here
+    problems: list[str] = []  # why it did not pass besides new failures: fewer tests ran, a worse exit, not judged
+
+
+class ValidateInput(Contract):
+    run_id: str
+    repo_path: str
+    ref: str
+    profile_name: str
+    profile: CheckProfile
+    label: str = ""  # "baseline", or "round 1 check 2": names the kept ref of a validated state
+    baseline: TestReport | None = None  # the base commit's report: the result is judged against it, per test
+
+
+class AttributeInput(Contract):
+    repo_path: str
+    ref: str
+    failures: list[TestFailure]
+    touched: dict[str, list[str]]  # lane -> files it changed this round
+    lane_paths: dict[str, list[str]]  # lane -> its allowed paths
+
+
+class Attribution(Contract):
+    """What attribute_failures answers: the new failures each lane is answerable for (TestFailure.key)."""
+
+    by_lane: dict[str, list[str]] = {}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _recorded_shape(cls, data: Any) -> Any:
+        # Recorded before this model: the bare {lane: [key, ...]}. (A lane named by_lane maps to a list there.)
+        if isinstance(data, dict) and not isinstance(data.get("by_lane"), dict):
+            return {"by_lane": data}
+        return data
+
+
+class RollbackInput(Contract):
+    run_id: str
+    repo_path: str
+    integration_branch: str
+    from_sha: str
+    to_sha: str
+
+
+class RollbackResult(Contract):
+    """What rollback_integration answers: where the integration branch is now (the last green state)."""
+
+    integration_sha: str
+
+    @model_validator(mode="before")
+    @classmethod
+    def _recorded_shape(cls, data: Any) -> Any:
+        return {"integration_sha": data} if isinstance(data, str) else data  # recorded before: the bare sha

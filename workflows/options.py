@@ -1,0 +1,63 @@
+"""Every activity's options, in one place: timeouts, heartbeats and retry policies.
+
+Temporal owns retries (no retry loops of our own around model or git calls),
+so every attempt is visible in the history. Activities that can run long
+heartbeat (activities/heartbeat.py), so a dead worker's attempt is retried
+after the 30 s heartbeat timeout rather than after its whole timeout.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from temporalio.common import RetryPolicy
+
+if TYPE_CHECKING:
+    from reposwarm.contracts import CheckProfile
+
+HEARTBEAT = timedelta(seconds=30)
+
+# Git and file activities: quick and idempotent (prepare, worktrees, checkpoints, merges, publishing...).
+GIT: dict[str, Any] = dict(start_to_close_timeout=timedelta(minutes=5), heartbeat_timeout=HEARTBEAT,
+                           retry_policy=RetryPolicy(maximum_attempts=5))
+# A model call (a lane's turn, a planning round): rate limits and 5xx answers are retried, honouring Retry-After.
+MODEL: dict[str, Any] = dict(start_to_close_timeout=timedelta(minutes=10), heartbeat_timeout=HEARTBEAT,
+                             retry_policy=RetryPolicy(initial_interval=timedelta(seconds=2), maximum_attempts=6))
+PLAN = MODEL
+# The converger: a model call and a merge; fewer attempts, since a lane redone is the fallback.
+CONVERGE: dict[str, Any] = dict(start_to_close_timeout=timedelta(minutes=10), heartbeat_timeout=HEARTBEAT,
+                                retry_policy=RetryPolicy(initial_interval=timedelta(seconds=2), maximum_attempts=4))
+# Delivery: git and, where configured, a push and the forge's API.
+DELIVER: dict[str, Any] = dict(start_to_close_timeout=timedelta(minutes=5), heartbeat_timeout=HEARTBEAT,
+                               retry_policy=RetryPolicy(maximum_attempts=5, initial_interval=timedelta(seconds=2)))
+# A lane's quick tools, run as local activities where the lane's worktree is on the workflow's own host.
+QUICK: dict[str, Any] = dict(start_to_close_timeout=timedelta(seconds=60), retry_policy=RetryPolicy(maximum_attempts=3))
+# A trial batch's bare clone of the repository (objects shared, so quick but for a huge repository).
+TRIAL_CLONE: dict[str, Any] = dict(start_to_close_timeout=timedelta(minutes=30),
+                                   retry_policy=RetryPolicy(maximum_attempts=3))
+
+
+def host_bound(host_timeout_s: float) -> dict[str, Any]:
+    """An activity sent to the one host holding a lane's worktree: not picked up in this time, the host is taken
+    for lost (the lane is rebuilt elsewhere from its checkpoints)."""
+    return dict(schedule_to_start_timeout=timedelta(seconds=host_timeout_s))
+
+
+def tool(check_profiles: dict[str, CheckProfile]) -> dict[str, Any]:
+    """A lane's tool call, as an activity: as long as its longest check (run_checks) could take, and some."""
+    longest = max((p.timeout_s for p in check_profiles.values()), default=0)
+    return dict(start_to_close_timeout=timedelta(seconds=longest + 120), heartbeat_timeout=HEARTBEAT,
+                retry_policy=RetryPolicy(maximum_attempts=3))
+
+
+def validation(profile: CheckProfile) -> dict[str, Any]:
+    """The check profile on a tree: a failing command runs twice (the flaky check), so allow for both."""
+    return dict(start_to_close_timeout=timedelta(seconds=2 * profile.timeout_s + 120), heartbeat_timeout=HEARTBEAT,
+                retry_policy=RetryPolicy(maximum_attempts=2))
+
+
+def scoring(profile: CheckProfile | None) -> dict[str, Any]:
+    """Scoring a trial: the commit's own tests run once on the swarm's result, then a diff."""
+    return dict(start_to_close_timeout=timedelta(seconds=(profile.timeout_s if profile else 0) + 300),
+                heartbeat_timeout=HEARTBEAT, retry_policy=RetryPolicy(maximum_attempts=3))

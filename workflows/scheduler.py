@@ -1,0 +1,158 @@
+"""Dispatching one round's lanes, for SwarmWorkflow (workflow code: decisions only).
+
+A lane starts once the lanes it depends on (among those dispatched together)
+are merged, with at most max_parallel running at once; one whose dependency
+ended without merging is cancelled. Each run of a lane counts against its
+dispatch budget for the whole run (swarm.max_helper_loops: the reference
+design's MAX_HELPER_LOOPS). Each lane is merged as it finishes; one whose
+conflict the converger could not settle is redone on top of the integration
+branch while its budget lasts, its dependents waiting for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from temporalio import workflow
+from temporalio.exceptions import ChildWorkflowError, WorkflowAlreadyStartedError
+
+with workflow.unsafe.imports_passed_through():
+    from reposwarm.branches import lane_branch
+    from reposwarm.contracts import (
+        ChangeSet,
+        HelperTask,
+        LanePhase,
+        LaneResult,
+        LaneState,
+        LaneStatus,
+        Plan,
+        SwarmRequest,
+        SwarmStatus,
+    )
+    from workflows.failures import short_reason
+    from workflows.lane import LaneWorkflow
+    from workflows.merging import MergeQueue
+
+
+def lane_task(req: SwarmRequest, plan: Plan, lane: str, goal: str, round_no: int, base_sha: str,
+              feedback: list[str], attempt: int = 1) -> HelperTask:
+    """One lane's assignment: its goal, its slice (narrowed by the plan), its model and budgets."""
+    role = req.config.swarm.lanes[lane]
+    narrowed = next((lp.allowed_paths for lp in plan.lanes if lp.lane == lane and lp.allowed_paths), None)
+    return HelperTask(
+        task_id=f"{req.run_id}.{lane}.r{round_no}" + (f".a{attempt}" if attempt > 1 else ""),
+        feedback=list(feedback),
+        run_id=req.run_id, repo_path=req.repo_path, lane=lane, round=round_no, attempt=attempt, role=role,
+        goal=goal, task=req.task, interface_contract=plan.interface_contract,
+        allowed_paths=narrowed or role.allowed_paths, read_only_paths=role.read_only_paths,
+        branch=lane_branch(req.run_id, lane), base_sha=base_sha,
+        model=role.model or req.model, max_loops=req.config.swarm.max_helper_loops,
+        checkpoint_key=f"{req.run_id}/{lane}/r{round_no}",
+        price=req.config.prices.get(role.model or req.model), record=req.record, sparse=req.config.swarm.sparse,
+        host_timeout_s=req.config.swarm.host_timeout_s,
+        check_profiles=req.config.validation.profiles,
+        default_profile=req.test_profile or req.config.validation.profile,
+    )
+
+
+@dataclass
+class LaneScheduler:
+    """One dispatch of lanes within a round (the round's lanes, or the lanes a red check sends back)."""
+
+    req: SwarmRequest
+    plan: Plan
+    round_no: int
+    status: SwarmStatus
+    queue: MergeQueue
+    dispatches: dict[str, int]  # lane -> dispatches so far in the whole run (the run's own dict, updated here)
+    feedback: list[str]  # the reviewer's comments from earlier rounds
+    progress: Callable[[str], None]  # says where the round is (the run's details, phase running_lanes)
+    goals: dict[str, str]  # lane -> its goal for this dispatch
+    waiting: list[str] = field(default_factory=list)
+    running: dict[str, asyncio.Task[LaneResult]] = field(default_factory=dict)
+    results: dict[str, LaneResult] = field(default_factory=dict)  # settled lanes only
+    merged: set[str] = field(default_factory=set)
+    redo: dict[str, str] = field(default_factory=dict)  # lane -> the conflict note for its next dispatch
+
+    def __post_init__(self) -> None:
+        self.waiting = list(self.goals)
+        self.states: dict[str, LaneState] = {s.lane: s for s in self.status.lanes}
+
+    async def run(self) -> dict[str, LaneResult]:
+        """Every lane to its end (merged, redone, failed or cancelled); each merged as it finishes."""
+        self.progress(f"round {self.round_no}: {len(self.waiting)} lanes")
+        while self.waiting or self.running:
+            self._start_ready()
+            if not self.running:
+                continue
+            await workflow.wait(list(self.running.values()), return_when=asyncio.FIRST_COMPLETED)
+            for name in [n for n in list(self.running) if self.running[n].done()]:
+                await self._settle(name, self.running.pop(name).result())
+                self.status.first_pass_merge_rate = self.queue.rate()
+                self.progress(f"round {self.round_no}: {len(self.merged)}/{len(self.goals)} lanes merged")
+        return self.results
+
+    def _start_ready(self) -> None:
+        swarm = self.req.config.swarm
+        for name in list(self.waiting):
+            deps = [d for d in swarm.lanes[name].depends_on if d in self.goals]
+            blocked = [d for d in deps if d in self.results and d not in self.merged]
+            if blocked:
+                self._cancel(name, f"dependency {', '.join(blocked)} did not merge")
+                continue
+            if len(self.running) >= swarm.max_parallel or not all(d in self.merged for d in deps):
+                continue
+            if self.dispatches.get(name, 0) >= swarm.max_helper_loops:
+                self._cancel(name, f"dispatched {self.dispatches[name]} times already "
+                                   f"(MAX_HELPER_LOOPS={swarm.max_helper_loops})")
+                continue
+            self._start(name)
+
+    def _cancel(self, name: str, reason: str) -> None:
+        self.waiting.remove(name)
+        state = self.states[name]
+        state.state, state.reason = LanePhase.cancelled, reason
+        self.results[name] = LaneResult(lane=name, status=LaneStatus.cancelled, reason=reason,
+                                        changeset=ChangeSet(task_id=f"{self.req.run_id}.{name}.r{self.round_no}"))
+
+    def _start(self, name: str) -> None:
+        self.waiting.remove(name)
+        self.dispatches[name] = self.dispatches.get(name, 0) + 1
+        state = self.states[name]
+        state.state = LanePhase.running
+        state.attempt += 1
+        task = lane_task(self.req, self.plan, name, self.goals[name] + self.redo.pop(name, ""), self.round_no,
+                         self.status.integration_sha, self.feedback, attempt=state.attempt)
+        self.running[name] = asyncio.create_task(self._lane(task))
+
+    async def _lane(self, task: HelperTask) -> LaneResult:
+        try:
+            return await workflow.execute_child_workflow(LaneWorkflow.run, task, id=task.task_id)
+        except (ChildWorkflowError, WorkflowAlreadyStartedError) as err:  # a lane that fails is a result
+            return LaneResult(lane=task.lane, status=LaneStatus.failed, reason=short_reason(err),
+                              changeset=ChangeSet(task_id=task.task_id))
+
+    async def _settle(self, name: str, result: LaneResult) -> None:
+        """A lane's dispatch ended: count it, and merge its work (done, or out of budget with work kept)."""
+        self.results[name] = result
+        state = self.states[name]
+        state.state, state.reason = LanePhase.ended(result.status), result.reason
+        state.turns, state.tool_calls = result.turns, result.tool_calls
+        state.tokens, state.cost_usd = result.usage.total_tokens, result.usage.cost_usd
+        self.status.usage = self.status.usage + result.usage
+        if result.status not in (LaneStatus.done, LaneStatus.budget_exhausted):
+            return
+        self.queue.note_overlaps(name, result)
+        landing = await self.queue.land(name, result)
+        if landing.merged:
+            self.merged.add(name)
+            state.state = LanePhase.merged if result.status == LaneStatus.done else LanePhase.merged_budget_exhausted
+        elif self.dispatches.get(name, 0) < self.req.config.swarm.max_helper_loops:
+            self.redo[name] = landing.redo_note
+            self.results.pop(name)  # not settled yet: its dependents keep waiting
+            self.waiting.insert(0, name)
+            state.state = LanePhase.redo_after_conflict
+        else:
+            state.state, state.reason = LanePhase.conflict, "unresolved conflict; its branch is kept for review"
