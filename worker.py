@@ -23,7 +23,7 @@ from temporalio.worker import Worker
 
 from activities.converge import resolve_conflict
 from activities.delivery import deliver
-from activities.failures import FailureLedgerInterceptor
+from activities.failure_ledger import FailureLedgerInterceptor
 from activities.heartbeat import HeartbeatInterceptor
 from activities.model import model_turn, plan_round
 from activities.publish import publish_review

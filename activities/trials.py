@@ -15,7 +15,7 @@ from temporalio.exceptions import ApplicationError
 from reposwarm import gitcmd
 from reposwarm.checks.runner import run_profile
 from reposwarm.checks.sandbox import SandboxUnavailable
-from reposwarm.contracts import ScoreInput, TrialClone, TrialCloneInput, TrialScore
+from reposwarm.contracts import ScoreInput, TrialClone, TrialCloneInput, TrialOutcome, TrialScore
 from reposwarm.runs import ledger, metrics
 from reposwarm.runs.store import home
 
@@ -82,7 +82,8 @@ async def score_trial(req: ScoreInput) -> TrialScore:
     tests = sorted(p for p in commit_files if TEST_FILE.search(p))
     figures = metrics.report(req.run_id, ledger.read(req.run_id))
     score = TrialScore(sha=req.spec.sha, run_id=req.run_id, message=req.spec.message.splitlines()[0][:200],
-                       status=f"failed: {req.failure}" if req.failure else "scored", tests=tests,
+                       status=TrialOutcome.failed if req.failure else TrialOutcome.scored,
+                       failure=req.failure or "", tests=tests,
                        lines_commit=commit_lines, validations=figures.validations, resolutions=figures.resolutions,
                        tokens=figures.tokens_in + figures.tokens_out, cost_usd=figures.cost_usd,
                        wall_s=figures.elapsed_s, lanes=[lane.model_dump() for lane in figures.lanes])

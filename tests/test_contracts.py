@@ -86,6 +86,20 @@ def test_a_bare_string_as_recorded_before_its_model(model, field):
     assert decode(new.model_dump(mode="json"), model) == new
 
 
+def test_exit_classes_and_trial_outcomes_decode_what_was_recorded_as_free_text():
+    from reposwarm.contracts import CommandResult, ExitClass, TrialOutcome, TrialScore
+
+    recorded = {"argv": ["pytest"], "exit_code": 1, "duration_s": 1.0, "exit_class": "tests failed"}
+    assert decode(recorded, CommandResult).exit_class == ExitClass.tests_failed
+    assert decode({**recorded, "exit_class": ""}, CommandResult).exit_class is None  # before classes existed
+    with pytest.raises(ValueError):
+        CommandResult.model_validate({**recorded, "exit_class": "mostly fine"})
+    score = decode({"sha": "a" * 40, "run_id": "r", "message": "m", "status": "failed: not approved: red"},
+                   TrialScore)
+    assert (score.status, score.failure) == (TrialOutcome.failed, "not approved: red")
+    assert decode({"sha": "a" * 40, "run_id": "r", "message": "m", "status": "scored"}, TrialScore).failure == ""
+
+
 def test_lane_phases_are_the_strings_statuses_held():
     assert {p.value for p in LanePhase} == {
         "starting", "pending", "running", "done", "budget_exhausted", "failed", "cancelled", "merged",

@@ -19,12 +19,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from xml.etree import ElementTree
 
+from reposwarm.contracts.states import ExitClass
+
 JUNIT = "{junit}"  # in a configured command, the path where its runner should write JUnit XML
 MESSAGE_CHARS = 2000
 
 # Exit classes, from best to worst.
-PASSED, TESTS_FAILED, NO_TESTS, ERROR, TIMED_OUT = "passed", "tests failed", "no tests ran", "error", "timed out"
-SEVERITY = {PASSED: 0, TESTS_FAILED: 1, NO_TESTS: 2, ERROR: 3, TIMED_OUT: 3}
+PASSED, TESTS_FAILED, NO_TESTS, ERROR, TIMED_OUT = (ExitClass.passed, ExitClass.tests_failed, ExitClass.no_tests,
+                                                   ExitClass.error, ExitClass.timed_out)
 
 
 @dataclass(frozen=True)
@@ -158,7 +160,7 @@ def _parse(runner: str, output: str, report: Path | None, cwd: Path) -> list[Cas
     return None
 
 
-def exit_class(runner: str, exit_code: int | None, timed_out: bool, cases: list[Case] | None) -> str:
+def exit_class(runner: str, exit_code: int | None, timed_out: bool, cases: list[Case] | None) -> ExitClass:
     if timed_out:
         return TIMED_OUT
     if exit_code == 0:

@@ -69,9 +69,8 @@ def judge(report: TestReport, baseline: TestReport | None, cases: CaseLoader) ->
                 problems.append(f"`{command}`: fewer tests ran on the merged tree ({len(merged_ran)}) than on the "
                                 f"base commit ({len(base_ran)}); not run: {', '.join(missing[:5])}"
                                 + (f" and {len(missing) - 5} more" if len(missing) > 5 else ""))
-        if base.exit_class and cmd.exit_class and \
-                runners.SEVERITY.get(cmd.exit_class, 0) > runners.SEVERITY.get(base.exit_class, 0) and \
-                runners.SEVERITY.get(cmd.exit_class, 0) >= runners.SEVERITY[runners.NO_TESTS]:
+        if base.exit_class and cmd.exit_class and cmd.exit_class.severity > base.exit_class.severity and \
+                cmd.exit_class.severity >= runners.NO_TESTS.severity:
             problems.append(f"`{command}`: {base.exit_class} on the base commit, {cmd.exit_class} on the merged tree "
                             f"(exit {base.exit_code} -> {cmd.exit_code})")
     return report.model_copy(update={

@@ -141,7 +141,7 @@ def render_trials(result: TrialBatchResult, oracle: bool) -> str:
         tests = "-" if sc.tests_passed is None else ("pass" if sc.tests_passed else "FAIL")
         lines.append(f"{sc.sha[:12]} {tests:<6} {len(sc.stray):>5} {len(sc.missed):>6} "
                      f"{sc.lines_swarm:>5}/{sc.lines_commit:<5} {sc.validations:>6} ${sc.cost_usd:>8.4f} "
-                     f"{sc.wall_s:>6.1f}s  {sc.status}")
+                     f"{sc.wall_s:>6.1f}s  {sc.status}" + (f": {sc.failure}" if sc.failure else ""))
     summary = trial_summary(scores)
     lines += ["", f"{len(scores)} trials: pass rate {summary['pass_rate']}, median cost ${summary['median_cost_usd']}, "
                   f"median time {summary['median_wall_s']}s, stray-edit rate {summary['stray_edit_rate']}"]
@@ -183,7 +183,7 @@ async def cmd_trial(args: argparse.Namespace) -> int:
         try:
             for sc in (await handle.query(TrialWorkflow.scores)).scores:
                 if sc.sha not in seen and not args.json:
-                    print(f"scored {sc.sha[:12]}: {sc.status}", flush=True)
+                    print(f"scored {sc.sha[:12]}: {sc.status}" + (f": {sc.failure}" if sc.failure else ""), flush=True)
                 seen.add(sc.sha)
         except Exception:  # a query can fail while a worker restarts
             pass

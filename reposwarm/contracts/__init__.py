@@ -66,7 +66,7 @@ from reposwarm.contracts.run import (
     SwarmResume,
     SwarmStatus,
 )
-from reposwarm.contracts.states import LanePhase, LaneStatus, Phase
+from reposwarm.contracts.states import ExitClass, LanePhase, LaneStatus, Phase, TrialOutcome
 from reposwarm.contracts.trial import (
     ScoreInput,
     TrialBatchRequest,
@@ -90,13 +90,15 @@ from reposwarm.contracts.validation import (
 
 __all__ = [
     "AttributeInput", "Attribution", "ChangeSet", "CheckProfile", "CheckpointInput", "CheckpointResult",
-    "CommandResult", "ConflictInput", "Contract", "Delivered", "DeliverInput", "DeliveryConfig", "FileEdit",
+    "CommandResult", "ConflictInput", "Contract", "Delivered", "DeliverInput", "DeliveryConfig", "ExitClass",
+    "FileEdit",
     "Finish", "HelperRole", "HelperTask", "LaneDescription", "LaneEstimate", "LanePhase", "LanePlan", "LaneResult",
     "LaneResume", "LaneReview", "LaneState", "LaneStatus", "LaneWorktree", "LanesFile", "MergeInput", "MergeResult",
     "ModelPrice", "ModelTurnInput", "ModelTurnResult", "Overlap", "Phase", "Plan", "PlanInput", "PlanOutcome",
     "PrepareInput", "PrepareResult", "PublishInput", "Published", "Resolution", "ReviewDecision", "ReviewPackage",
     "ReviewReceipt", "RollbackInput", "RollbackResult", "ScoreInput", "SwarmConfig", "SwarmRequest", "SwarmResult",
     "SwarmResume", "SwarmStatus", "TestFailure", "TestReport", "ToolCall", "ToolInput", "ToolOutcome",
-    "TrialBatchRequest", "TrialBatchResult", "TrialClone", "TrialCloneInput", "TrialScore", "TrialSpec", "Usage",
+    "TrialBatchRequest", "TrialBatchResult", "TrialClone", "TrialCloneInput", "TrialOutcome", "TrialScore",
+    "TrialSpec", "Usage",
     "ValidateInput", "ValidationConfig",
 ]

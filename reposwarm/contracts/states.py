@@ -52,3 +52,23 @@ class LanePhase(StrEnum):
     def ended(cls, status: LaneStatus) -> LanePhase:
         """The phase of a lane whose dispatch ended with this status (before any merge)."""
         return cls(status.value)
+
+
+class ExitClass(StrEnum):
+    """What a check command's exit says (reposwarm/checks/runners.py sorts each runner's codes into these)."""
+
+    passed = "passed"
+    tests_failed = "tests failed"
+    no_tests = "no tests ran"
+    error = "error"  # a usage, collection or internal error: the suite did not run properly
+    timed_out = "timed out"
+
+    @property
+    def severity(self) -> int:
+        """Worse is higher: a suite that did not run properly is worse than failing tests."""
+        return {"passed": 0, "tests failed": 1, "no tests ran": 2, "error": 3, "timed out": 3}[self.value]
+
+
+class TrialOutcome(StrEnum):
+    scored = "scored"
+    failed = "failed"  # the swarm run itself failed: TrialScore.failure says why

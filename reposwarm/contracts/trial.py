@@ -8,6 +8,7 @@ from pydantic import Field, model_validator
 
 from reposwarm.contracts.base import Contract
 from reposwarm.contracts.config import CheckProfile, LanesFile
+from reposwarm.contracts.states import TrialOutcome
 
 
 class TrialSpec(Contract):
@@ -46,7 +47,8 @@ class TrialScore(Contract):
     sha: str
     run_id: str
     message: str
-    status: str  # "scored", or "failed: why" when the swarm run itself failed
+    status: TrialOutcome
+    failure: str = ""  # why the swarm run itself failed
     tests: list[str] = []  # the commit's own test files
     tests_passed: bool | None = None  # run against the swarm's result; None when the commit has no tests
     stray: list[str] = []  # files the swarm changed that the commit did not
@@ -61,6 +63,16 @@ class TrialScore(Contract):
     cost_usd: float = 0.0
     wall_s: float = 0.0
     lanes: list[dict[str, Any]] = []
+
+    @model_validator(mode="before")
+    @classmethod
+    def _recorded_shape(cls, data: Any) -> Any:
+        """Scores recorded before the outcome was an enum said "failed: why" in one string."""
+        status = data.get("status") if isinstance(data, dict) else None
+        if isinstance(status, str) and status.startswith("failed: "):
+            data = {**data, "status": "failed", "failure": status.removeprefix("failed: ")}
+        return data
+
 
 
 class ScoreInput(Contract):

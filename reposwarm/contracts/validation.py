@@ -8,6 +8,7 @@ from pydantic import model_validator
 
 from reposwarm.contracts.base import Contract
 from reposwarm.contracts.config import CheckProfile
+from reposwarm.contracts.states import ExitClass
 
 
 class TestFailure(Contract):
@@ -34,9 +35,16 @@ class CommandResult(Contract):
     log_ref: str | None = None
     sandboxed: bool = True  # False when it ran without the sandbox (REPOSWARM_SANDBOX=off)
     runner: str = ""  # the test runner known by its command line (reposwarm/checks/runners.py), or ""
-    exit_class: str = ""  # passed | tests failed | no tests ran | error | timed out
+    exit_class: ExitClass | None = None  # None: not sorted (a result recorded before exit classes)
     tests_run: int | None = None  # tests that ran (not skipped); None: no per-test results
     cases_ref: str | None = None  # every test's result, as JSON in the run's store
+
+    @model_validator(mode="before")
+    @classmethod
+    def _recorded_shape(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("exit_class") == "":  # recorded while it was free text
+            data = {**data, "exit_class": None}
+        return data
 
 
 class TestReport(Contract):
