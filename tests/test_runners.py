@@ -107,7 +107,9 @@ def test_node_test_runner_reports_through_its_junit_reporter(tmp_path):
     prepared, output, code = _run(["node", "--test", "test/"], repo, tmp_path)
     cases = runners.parse(prepared.runner, output, prepared.report, repo)
     assert _outcomes(cases) == {"adds": "passed", "fails": "failed", "inner": "passed", "later": "skipped"}
-    assert "a.test.js:3" in next(c for c in cases if c.name == "fails").message  # the place, from its stack
+    fails = next(c for c in cases if c.name == "fails")
+    assert "a.test.js:3" in fails.message  # the place, from its stack...
+    assert fails.file == "test/a.test.js"  # ...names its file, for repair routing (node's report names none)
     assert "✖ fails" in output  # the human-readable report is still in the log
     assert runners.exit_class("node", code, False, cases) == runners.TESTS_FAILED
     (repo / "test" / "broken.test.js").write_text("require('../missing');\n")
@@ -125,10 +127,16 @@ def test_go_test_json_events_give_tests_and_build_failures():
     assert runners.prepare(["go", "test", "./..."], Path("/s"), "c").argv == ["go", "test", "-json", "./..."]
 
 
-def test_cargo_libtest_lines_give_one_result_per_test():
+def test_cargo_libtest_lines_give_one_result_per_test(tmp_path):
     cases = runners.parse("cargo", (FIXTURES / "cargo_test.txt").read_text(), None, Path("."))
     assert _outcomes(cases) == {"tests::adds": "passed", "tests::fails": "failed", "tests::slow": "skipped"}
     assert "math is broken" in next(c for c in cases if c.name == "tests::fails").message
+    crate = tmp_path / "crate"  # the panic's location names the file, where the crate has it
+    (crate / "src").mkdir(parents=True)
+    (crate / "src" / "lib.rs").write_text("// lib\n")
+    fails = next(c for c in runners.parse("cargo", (FIXTURES / "cargo_test.txt").read_text(), None, crate)
+                 if c.name == "tests::fails")
+    assert fails.file == "src/lib.rs"
     assert runners.exit_class("cargo", 101, False, cases) == runners.TESTS_FAILED
 
 

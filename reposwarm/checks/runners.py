@@ -131,7 +131,24 @@ def parse(runner: str, output: str, report: Path | None, cwd: Path) -> list[Case
     if runner == "node":  # node names a test file that failed to load by its path, as if it were a test
         cases = [Case(c.name, "error", c.name, c.message) if c.outcome == "failed" and (cwd / c.name).is_file()
                  else c for c in cases]
-    return cases
+    # A failure with no file of its own (node, cargo and go name none) takes the first file of the tree its
+    # message names (the stack or panic location): repairs go to the lanes that changed it.
+    return [Case(c.name, c.outcome, _named_file(c.message, cwd), c.message)
+            if not c.file and c.outcome in ("failed", "error") else c for c in cases]
+
+
+_SOURCE_PATH = re.compile(r"(?:^|[\s(\"'])((?:/|\./)?[\w.@-]+(?:/[\w.@-]+)*\.(?:py|js|mjs|cjs|jsx|ts|tsx|go|rs|java|rb))"
+                          r"(?::\d+)")
+
+
+def _named_file(message: str, cwd: Path) -> str | None:
+    root = cwd.resolve()
+    for match in _SOURCE_PATH.finditer(message):
+        path = Path(match.group(1))
+        rel = path.relative_to(root) if path.is_absolute() and root in path.parents else path
+        if not rel.is_absolute() and ".." not in rel.parts and (root / rel).is_file():
+            return rel.as_posix().removeprefix("./")
+    return None
 
 
 def ran(cases: list[Case]) -> list[Case]:
