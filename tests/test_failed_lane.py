@@ -55,3 +55,29 @@ async def test_a_failed_lane_keeps_its_turns_and_a_round_with_nothing_merged_can
     after = await handle.query(SwarmWorkflow.status)
     assert after.phase == Phase.review and any("nothing was merged" in s for s in after.ignored_signals)
     await handle.terminate("test over")
+
+
+async def test_checks_run_unsandboxed_say_so_in_status_review_and_web_ui_details(client, tmp_path, monkeypatch):
+    monkeypatch.setenv("REPOSWARM_SANDBOX", "off")  # read by the in-process worker when each check runs
+    repo = make_repo(tmp_path / "repo", {"api/app.py": "VERSION = 1\n"})
+    lanes = write_yaml(tmp_path / "lanes.yaml", {
+        "swarm": {"lanes": {"api": {"allowed_paths": ["api/"]}}},
+        "validation": {"profiles": {"default": {"commands": [["python3", "-c", "import api.app"]]}}}})
+    plan = write_yaml(tmp_path / "plan.yaml", {"interface_contract": "api/app.py exports VERSION.",
+                                               "lanes": [{"lane": "api", "goal": "Set VERSION to 2."}]})
+    script = write_yaml(tmp_path / "replay.yaml", {"version": 1, "lanes": {"api": {1: [
+        turn(("w1", "write_file", {"path": "api/app.py", "content": "VERSION = 2\n",
+                                   "reason": "Set VERSION to 2 as the goal says"})),
+        turn(("f1", "finish", {"summary": "VERSION is 2"}))]}}})
+
+    run_id = await start_run(client, repo, lanes, script, plan=plan)
+    status = await wait_for_phase(client, run_id, Phase.review)
+
+    assert status.review.test_report.unsandboxed
+    assert any("UNSANDBOXED" in w for w in status.warnings)
+    assert "UNSANDBOXED" in render_status(status) and "**Warning:** checks ran UNSANDBOXED" in render_review(
+        status.review)
+    # what the Web UI shows as the run's current details (its "User Metadata" tab)
+    metadata = await client.get_workflow_handle(run_id).query("__temporal_workflow_metadata")
+    assert "Warning:** checks ran UNSANDBOXED" in str(metadata)
+    await client.get_workflow_handle(run_id).terminate("test over")
