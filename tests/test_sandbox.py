@@ -218,6 +218,18 @@ async def test_a_toolchain_in_a_virtual_environment_under_tmp_still_runs(lane, t
     assert b"Read-only file system" in ran.output and not (venv / "x").exists()
 
 
+async def test_private_tmp_and_home_are_bounded_by_tmp_mb(lane):
+    # memory-backed: unbounded, a check filling /tmp would fill the machine's memory
+    script = ("import os\nfor where in ('/tmp', os.environ['HOME']):\n    try:\n"
+              "        with open(where + '/fill', 'wb') as f:\n            f.write(b'x' * (8 * 1024 * 1024))\n"
+              "        print(where, 'filled', flush=True)\n    except OSError as err:\n"
+              "        print(where, 'full', err.errno, flush=True)\n")
+    ran = await sandbox.run([sys.executable, "-c", script], lane, profile(tmp_mb=4, max_file_mb=64), timeout_s=60)
+    lines = ran.output.decode().splitlines()
+    assert [line.split()[1] for line in lines if line.split()[0] in ("/tmp", os.environ["HOME"])] == ["full", "full"]
+    assert "/tmp and HOME 4 MB each" in "; ".join(ran.limits)
+
+
 async def test_a_command_over_its_timeout_is_killed_with_its_children(lane):
     marker = f"reposwarm-sleeper-{uuid.uuid4().hex}"
     # (the child leaves the check's process group and session: a kill of the group would miss it)

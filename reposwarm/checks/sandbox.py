@@ -199,11 +199,14 @@ def bwrap_argv(binary: str, argv: list[str], tree: Tree, profile: CheckProfile) 
     cmd = [binary, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
            # (a user namespace of its own, in which it may not make another: a kernel attack surface less)
            "--unshare-all", "--unshare-user", "--disable-userns", *(["--share-net"] if profile.network else []),
-           "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--tmpfs", "/tmp", "--tmpfs", str(home)]
+           "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+    # private, memory-backed, and bounded: a check filling them would otherwise fill the machine's memory
+    size = str(profile.tmp_mb * MIB)
+    cmd += ["--size", size, "--tmpfs", "/tmp", "--size", size, "--tmpfs", str(home)]
     store = reposwarm_home()
     hidden = [Path("/tmp")]
     if store.is_dir() and not (_inside(store, home) or _inside(store, Path("/tmp"))):
-        cmd += ["--tmpfs", str(store)]
+        cmd += ["--size", size, "--tmpfs", str(store)]
         hidden.append(store)
     for folder in _toolchains(home, hidden):
         cmd += ["--ro-bind", str(folder), str(folder)]
@@ -328,7 +331,7 @@ def rlimits(profile: CheckProfile, cgroup: PidsCgroup | None) -> tuple[dict[str,
     """The resource limits to set, and the words for every limit in force."""
     limits = {"RLIMIT_AS": profile.memory_mb * MIB, "RLIMIT_FSIZE": profile.max_file_mb * MIB, "RLIMIT_CORE": 0}
     said = [f"memory {profile.memory_mb} MB of address space per process (RLIMIT_AS)",
-            f"files up to {profile.max_file_mb} MB (RLIMIT_FSIZE)"]
+            f"files up to {profile.max_file_mb} MB (RLIMIT_FSIZE)", f"/tmp and HOME {profile.tmp_mb} MB each"]
     if cgroup is not None:
         said.append(f"{profile.max_processes} processes and threads (pids cgroup)")
     elif os.getuid() != 0:

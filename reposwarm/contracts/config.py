@@ -37,6 +37,7 @@ class CheckProfile(Contract):
     max_processes: int = Field(default=256, gt=0)  # processes in the sandbox at once
     max_file_mb: int = Field(default=512, gt=0)  # largest file a command may write (RLIMIT_FSIZE)
     max_output_mb: int = Field(default=16, gt=0)  # output kept per command; more ends the command
+    tmp_mb: int = Field(default=1024, gt=0)  # size of the private /tmp and of the private HOME, each (memory-backed)
 
     @field_validator("commands")
     @classmethod
