@@ -198,11 +198,8 @@ def checkpoint_lane(req: CheckpointInput) -> CheckpointResult:
     finds nothing to commit."""
     path = lane_worktree(req.run_id, req.lane)
     wt = _git(path)
-    refused: list[str] = []
-    if req.allowed_paths:
-        refused = stage_slice(PathPolicy(path, req.allowed_paths, req.read_only_paths))
-    else:
-        wt.add("-A")
+    # (an input scheduled before the slice was carried here has none: every path but .git and outward symlinks)
+    refused = stage_slice(PathPolicy(path, req.allowed_paths or ["**"], req.read_only_paths))
     status, _, _ = try_git(wt, "diff", "--cached", "--quiet")
     if status == 1:
         wt.execute(["git", *IDENTITY, "commit", "-q", "--no-verify", "-m", req.message])

@@ -57,15 +57,18 @@ def repo(path: str | Path) -> git.Git:
     return g
 
 
+def _with_env(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """kwargs for subprocess with the overrides in the environment (a given `env` adds to ours)."""
+    return {**kwargs, "env": {**os.environ, **SAFE_ENV, **(kwargs.get("env") or {})}}
+
+
 def run(args: list[str], cwd: str | Path | None = None, **kwargs: Any) -> subprocess.CompletedProcess:
     """`git <args>` as a subprocess with the overrides (kwargs as for subprocess.run; `env` adds to ours)."""
-    env = {**os.environ, **SAFE_ENV, **(kwargs.pop("env", None) or {})}
-    return subprocess.run(["git", *args], cwd=cwd, env=env, **kwargs)
+    return subprocess.run(["git", *args], cwd=cwd, **_with_env(kwargs))
 
 
 def popen(args: list[str], cwd: str | Path | None = None, **kwargs: Any) -> subprocess.Popen:
-    env = {**os.environ, **SAFE_ENV, **(kwargs.pop("env", None) or {})}
-    return subprocess.Popen(["git", *args], cwd=cwd, env=env, **kwargs)
+    return subprocess.Popen(["git", *args], cwd=cwd, **_with_env(kwargs))
 
 
 def try_git(g: git.Git, *args: str, keep_newline: bool = False) -> tuple[int, str, str]:

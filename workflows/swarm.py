@@ -24,6 +24,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.repo import prepare_run
     from reposwarm.agent.estimate import estimate_lane
     from reposwarm.agent.prompts import lane_first_message
+    from reposwarm.branches import delivered_branch
     from reposwarm.contracts import (
         DeliverInput,
         LaneResult,
@@ -331,4 +332,4 @@ class SwarmWorkflow:
 
 
 def _swarm_branch(req: SwarmRequest) -> str:
-    return req.swarm_branch or f"swarm/{req.run_id}"
+    return delivered_branch(req.run_id, req.swarm_branch)

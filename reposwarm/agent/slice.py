@@ -67,15 +67,12 @@ def _undo(root: Path, change: Change) -> None:
             path.unlink(missing_ok=True)
 
 
-def revert_outside_slice(policy: PathPolicy) -> list[str]:
-    """Undo every change outside the lane's writable paths, and every symlink it may not keep.
-
-    Returns one line per undone change that a lane should hear about. Ignored files outside the slice
-    (caches and build output of the checks) are removed too, without a line: they are never committed.
-    """
-    root = policy.root
-    undone = []
-    for change in changes(root):
+def _revert(policy: PathPolicy, found: list[Change]) -> tuple[list[Change], list[str]]:
+    """Undo the changes in `found` outside the lane's writable paths, and the symlinks it may not keep; returns
+    the changes that stay, and one line per undone change a lane should hear about."""
+    kept: list[Change] = []
+    undone: list[str] = []
+    for change in found:
         why = None
         if not policy.writable(change.path) or touches_git(change.path):
             what = {"??": "created", "!!": "created"}.get(change.code, "deleted" if "D" in change.code else "changed")
@@ -83,18 +80,29 @@ def revert_outside_slice(policy: PathPolicy) -> list[str]:
         elif change.symlink:
             why = _symlink_problem(policy, change)
         if why is None:
+            kept.append(change)
             continue
-        _undo(root, change)
+        _undo(policy.root, change)
         if change.code != "!!":
             undone.append(why)
-    return undone
+    return kept, undone
+
+
+def revert_outside_slice(policy: PathPolicy) -> list[str]:
+    """Undo every change outside the lane's writable paths, and every symlink it may not keep.
+
+    Returns one line per undone change that a lane should hear about. Ignored files outside the slice
+    (caches and build output of the checks) are removed too, without a line: they are never committed.
+    """
+    return _revert(policy, changes(policy.root))[1]
 
 
 def stage_slice(policy: PathPolicy) -> list[str]:
     """Stage the lane's own changes, and only those; returns what was refused (and undone) instead."""
-    refused = revert_outside_slice(policy)
-    mine = [c.path for c in changes(policy.root) if c.code != "!!"]
+    kept, refused = _revert(policy, changes(policy.root))
+    mine = [c.path for c in kept if c.code != "!!"]
     if mine:
+        # (-A with an explicit list of the lane's own paths: their deletions are staged too, nothing else)
         spec = b"".join(f":(literal){p}".encode("utf-8", "surrogateescape") + b"\0" for p in mine)
         gitcmd.run(["add", "-A", "--pathspec-from-file=-", "--pathspec-file-nul"], cwd=policy.root, input=spec,
                    capture_output=True, check=True)

@@ -19,6 +19,7 @@ from temporalio.common import WorkflowIDConflictPolicy
 
 from reposwarm import gitcmd
 from reposwarm.agent.paths import PathPolicy
+from reposwarm.branches import delivered_branch, integration_branch
 from reposwarm.cli.common import (
     UserError,
     check_repo,
@@ -84,8 +85,8 @@ async def cmd_explain(args: argparse.Namespace) -> int:
         print(f"- refused: lane {e['lane']} tried {e['tool']}: {e.get('detail')}")
     repo = next((e.get("repo") for e in lines if e.get("repo")), None) or _repo_of(args.run)
     if repo:
-        ref = f"swarm/{args.run}" if git_ok(repo, "rev-parse", "--verify", "-q", f"swarm/{args.run}") else \
-            f"swarm/{args.run}/integration"
+        delivered = delivered_branch(args.run)
+        ref = delivered if git_ok(repo, "rev-parse", "--verify", "-q", delivered) else integration_branch(args.run)
         log = gitcmd.run(["-C", repo, "log", "--format=%h %s", ref, "--", path],
                              capture_output=True, text=True).stdout.strip()
         if log:
