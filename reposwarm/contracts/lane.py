@@ -88,6 +88,8 @@ class LaneResult(Contract):
     turns: int = 0
     tool_calls: int = 0
     refusals: int = 0
+    tool_errors: int = 0  # calls that ran and failed (an edit that did not apply, a file not found...)
+    failed_calls: list[str] = []  # one line per failed or refused call: "turn 3 edit_file calc/x.py: ..."
     elapsed_s: float = 0.0
 
 
@@ -103,6 +105,8 @@ class LaneState(Contract):
     tokens: int = 0
     cost_usd: float = 0.0
     reason: str = ""
+    step: str = ""  # what the lane is doing right now: "model turn 4", "run_checks", "edit_file calc/x.py"
+    step_since: float | None = None  # when that step began (epoch seconds, workflow time)
 
 
 class LaneWorktree(Contract):

@@ -23,6 +23,9 @@ class LaneReview(Contract):
     turns: int = 0
     tool_calls: int = 0
     refusals: int = 0
+    tool_errors: int = 0
+    failed_calls: list[str] = []
+    flags: list[str] = []  # what a reviewer should doubt: a summary claiming green checks that failed
     elapsed_s: float = 0.0
 
     @classmethod
