@@ -1,20 +1,24 @@
 """Loading and checking the lanes file, plan files and environment knobs.
 
 Everything here runs in the starter, before any workflow starts, so a bad
-config is one clear line naming the file, the key and why.
+config is said clearly: the file, then each problem with its key and why (on
+one line when there is only one).
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 import os
 import re
 from pathlib import Path
-from typing import Any
+from types import UnionType
+from typing import Any, Union, get_args, get_origin
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
 
 from reposwarm.agent.paths import PathPolicy
 from reposwarm.contracts import LanesFile, Plan
@@ -56,11 +60,92 @@ def _read_structured(path: Path) -> Any:
         raise ConfigError(f"{path}: not valid {kind}{where}: {problem}") from err
 
 
-def _explain(path: Path, err: ValidationError) -> ConfigError:
-    first = err.errors()[0]
-    key = ".".join(str(p) for p in first["loc"]) or "(top level)"
-    more = f" (and {err.error_count() - 1} more problem(s))" if err.error_count() > 1 else ""
-    return ConfigError(f"{path}: {key}: {first['msg']}{more}")
+Loc = tuple[int | str, ...]
+
+
+def _as_model(annotation: Any) -> type[BaseModel] | None:
+    """The model an annotation stands for; `X | None` is X, as pydantic puts no step for the None in a location."""
+    if get_origin(annotation) in (Union, UnionType):
+        options = [a for a in get_args(annotation) if a is not type(None)]
+        annotation = options[0] if len(options) == 1 else None
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    return None
+
+
+def _model_at(root: type[BaseModel], loc: Loc) -> type[BaseModel] | None:
+    """The model whose keys belong at `loc`, so an unknown key there can be compared with the real ones.
+
+    A field leads to its type; a list index or a dict key (swarm.lanes.<name>) to the item's type.
+    """
+    annotation: Any = root
+    for part in loc:
+        if get_origin(annotation) in (list, dict):
+            annotation = get_args(annotation)[-1]
+            continue
+        model = _as_model(annotation)
+        field = model.model_fields.get(str(part)) if model is not None else None
+        if field is None:
+            return None
+        annotation = field.annotation
+    return _as_model(annotation)
+
+
+def _where(loc: Loc) -> str:
+    return ".".join(str(p) for p in loc) or "(top level)"
+
+
+def _guess(key: str, missing: list[str], known: list[str]) -> str | None:
+    """The key a misspelt one was meant to be: a missing required key first, else any key of the model."""
+    for candidates in (missing, known):
+        if close := difflib.get_close_matches(key, candidates, n=1):
+            return close[0]
+    return None
+
+
+def _unknown_key(loc: Loc, root: type[BaseModel], missing: list[str]) -> tuple[str, str | None]:
+    """The line for an unknown key, and the key it was probably meant to be."""
+    key = str(loc[-1])
+    model = _model_at(root, loc[:-1])
+    known = list(model.model_fields) if model is not None else []
+    guess = _guess(key, missing, known)
+    if guess is not None:
+        return f"unknown key {key!r} (did you mean {guess!r}?)", guess
+    if known:
+        return f"unknown key {key!r} (known keys: {', '.join(known)})", None
+    return f"unknown key {key!r}", None
+
+
+def _problems(errors: list[ErrorDetails], root: type[BaseModel]) -> list[str]:
+    """One line per problem. A misspelt required key is one problem, not two: its "missing" line goes,
+    as the did-you-mean on the unknown key says it."""
+    missing: dict[Loc, list[str]] = {}
+    for e in errors:
+        if e["type"] == "missing" and e["loc"]:
+            missing.setdefault(e["loc"][:-1], []).append(str(e["loc"][-1]))
+    lines: dict[int, str] = {}
+    explained: set[Loc] = set()
+    for i, e in enumerate(errors):
+        if e["type"] == "extra_forbidden" and e["loc"]:
+            parent = e["loc"][:-1]
+            line, guess = _unknown_key(e["loc"], root, missing.get(parent, []))
+            if guess in missing.get(parent, []):
+                explained.add((*parent, guess))
+            lines[i] = f"{_where(e['loc'])}: {line}"
+    for i, e in enumerate(errors):
+        if i in lines or (e["type"] == "missing" and e["loc"] in explained):
+            continue
+        msg = e["msg"].removeprefix("Value error, ") if e["type"] == "value_error" else e["msg"]
+        lines[i] = f"{_where(e['loc'])}: {msg}"
+    return [lines[i] for i in sorted(lines)]
+
+
+def _explain(path: Path, err: ValidationError, root: type[BaseModel]) -> ConfigError:
+    """Every problem at once, so the file is fixed in one pass; a single problem stays one line."""
+    problems = _problems(err.errors(include_url=False), root)
+    if len(problems) == 1:
+        return ConfigError(f"{path}: {problems[0]}")
+    return ConfigError(f"{path}: {len(problems)} problems:\n" + "\n".join(f"  - {p}" for p in problems))
 
 
 LANE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
@@ -106,7 +191,7 @@ def load_lanes_file(path: str | Path) -> LanesFile:
     try:
         config = LanesFile.model_validate(data)
     except ValidationError as err:
-        raise _explain(path, err) from err
+        raise _explain(path, err, LanesFile) from err
     check_lane_graph(config.swarm.lanes, str(path))
     return config
 
@@ -162,7 +247,7 @@ def load_plan_file(path: str | Path, config: LanesFile) -> Plan:
     try:
         plan = Plan.model_validate(data)
     except ValidationError as err:
-        raise _explain(path, err) from err
+        raise _explain(path, err, Plan) from err
     check_plan(plan, config, str(path))
     return plan
 
