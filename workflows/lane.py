@@ -10,6 +10,7 @@ it, carrying their state (transcript and edits by reference).
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from temporalio import workflow
@@ -34,7 +35,9 @@ with workflow.unsafe.imports_passed_through():
         LaneStatus,
         ModelTurnInput,
         ModelTurnResult,
+        ToolCall,
         ToolInput,
+        ToolOutcome,
         Usage,
     )
     from workflows import options
@@ -46,6 +49,10 @@ OUTPUT_RESERVE = 512  # tokens kept back for the reply when checking the budget 
 # instead of a round trip through the server (bench/results.json: step_overhead_ratio). Searches, symbol
 # look-ups (an index may be built on first use) and checks stay activities: they can take long.
 QUICK_TOOLS = frozenset({"read_file", "list_dir", "write_file", "edit_file", "delete_file"})
+MAX_FAILED_CALLS = 50  # lines kept of a lane's failed and refused calls; the rest are counted
+FAILED_LINE_CHARS = 160
+CLAIMS_GREEN = re.compile(r"tests? pass|all (tests|checks) pass|checks? (pass|green)|passing|green", re.IGNORECASE)
+CHECKS_FLAG = "the summary says the checks pass, but the lane's last run_checks failed"
 
 
 class HostLost(Exception):
@@ -72,6 +79,7 @@ class LaneWorkflow:
                                 tool_calls=r.tool_calls, tokens=r.usage.total_tokens)
         edits = {e.path: e for e in r.edits}
         if not r.host_queue:
+            self._step("making the worktree")
             made = await workflow.execute_activity(create_lane_worktree, task, **options.GIT)
             r.host_queue, r.shared_queue = made.host_queue, made.shared_queue
         finish: Finish | None = None
@@ -121,10 +129,17 @@ class LaneWorkflow:
         except ActivityError as err:  # the worktree cannot be described: the evidence in hand still counts
             return self._evidence(task, r, edits, LaneStatus.failed, reason or short_reason(err), finish)
 
+    def _step(self, step: str) -> None:
+        """What the lane is doing now, for the progress query (`watch`): state only, no workflow command, so
+        recorded histories replay as they were."""
+        self._state.step = step
+        self._state.step_since = workflow.now().timestamp() if step else None
+
     async def _turn(self, task: HelperTask, r: LaneResume,
                     edits: dict[str, FileEdit]) -> tuple[ModelTurnResult, bool, int, int]:
         """One model turn and its tool calls on the lane's host, then a checkpoint commit if files changed."""
         role = task.role
+        self._step(f"model turn {r.turn + 1}")
         result = await self._on_host(
             task, r, model_turn,
             ModelTurnInput(run_id=task.run_id, agent=task.lane, round=task.round, attempt=task.attempt,
@@ -144,6 +159,7 @@ class LaneWorkflow:
             f"{r.tool_calls} tool calls, {r.usage.total_tokens} of {role.token_budget} tokens, "
             f"{len(edits)} files changed\n\nGoal: {task.goal[:300]}")
         if changed:
+            self._step("checkpoint")
             await self._on_host(
                 task, r, checkpoint_lane,
                 CheckpointInput(run_id=task.run_id, lane=task.lane, allowed_paths=task.allowed_paths,
@@ -169,6 +185,7 @@ class LaneWorkflow:
     async def _rebuild(self, task: HelperTask, r: LaneResume, edits: dict[str, FileEdit]) -> None:
         """The lane's host is gone: a worktree from its last checkpoint commit on another host, a fresh transcript."""
         lost = r.host_queue
+        self._step("rebuilding the worktree")
         # resume set: the ledger records a checkpoint restore; the branch's checkpoints are checked out as they are
         rebuilt = await workflow.execute_activity(create_lane_worktree, task.model_copy(update={"resume": r}),
                                                   **options.GIT)
@@ -196,17 +213,22 @@ class LaneWorkflow:
                 r.pending.append({"role": "tool", "tool_call_id": call.id, "content": text})
                 new_chars += len(text)
                 valid += call.error is None
+                if call.error:
+                    r.tool_errors += 1
+                    _note_failure(r, call, text)
                 continue
             tool_input = ToolInput(
                 run_id=task.run_id, lane=task.lane, call=call, round=task.round, attempt=task.attempt, turn=r.turn,
                 allowed_paths=task.allowed_paths, read_only_paths=task.read_only_paths,
                 check_profiles=task.check_profiles, default_profile=task.default_profile,
                 default_reason=result.content[:200])
+            self._step(_call_label(call))
             if call.name in QUICK_TOOLS and r.shared_queue:
                 outcome = await workflow.execute_local_activity(run_tool, tool_input, **options.QUICK)
             else:
                 outcome = await self._on_host(task, r, run_tool, tool_input, **options.tool(task.check_profiles))
             r.refusals += outcome.refused
+            _account(r, call, outcome)
             valid += not outcome.malformed
             new_chars += outcome.output_chars
             if outcome.edit is not None:
@@ -217,6 +239,7 @@ class LaneWorkflow:
 
     async def _result(self, task: HelperTask, r: LaneResume, edits: dict[str, FileEdit], status: LaneStatus,
                       reason: str, finish: Finish | None) -> LaneResult:
+        self._step("describing the branch")
         described = await self._on_host(task, r, describe_lane, task, **options.GIT)
         return self._evidence(task, r, edits, status, reason, finish, described)
 
@@ -234,10 +257,16 @@ class LaneWorkflow:
                 reason=edit.reason if edit else "changed by the lane outside its recorded edits",
                 content_ref=edit.content_ref if edit and operation != "delete" else None))
         self._state.state, self._state.reason = LanePhase.ended(status), reason
+        self._step("")
         summary = finish.summary if finish else reason
+        unlisted = r.tool_errors + r.refusals - len(r.failed_calls)
         return LaneResult(
             lane=task.lane, status=status, reason=reason, usage=r.usage, turns=r.turn, tool_calls=r.tool_calls,
-            refusals=r.refusals, elapsed_s=round(workflow.now().timestamp() - r.started_at, 3),
+            refusals=r.refusals, tool_errors=r.tool_errors,
+            failed_calls=r.failed_calls + ([f"... and {unlisted} more"] if unlisted > 0 else []),
+            flags=[CHECKS_FLAG] if finish and r.last_checks_ok is False and CLAIMS_GREEN.search(finish.summary)
+            else [],
+            elapsed_s=round(workflow.now().timestamp() - r.started_at, 3),
             changeset=ChangeSet(task_id=task.task_id, edits=final_edits, summary=summary,
                                 assumptions=finish.assumptions if finish else [], diff_stat=described.diff_stat,
                                 head_sha=described.head_sha),
@@ -251,3 +280,30 @@ def _merge_edit(earlier: FileEdit | None, later: FileEdit) -> FileEdit:
     reasons = earlier.reason if later.reason in earlier.reason else f"{earlier.reason}; {later.reason}"
     operation = "create" if earlier.operation == "create" and later.operation != "delete" else later.operation
     return FileEdit(path=later.path, operation=operation, reason=reasons, content_ref=later.content_ref)
+
+
+def _call_label(call: ToolCall) -> str:
+    """A call as the lane's step and its failure lines name it: the tool, and the path it works on if any."""
+    path = (call.arguments or {}).get("path")
+    return f"{call.name} {path[:120]}" if isinstance(path, str) and path else call.name
+
+
+def _note_failure(r: LaneResume, call: ToolCall, output: str) -> None:
+    """One line for the review per failed or refused call, the first MAX_FAILED_CALLS of them: a failed
+    edit did not apply, and a reviewer reading "8 tool calls" should know."""
+    if len(r.failed_calls) < MAX_FAILED_CALLS:
+        first = next(iter(output.splitlines()), "")
+        r.failed_calls.append(f"turn {r.turn} {_call_label(call)}: {first[:FAILED_LINE_CHARS]}")
+
+
+def _account(r: LaneResume, call: ToolCall, outcome: ToolOutcome) -> None:
+    """A tool call's outcome in the lane's tally: a call that ran and failed, and how its last check went.
+
+    A run_checks call whose checks fail still runs fine (ok): whether they passed is its output's first line,
+    "checks passed ..." or "checks FAILED ...".
+    """
+    if not outcome.ok:
+        r.tool_errors += not outcome.refused
+        _note_failure(r, call, outcome.output)
+    if call.name == "run_checks":
+        r.last_checks_ok = outcome.ok and outcome.output.startswith("checks passed")

@@ -35,6 +35,9 @@ class LaneResume(Contract):
     host_queue: str = ""
     shared_queue: bool = False  # host_queue is the shared queue (REPOSWARM_AFFINITY): quick tools run locally
     rebuilt: int = 0  # times the worktree was rebuilt on another host
+    tool_errors: int = 0
+    failed_calls: list[str] = []
+    last_checks_ok: bool | None = None  # how the lane's last run_checks call went; None: it ran none
 
 
 class HelperTask(Contract):
@@ -90,6 +93,7 @@ class LaneResult(Contract):
     refusals: int = 0
     tool_errors: int = 0  # calls that ran and failed (an edit that did not apply, a file not found...)
     failed_calls: list[str] = []  # one line per failed or refused call: "turn 3 edit_file calc/x.py: ..."
+    flags: list[str] = []  # what a reviewer should doubt (a summary claiming checks pass that failed)
     elapsed_s: float = 0.0
 
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from reposwarm.checks import verdicts
-from reposwarm.contracts import ReviewPackage, SwarmStatus, TestFailure, TestReport
+from reposwarm.contracts import LaneReview, ReviewPackage, SwarmStatus, TestFailure, TestReport
+
+FAILED_CALLS_SHOWN = 10  # per lane in the Markdown; the --json package keeps the lane's whole list
 
 
 def render_review(pkg: ReviewPackage, ui_url: str = "") -> str:
@@ -25,10 +27,12 @@ def render_review(pkg: ReviewPackage, ui_url: str = "") -> str:
     out += ["", "## Lanes", ""]
     for lane in pkg.lanes:
         u = lane.usage
-        out += [f"### {lane.lane}: {lane.status.value}" + (f" ({lane.reason})" if lane.reason else ""), "",
-                f"Goal: {lane.goal}", "", f"Summary: {lane.summary or '-'}", "",
-                f"{lane.turns} turns, {lane.tool_calls} tool calls, {lane.refusals} refused, "
+        out += [f"### {lane.lane}: {lane.status.value}" + (f" ({lane.reason})" if lane.reason else ""), ""]
+        out += [f"**Flag:** {flag}\n" for flag in lane.flags]
+        out += [f"Goal: {lane.goal}", "", f"Summary: {lane.summary or '-'}", "",
+                f"{lane.turns} turns, {lane.tool_calls} tool calls, {lane.refusals} refused, {lane.tool_errors} failed, "
                 f"{u.input_tokens} tokens in / {u.output_tokens} out, ${u.cost_usd:.4f}, {lane.elapsed_s:.1f}s", ""]
+        out += _failed_calls(lane)
         if lane.edits:
             out += ["| file | change | reason |", "|---|---|---|"]
             out += [f"| `{e.path}` | {e.operation} | {e.reason.replace('|', '/')} |" for e in lane.edits]
@@ -95,6 +99,19 @@ def render_status(status: SwarmStatus) -> str:
     for why in status.ignored_signals:
         lines.append(f"ignored review signal: {why}")
     return "\n".join(lines)
+
+
+def _failed_calls(lane: LaneReview) -> list[str]:
+    """The lane's failed and refused calls, the first few: an edit that did not apply is work the summary may
+    still claim."""
+    if not lane.failed_calls:
+        return []
+    shown = lane.failed_calls[:FAILED_CALLS_SHOWN]
+    out = ["Failed or refused calls:", *[f"  - {line}" for line in shown]]
+    hidden = lane.tool_errors + lane.refusals - len(shown)
+    if len(lane.failed_calls) > len(shown) and hidden > 0:
+        out.append(f"  - ... {hidden} more")
+    return out + [""]
 
 
 def _owners(pkg: ReviewPackage, failure: TestFailure) -> list[str]:
