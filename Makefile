@@ -5,8 +5,10 @@
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
-STATE  := $(CURDIR)/.reposwarm
-export REPOSWARM_HOME ?= $(STATE)
+# One home for every entry point (make, worker.py, starter.py, the reposwarm command, ./temporal-dev): runs,
+# worktrees, the dev server's database and logs. REPOSWARM_HOME moves it.
+export REPOSWARM_HOME ?= $(HOME)/.reposwarm
+STATE  := $(REPOSWARM_HOME)
 
 .PHONY: venv bubblewrap demo test typecheck dev-server stop-dev-server worker clean record-history bench
 
@@ -63,5 +65,6 @@ record-history: venv
 stop-dev-server:
 	-test -f $(STATE)/temporal.pid && kill `cat $(STATE)/temporal.pid` && rm -f $(STATE)/temporal.pid
 
+# stops the dev server; the runs under $(STATE) are kept (remove that folder yourself to forget them)
 clean: stop-dev-server
-	rm -rf $(STATE)
+	rm -rf $(VENV)/.installed

@@ -14,8 +14,10 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
+from typing import Any
 
 from pydantic import ValidationError
 from temporalio.client import Client
@@ -38,7 +40,7 @@ from workflows.swarm import SwarmWorkflow
 from workflows.trial import TrialWorkflow
 
 WORKFLOWS = [SwarmWorkflow, LaneWorkflow, TrialWorkflow]
-ACTIVITIES = [prepare_run, create_lane_worktree, checkpoint_lane, describe_lane, merge_lane, deliver,
+ACTIVITIES: list[Callable[..., Any]] = [prepare_run, create_lane_worktree, checkpoint_lane, describe_lane, merge_lane, deliver,
               model_turn, plan_round, run_tool, validate, resolve_conflict, attribute_failures,
               rollback_integration, publish_review, prepare_trial_clone, score_trial]
 
@@ -104,13 +106,13 @@ def make_worker(client: Client, queue: str | None = None, *, serve: str = "all",
     return Workers([shared, own])
 
 
-async def main() -> None:
+async def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="worker.py", description="Run a reposwarm worker.")
     parser.add_argument("--serve", choices=["all", "workflows", "activities"], default="all",
                         help="all (default), only orchestration (workflows), or only lanes and side effects "
                              "(activities)")
     parser.add_argument("--concurrency", type=int, help="activities at once (REPOSWARM_WORKER_CONCURRENCY, 32)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     client = await connect("reposwarm-worker")
     target = client.service_client.config.target_host

@@ -232,7 +232,8 @@ class LaneWorkflow:
             valid += not outcome.malformed
             new_chars += outcome.output_chars
             if outcome.edit is not None:
-                edits[outcome.edit.path] = _merge_edit(edits.get(outcome.edit.path), outcome.edit)
+                edit = outcome.edit.model_copy(update={"turns": [r.turn]})
+                edits[edit.path] = _merge_edit(edits.get(edit.path), edit)
                 changed = True
             r.pending.append({"role": "tool", "tool_call_id": call.id, "content_ref": outcome.output_ref})
         return changed, new_chars, valid
@@ -255,7 +256,8 @@ class LaneWorkflow:
             final_edits.append(FileEdit(
                 path=path, operation=operation,
                 reason=edit.reason if edit else "changed by the lane outside its recorded edits",
-                content_ref=edit.content_ref if edit and operation != "delete" else None))
+                content_ref=edit.content_ref if edit and operation != "delete" else None,
+                turns=edit.turns if edit else []))
         self._state.state, self._state.reason = LanePhase.ended(status), reason
         self._step("")
         summary = finish.summary if finish else reason
@@ -279,7 +281,8 @@ def _merge_edit(earlier: FileEdit | None, later: FileEdit) -> FileEdit:
         return later
     reasons = earlier.reason if later.reason in earlier.reason else f"{earlier.reason}; {later.reason}"
     operation = "create" if earlier.operation == "create" and later.operation != "delete" else later.operation
-    return FileEdit(path=later.path, operation=operation, reason=reasons, content_ref=later.content_ref)
+    return FileEdit(path=later.path, operation=operation, reason=reasons, content_ref=later.content_ref,
+                    turns=sorted(set(earlier.turns) | set(later.turns)))
 
 
 def _call_label(call: ToolCall) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from temporalio import workflow
 from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
@@ -35,13 +35,16 @@ with workflow.unsafe.imports_passed_through():
         PrepareInput,
         PublishInput,
         ReviewDecision,
+        ReviewPackage,
         ReviewReceipt,
+        RoundRecord,
         SwarmRequest,
         SwarmResult,
         SwarmResume,
         SwarmStatus,
         TestReport,
     )
+    from reposwarm.webui import md_escape, review_call
     from workflows import options
     from workflows.failures import root_cause
     from workflows.merging import MergeQueue
@@ -51,6 +54,10 @@ with workflow.unsafe.imports_passed_through():
 
 REPO_ATTR = SearchAttributeKey.for_keyword("RepoSwarmRepo")
 STATUS_ATTR = SearchAttributeKey.for_keyword("RepoSwarmStatus")
+# The run's record on the server, as memo fields: its status at every phase change and its latest review
+# package, so a client answers status, review, report and explain with no worker running, and after the run.
+STATUS_MEMO, REVIEW_MEMO = "status", "review"
+MEMO_LIMIT = 1_000_000  # characters of JSON per memo field; the server refuses a field over 2 MB
 
 
 def search_attributes(repo_path: str, phase: str) -> TypedSearchAttributes:
@@ -81,6 +88,9 @@ class SwarmWorkflow:
         self._feedback: list[str] = list(resume.feedback) if resume else []  # the reviewers' comments so far
         self._reviewed_sha: str | None = resume.reviewed_sha if resume else None
         self._review_ref: str | None = resume.review_ref if resume else None
+        self._lane_names = list(req.config.swarm.lanes)  # what a reviewer's plan may name
+        self._memo_phase: Phase | None = None
+        self._record: RoundRecord | None = None
 
     # --- queries, the review Update and its Signal twin ---
 
@@ -98,6 +108,16 @@ class SwarmWorkflow:
         if decision.approve and self._status.review is not None and self._status.review.nothing_merged:
             return ("nothing was merged in this round, so there is nothing to approve; reject with a comment "
                     "to plan again")
+        if decision.not_after and workflow.now() > datetime.fromisoformat(decision.not_after):
+            return (f"this decision expired at {decision.not_after[11:19]} UTC before the run could take it "
+                    "(no worker took it in time); send it again")
+        if decision.plan is not None:
+            if decision.approve:
+                return "a plan goes with a rejection: it is the next round's plan"
+            unknown = sorted({lp.lane for lp in decision.plan.lanes} - set(self._lane_names))
+            if unknown:
+                return (f"the plan names unknown lane(s) {', '.join(unknown)} (the run's lanes: "
+                        f"{', '.join(self._lane_names)})")
         return None
 
     @workflow.update
@@ -127,15 +147,23 @@ class SwarmWorkflow:
     async def run(self, req: SwarmRequest) -> SwarmResult:
         try:
             self._use_search_attributes = bool(workflow.info().typed_search_attributes.get(REPO_ATTR))
+            self._status.started_at = self._status.started_at or workflow.now().isoformat()
+            self._status.base_branch = req.base_branch
             base_sha = await self._prepare(req)
             plan, rounds = req.resume.plan if req.resume else req.plan, req.config.swarm.max_review_rounds
-            for round_no in range(req.resume.next_round if req.resume else 1, rounds + 1):
+            round_no = req.resume.next_round if req.resume else 1
+            given = req.resume.next_plan if req.resume else req.plan  # a plan file, or a reviewer's plan
+            while True:
                 self._status.round = round_no
-                plan = await self._plan(req, plan, round_no)
-                if req.dry_run:
-                    return self._dry_run(req, plan)
-                outcome = await self._round(req, plan, round_no, base_sha)
-                decision = await self._review(req, plan, base_sha, outcome)
+                planned = await self._plan(req, plan, round_no, given)
+                if isinstance(planned, Plan):
+                    plan = planned
+                    if req.dry_run:
+                        return self._dry_run(req, plan)
+                    outcome = await self._round(req, plan, round_no, base_sha)
+                    decision = await self._review(req, plan, base_sha, outcome)
+                else:  # the planner failed after a rejection: the reviewed round goes back to review
+                    decision = await self._review_again(req, planned)
                 if decision is None:
                     self._phase(Phase.expired, "no review decision in time: nothing delivered, branches kept")
                     return SwarmResult(run_id=req.run_id, expired=True, rounds=round_no, usage=self._status.usage)
@@ -146,8 +174,12 @@ class SwarmWorkflow:
                     return SwarmResult(run_id=req.run_id, rounds=round_no, usage=self._status.usage,
                                        final_sha=self._status.integration_sha)
                 self._feedback.append(decision.comment)
-                if workflow.info().is_continue_as_new_suggested() and round_no < rounds:
-                    await self._continue_as_new(req, base_sha, round_no + 1, plan)
+                given = decision.plan
+                if round_no >= rounds:
+                    break
+                round_no += 1
+                if workflow.info().is_continue_as_new_suggested():
+                    await self._continue_as_new(req, base_sha, round_no, plan, given)
             raise ApplicationError(f"rejected {rounds} times; the review round limit is reached", non_retryable=True)
         except (ActivityError, ChildWorkflowError, ApplicationError) as err:
             self._status.error = root_cause(err)
@@ -169,24 +201,33 @@ class SwarmWorkflow:
         self._status.integration_sha = prep.base_sha
         return prep.base_sha
 
-    async def _plan(self, req: SwarmRequest, plan: Plan | None, round_no: int) -> Plan:
-        """Round 1's plan is the user's plan file where one was given; every other plan is the model's."""
-        if plan is not None and round_no == 1:
-            return plan
+    async def _plan(self, req: SwarmRequest, plan: Plan | None, round_no: int, given: Plan | None) -> Plan | str:
+        """The round's plan: the one given (a plan file in round 1, or a reviewer's with a rejection), else the
+        model's. After a reviewed round, a planner that fails answers its reason instead: a rejection must never
+        end the run, whose reviewed work stays approvable."""
+        if given is not None:
+            return given
         self._phase(Phase.planning, f"round {round_no}: planning")
-        outcome = await workflow.execute_activity(
-            plan_round,
-            PlanInput(run_id=req.run_id, repo_path=req.repo_path, base_sha=self._status.integration_sha,
-                      round=round_no, task=req.task, model=req.model, lanes=req.config.swarm.lanes,
-                      feedback=self._feedback, previous_plan=plan, price=req.config.prices.get(req.model),
-                      record=req.record),
-            **options.PLAN)
+        try:
+            outcome = await workflow.execute_activity(
+                plan_round,
+                PlanInput(run_id=req.run_id, repo_path=req.repo_path, base_sha=self._status.integration_sha,
+                          round=round_no, task=req.task, model=req.model, lanes=req.config.swarm.lanes,
+                          feedback=self._feedback, previous_plan=plan, price=req.config.prices.get(req.model),
+                          record=req.record),
+                **options.PLAN)
+        except ActivityError as err:
+            if self._status.review is None or req.auto_approve:
+                raise  # nothing reviewed yet to fall back to
+            return root_cause(err)
         self._status.usage = self._status.usage + outcome.usage
         return outcome.plan
 
     async def _round(self, req: SwarmRequest, plan: Plan, round_no: int, base_sha: str) -> Round:
         """Lanes, merged as they finish; then the gate, sending failures back to the lanes that caused them."""
         round_start = self._status.integration_sha
+        self._record = RoundRecord(round=round_no)
+        self._status.rounds.append(self._record)
         self._status.lanes = [LaneState(lane=lp.lane, goal=lp.goal, attempt=0) for lp in plan.lanes]
         self._status.overlaps, self._status.resolutions, self._status.contract_flags = [], [], []
         queue = MergeQueue(req=req, plan=plan, round_no=round_no, status=self._status)
@@ -196,7 +237,8 @@ class SwarmWorkflow:
         goals = {lp.lane: lp.goal for lp in plan.lanes}
         results = await self._lanes(req, plan, round_no, queue, goals)
         if gate is None:
-            return Round(results=results, report=None, nothing_merged=self._status.integration_sha == round_start)
+            return self._ended(Round(results=results, report=None,
+                                     nothing_merged=self._status.integration_sha == round_start))
         report = await self._check(gate, round_no, f"running check profile {gate.profile_name!r}")
         while not report.passed:
             repairs = await gate.repairs(report, results, self._dispatches)
@@ -207,14 +249,28 @@ class SwarmWorkflow:
                                              {lane: goals[lane] + repair_note(f) for lane, f in repairs.items()}))
             report = await self._check(gate, round_no, "checking again")
         self._status.validations = list(gate.history)
-        return Round(results=results, report=report, nothing_merged=self._status.integration_sha == round_start)
+        return self._ended(Round(results=results, report=report,
+                                 nothing_merged=self._status.integration_sha == round_start))
+
+    def _ended(self, outcome: Round) -> Round:
+        if self._record is not None:
+            self._record.merged = sum(s.state.startswith("merged") for s in self._status.lanes)
+        return outcome
 
     async def _lanes(self, req: SwarmRequest, plan: Plan, round_no: int, queue: MergeQueue,
                      goals: dict[str, str]) -> dict[str, LaneResult]:
-        return await LaneScheduler(
+        started, dispatched = workflow.now(), dict(self._dispatches)
+        results = await LaneScheduler(
             req=req, plan=plan, round_no=round_no, status=self._status, queue=queue, dispatches=self._dispatches,
             feedback=self._feedback, progress=lambda details: self._phase(Phase.running_lanes, details),
             goals=goals).run()
+        if (record := self._record) is not None:
+            record.lanes_s = round(record.lanes_s + (workflow.now() - started).total_seconds(), 3)
+            for name, result in results.items():
+                lane = record.lane(name)
+                lane.add(result)
+                lane.dispatches += self._dispatches.get(name, 0) - dispatched.get(name, 0) - 1
+        return results
 
     async def _check(self, gate: Gate, round_no: int, what: str) -> TestReport:
         self._phase(Phase.validating, f"round {round_no}: {what}")
@@ -230,9 +286,26 @@ class SwarmWorkflow:
         package.since_last_round = published.since_last_round
         self._status.review, self._status.review_path = package, published.path
         self._review_ref, self._reviewed_sha = published.markdown_ref, package.integration_sha
-        decision = await self._await_review(req, outcome.report)
+        return await self._decide(req, package)
+
+    async def _review_again(self, req: SwarmRequest, error: str) -> ReviewDecision | None:
+        """The last reviewed round, back at review with the planner's failure said first."""
+        why = f"planning round {self._status.round} failed: {error}"
+        assert self._status.review is not None
+        self._status.review = self._status.review.model_copy(update={"planning_error": why})
+        self._record = RoundRecord(round=self._status.round, planning_error=why)
+        self._status.rounds.append(self._record)
+        return await self._decide(req, self._status.review)
+
+    async def _decide(self, req: SwarmRequest, package: ReviewPackage) -> ReviewDecision | None:
+        self._memo_review(package)
+        decision = await self._await_review(req, package.test_report)
         if decision is not None:
             self._status.decisions.append(decision)
+            if self._record is not None:
+                who = decision.reviewer or "a reviewer"
+                self._record.decision = (f"approved by {who}" if decision.approve
+                                         else f"rejected by {who}: {decision.comment}")
         return decision
 
     async def _await_review(self, req: SwarmRequest, report: TestReport | None) -> ReviewDecision | None:
@@ -247,7 +320,9 @@ class SwarmWorkflow:
         checks = "no checks configured" if report is None else ("checks passed" if report.passed else "checks FAILED")
         if nothing:
             checks = "NOTHING MERGED: reject with a comment to plan again"
-        self._phase(Phase.review, f"waiting for a reviewer ({checks}); approve or reject with starter.py")
+        if self._status.review is not None and self._status.review.planning_error:
+            checks += f"; {self._status.review.planning_error}"
+        self._phase(Phase.review, review_call(req.run_id, md_escape(checks)))
         timeout = req.config.swarm.review_timeout_s
         try:
             await workflow.wait_condition(lambda: self._decision is not None,
@@ -255,7 +330,7 @@ class SwarmWorkflow:
         except TimeoutError:
             return None
         decision = (self._decision or ReviewDecision(approve=False)).model_copy(
-            update=dict(decided_at=workflow.now().isoformat(), round=self._status.round))
+            update=dict(decided_at=workflow.now().isoformat(), round=self._status.round, not_after=""))
         self._phase(Phase.planning if not decision.approve else Phase.delivering,
                     f"{'approved' if decision.approve else 'rejected'} by {decision.reviewer or 'a reviewer'}")
         return decision
@@ -272,7 +347,7 @@ class SwarmWorkflow:
         self._status.delivered_branch = delivered.branch
         self._status.pull_request_url = delivered.pull_request_url
         where = f" and {delivered.pull_request_url}" if delivered.pull_request_url else ""
-        self._phase(Phase.delivered, f"delivered **{delivered.branch}** in `{req.repo_path}`{where}")
+        self._phase(Phase.delivered, f"delivered `{delivered.branch}` in `{req.repo_path}`{where}")
         return SwarmResult(run_id=req.run_id, delivered_branch=delivered.branch,
                            delivered_sha=self._status.integration_sha, final_sha=self._status.integration_sha,
                            rounds=self._status.round, usage=self._status.usage,
@@ -289,7 +364,8 @@ class SwarmWorkflow:
 
     # --- continue-as-new between review rounds, and the gate it carries ---
 
-    async def _continue_as_new(self, req: SwarmRequest, base_sha: str, next_round: int, plan: Plan) -> None:
+    async def _continue_as_new(self, req: SwarmRequest, base_sha: str, next_round: int, plan: Plan | None,
+                               next_plan: Plan | None) -> None:
         """A long review loop: the next round in a fresh history, carrying everything."""
         await workflow.wait_condition(workflow.all_handlers_finished)
         gate = self._gate_state
@@ -297,7 +373,7 @@ class SwarmWorkflow:
         workflow.continue_as_new(req.model_copy(update={"resume": SwarmResume(
             status=self._status, base_sha=base_sha, next_round=next_round, plan=plan, feedback=self._feedback,
             reviewed_sha=self._reviewed_sha, review_ref=self._review_ref, dispatches=self._dispatches,
-            baseline=baseline, last_green=gate.last_green if gate else None,
+            next_plan=next_plan, baseline=baseline, last_green=gate.last_green if gate else None,
             consecutive_fails=gate.consecutive_fails if gate else 0, checks=gate.checks if gate else 0)}))
 
     def _restore_gate(self, req: SwarmRequest, resume: SwarmResume) -> None:
@@ -324,11 +400,39 @@ class SwarmWorkflow:
         self._status.phase = phase
         lanes = "\n".join(f"- {s.lane}: {s.state}" + (f" ({s.turns} turns)" if s.turns else "")
                           for s in self._status.lanes)
-        warnings = "".join(f"\n\n**Warning:** {w}" for w in self._status.warnings)
+        warnings = "".join(f"\n\n**Warning:** {md_escape(w)}" for w in self._status.warnings)
         workflow.set_current_details(
             f"**{phase.value}** (round {self._status.round}): {details}{warnings}\n\n{lanes}")
         if self._use_search_attributes:
             workflow.upsert_search_attributes([STATUS_ATTR.value_set(phase.value)])
+        if phase != self._memo_phase:
+            self._memo_status()
+
+    # --- the run's record on the server (memo), for clients with no worker at hand ---
+
+    def _memo_status(self) -> None:
+        if not workflow.patched("status-memo"):
+            return  # a run started before the record existed
+        self._memo_phase = self._status.phase
+        self._status.updated_at = workflow.now().isoformat()
+        status = self._status.model_copy(update={"review": None})
+        if len(status.model_dump_json()) > MEMO_LIMIT:
+            status.rounds = [r.model_copy(update={"lanes": [ln.model_copy(update={"edits": []}) for ln in r.lanes]})
+                             for r in status.rounds]
+            status.warnings = [*status.warnings, "trimmed on the server: `explain --home` on a worker host has "
+                                                 "every file"]
+        workflow.upsert_memo({STATUS_MEMO: status})
+
+    def _memo_review(self, package: ReviewPackage) -> None:
+        if not workflow.patched("status-memo"):
+            return
+        if len(package.model_dump_json()) > MEMO_LIMIT:
+            package = package.model_copy(update={
+                "lanes": [ln.model_copy(update={"edits": [], "failed_calls": ln.failed_calls[:5]})
+                          for ln in package.lanes],
+                "warnings": [*package.warnings, "trimmed on the server: `review --home` on a worker host (or the "
+                                                "review ref in the repository) has the whole package"]})
+        workflow.upsert_memo({REVIEW_MEMO: package})
 
 
 def _swarm_branch(req: SwarmRequest) -> str:

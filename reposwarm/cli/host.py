@@ -1,4 +1,5 @@
-"""The host-local commands: report, explain, recording and gc read the runs' files under REPOSWARM_HOME, so they
+"""The commands beyond a run's life cycle: report and explain (from the run's record on the Temporal server, or
+with --home from a worker host's files); recording and gc, which read the runs' files under REPOSWARM_HOME, so they
 run on a worker's host ([worker host] in --help); trial replays a repository's history as swarm tasks; mcp serves
 the lanes' tools over a repository on this machine."""
 
@@ -7,6 +8,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -20,6 +22,7 @@ from temporalio.common import WorkflowIDConflictPolicy
 from reposwarm import gitcmd
 from reposwarm.agent.paths import PathPolicy
 from reposwarm.branches import delivered_branch, integration_branch
+from reposwarm.cli import answers
 from reposwarm.cli.common import (
     UserError,
     check_repo,
@@ -54,45 +57,72 @@ async def cmd_mcp(args: argparse.Namespace) -> int:
     return 0
 
 
-def _ledger_lines(run_id: str) -> list[dict]:
+def _ledger_lines(run_id: str, home_dir: str) -> list[dict]:
+    os.environ["REPOSWARM_HOME"] = str(Path(home_dir).expanduser().resolve())  # ledger.read looks there
     lines = ledger.read(run_id)
     if not lines:
-        raise UserError(f"no ledger for run {run_id} under {ledger.ledger_path(run_id)} "
-                        "(REPOSWARM_HOME must be the worker's)")
+        raise UserError(f"no ledger for run {run_id} under {ledger.ledger_path(run_id)} (--home must be the "
+                        "folder a worker of the run used)")
     return lines
 
 
 async def cmd_report(args: argparse.Namespace) -> int:
-    figures = metrics.report(args.run, _ledger_lines(args.run))
+    """A run's figures: from its record on the Temporal server, or with --home from a worker host's ledger."""
+    if args.home:
+        figures = metrics.report(args.run, _ledger_lines(args.run, args.home))
+    else:
+        v = await answers.view(await client_or_die(), args.run)
+        elapsed = (answers.ended_at(v.description) - v.description.start_time).total_seconds()
+        figures = metrics.from_status(v.status, elapsed)
+        if v.ending and not args.json:
+            print(f"ended: {v.ending}")
     print(figures.model_dump_json(indent=2) if args.json else metrics.render(figures))
     return 0
 
 
 async def cmd_explain(args: argparse.Namespace) -> int:
-    """Which lane changed a file, in which turn, and why: from the ledger, then from git."""
-    lines = _ledger_lines(args.run)
+    """Which lane changed a file, in which round and turn, and why: from the run's record on the server (with
+    --home, from a worker host's ledger, which also lists refused attempts); then the commits, where the
+    repository is on this machine."""
     path = args.path.removeprefix("./")
+    if args.home:
+        repo = _explain_from_ledger(args.run, path, _ledger_lines(args.run, args.home))
+    else:
+        v = await answers.view(await client_or_die(), args.run)
+        found = [(rec.round, lane.lane, edit) for rec in v.status.rounds for lane in rec.lanes
+                 for edit in lane.edits if edit.path == path]
+        if not found:
+            raise UserError(f"no lane of run {args.run} changed {path}")
+        print(f"{path} in run {args.run}:")
+        for round_no, lane_name, edit in found:
+            turns = (f", turn{"s" if len(edit.turns) > 1 else ""} {', '.join(map(str, edit.turns))}" if edit.turns
+                     else "")
+            print(f"- lane {lane_name}, round {round_no}{turns}: {edit.operation}: {edit.reason}")
+        repo = v.status.repo_path
+    if repo and Path(repo).is_dir():
+        delivered = delivered_branch(args.run)
+        ref = delivered if git_ok(repo, "rev-parse", "--verify", "-q", delivered) else integration_branch(args.run)
+        log = gitcmd.run(["-C", repo, "log", "--format=%h %s", ref, "--", path],
+                         capture_output=True, text=True).stdout.strip()
+        if log:
+            print(f"\ncommits on {ref}:")
+            print(log)
+    return 0
+
+
+def _explain_from_ledger(run_id: str, path: str, lines: list[dict]) -> str | None:
     edits = [e for e in lines if e["event"] == "tool_call" and e.get("path") == path and e.get("outcome") == "ok"
              and e.get("tool") in ("write_file", "edit_file", "delete_file")]
     refused = [e for e in lines if e["event"] == "tool_call" and e.get("path") == path and e.get("outcome") != "ok"]
     if not edits and not refused:
-        raise UserError(f"no lane of run {args.run} changed {path}")
-    print(f"{path} in run {args.run}:")
+        raise UserError(f"no lane of run {run_id} changed {path}")
+    print(f"{path} in run {run_id}:")
     for e in edits:
         print(f"- lane {e['lane']}, round {e.get('round', 1)}, turn {e.get('turn', '?')}: {e['tool']} "
               f"(call {e['call_id']}): {e.get('reason') or 'no reason given'}")
     for e in refused:
         print(f"- refused: lane {e['lane']} tried {e['tool']}: {e.get('detail')}")
-    repo = next((e.get("repo") for e in lines if e.get("repo")), None) or _repo_of(args.run)
-    if repo:
-        delivered = delivered_branch(args.run)
-        ref = delivered if git_ok(repo, "rev-parse", "--verify", "-q", delivered) else integration_branch(args.run)
-        log = gitcmd.run(["-C", repo, "log", "--format=%h %s", ref, "--", path],
-                             capture_output=True, text=True).stdout.strip()
-        if log:
-            print(f"\ncommits on {ref}:")
-            print(log)
-    return 0
+    return next((e.get("repo") for e in lines if e.get("repo")), None) or _repo_of(run_id)
 
 
 def git_ok(repo: str, *args: str) -> bool:

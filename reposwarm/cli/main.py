@@ -1,11 +1,14 @@
-"""The command line's wiring: `python starter.py COMMAND`, each command's options, and its exit code.
+"""The command line's wiring: `reposwarm COMMAND` (or `python starter.py COMMAND`), each command's options, and
+its exit code.
 
-    run, watch, status, review, approve, reject, list, demo   reposwarm/cli/runs.py: runs, through Temporal
-    trial, mcp                                                 reposwarm/cli/host.py
-    report, explain, recording, gc                             reposwarm/cli/host.py: [worker host]: they read
+    run, watch, status, review, approve, reject, list, demo   reposwarm/cli/runs.py: runs, through Temporal alone
+    report, explain, trial, mcp                                reposwarm/cli/host.py
+    recording, gc                                              reposwarm/cli/host.py: [worker host]: they read
                                                                the runs' files under REPOSWARM_HOME
+    worker                                                     worker.py: this host's worker
 
-A UserError or ConfigError (bad input, said in one line) is `error: ...` on stderr and exit code 2.
+A UserError or ConfigError (bad input, said plainly: one line, or one per problem) is `error: ...` on stderr and
+exit code 2. A closed pipe (`reposwarm status RUN | head`) ends the command quietly.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import argparse
 import asyncio
 import os
 import sys
+from pathlib import Path
 from typing import NoReturn
 
 from reposwarm.cli import host, runs
@@ -23,11 +27,14 @@ from reposwarm.config import ConfigError
 WORKER_HOST = "[worker host]"
 WORKER_HOST_NOTE = ("reads the runs' files under REPOSWARM_HOME (default ~/.reposwarm): run it on the worker's host, "
                     "with the worker's REPOSWARM_HOME")
+HOME_HELP = "read a worker host's files in this folder (its REPOSWARM_HOME) instead of the run's record on the server"
 
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="starter.py", description="Start, watch and review reposwarm runs.",
+        prog=Path(sys.argv[0]).name if Path(sys.argv[0]).name == "reposwarm" else "starter.py",
+        description="Start, watch and review reposwarm runs. Every run command reaches the run through the "
+                    "Temporal server alone: from any machine, with or without a worker, during and after the run.",
         epilog=f"Commands marked {WORKER_HOST} read the runs' files under REPOSWARM_HOME (default ~/.reposwarm), "
                "so run them on the worker's host, with the worker's REPOSWARM_HOME.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -52,20 +59,29 @@ def parser() -> argparse.ArgumentParser:
     w = sub.add_parser("watch", help="a live view of a run until it waits for review or ends")
     w.add_argument("run")
     w.set_defaults(handler=runs.cmd_watch)
-    for name, handler, note in (
-            ("status", runs.cmd_status, ""),
-            ("review", runs.cmd_review, " (once the run has left Temporal: the copy saved on the worker host)")):
-        s = sub.add_parser(name, help=f"show a run's {name}{note}")
-        s.add_argument("run")
-        s.add_argument("--json", action="store_true")
-        s.set_defaults(handler=handler)
-    approve = sub.add_parser("approve", help="approve a run waiting for review")
+    st = sub.add_parser("status", help="show a run's status")
+    st.add_argument("run")
+    st.add_argument("--json", action="store_true")
+    st.set_defaults(handler=runs.cmd_status)
+    rv = sub.add_parser("review", help="show a run's review package")
+    rv.add_argument("run")
+    rv.add_argument("--json", action="store_true")
+    rv.add_argument("--home", metavar="DIR", help=HOME_HELP + " (a run gone from Temporal: its saved package)")
+    rv.set_defaults(handler=runs.cmd_review)
+    queue_help = ("with no worker running, leave the decision queued in Temporal (it applies when a worker runs) "
+                  "instead of refusing it")
+    approve = sub.add_parser("approve", help="approve a run waiting for review; waits for the delivered branch")
     approve.add_argument("run")
     approve.add_argument("--comment")
+    approve.add_argument("--no-wait", action="store_true", help="return once the approval is taken")
+    approve.add_argument("--queue", action="store_true", help=queue_help)
     approve.set_defaults(handler=runs.cmd_decide)
     reject = sub.add_parser("reject", help="reject a run; the comment becomes the next plan's input")
     reject.add_argument("run")
     reject.add_argument("--comment", required=True)
+    reject.add_argument("--plan", metavar="FILE", help="the next round's plan (YAML or JSON), instead of the "
+                                                       "planning model's")
+    reject.add_argument("--queue", action="store_true", help=queue_help)
     reject.set_defaults(handler=runs.cmd_decide)
     ls = sub.add_parser("list", help="list runs, newest first")
     ls.add_argument("--repo", help="only runs on this repository")
@@ -98,15 +114,21 @@ def parser() -> argparse.ArgumentParser:
                      help="serve streamable HTTP at http://127.0.0.1:PORT/mcp instead of stdio")
     mcp.set_defaults(handler=host.cmd_mcp)
 
-    # the worker host's commands: they read the run's files under REPOSWARM_HOME
-    rep = host_command("report", "a run's figures from its ledger")
+    rep = sub.add_parser("report", help="a run's figures: tokens, cost, parallel efficiency per round, checks")
     rep.add_argument("run")
     rep.add_argument("--json", action="store_true")
+    rep.add_argument("--home", metavar="DIR", help=HOME_HELP + " (its ledger: adds retries)")
     rep.set_defaults(handler=host.cmd_report)
-    exp = host_command("explain", "which lane changed a file, in which turn, and why")
+    exp = sub.add_parser("explain", help="which lane changed a file, in which round and turn, and why")
     exp.add_argument("run")
     exp.add_argument("path")
+    exp.add_argument("--home", metavar="DIR", help=HOME_HELP + " (its ledger: adds refused attempts)")
     exp.set_defaults(handler=host.cmd_explain)
+    wk = sub.add_parser("worker", help="run a worker on this host (the same as python worker.py)")
+    wk.add_argument("worker_args", nargs=argparse.REMAINDER, help="worker.py's options (--serve, --concurrency)")
+    wk.set_defaults(handler=None)
+
+    # the worker host's commands: they read the run's files under REPOSWARM_HOME
     rec = host_command("recording", "the replay script of a run started with --record")
     rec.add_argument("run")
     rec.add_argument("--out", help="write it to this file (default: standard output)")
@@ -120,12 +142,26 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
+        if args.command == "worker":
+            import worker
+
+            asyncio.run(worker.main(args.worker_args))
+            return 0
         return asyncio.run(args.handler(args))
     except (UserError, ConfigError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # the reader went away (`| head`): nothing more to say, and nothing to say it to
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+
+
+def entry() -> NoReturn:
+    """The `reposwarm` console script."""
+    exit_now(main())
 
 
 def exit_now(code: int) -> NoReturn:

@@ -1,7 +1,7 @@
 """The run commands: start a swarm run (run, demo), follow it (watch, status, list), review it (review,
-approve, reject). They reach the run through Temporal, so they work from any machine that reaches the
-cluster; `review` alone falls back to the package saved under the worker host's REPOSWARM_HOME once the
-run has left Temporal.
+approve, reject). They reach the run through Temporal alone, so they work from any machine that reaches the
+cluster, with or without a worker, during and after the run (reposwarm/cli/answers.py); `review --home` reads
+the package saved on a worker host once the run has left Temporal.
 
 Every input is checked here, before any workflow starts; a problem is a UserError (one line, exit 2).
 """
@@ -22,14 +22,24 @@ from pathlib import Path
 
 from temporalio.client import (
     Client,
-    WorkflowExecutionDescription,
     WorkflowExecutionStatus,
+    WorkflowFailureError,
     WorkflowUpdateFailedError,
+    WorkflowUpdateStage,
 )
 from temporalio.common import TypedSearchAttributes
 from temporalio.service import RPCError, RPCStatusCode
 
-from reposwarm import gitcmd
+from reposwarm import gitcmd, webui
+from reposwarm.cli.answers import (
+    QUERY_TIMEOUT_S,
+    NoWorker,
+    RunView,
+    prog,
+    view,
+    worker_hint,
+    worker_polling,
+)
 from reposwarm.cli.common import (
     UserError,
     check_repo,
@@ -41,19 +51,18 @@ from reposwarm.cli.common import (
     run_model,
     ui_url,
 )
+from reposwarm.cli.live import age, follow, next_step, with_lane_progress
 from reposwarm.client import task_queue
 from reposwarm.config import load_plan_file
 from reposwarm.contracts import (
     Phase,
     ReviewDecision,
-    ReviewReceipt,
     SwarmRequest,
     SwarmResult,
-    SwarmStatus,
 )
 from reposwarm.runs.review_package import render_review, render_status
-from reposwarm.runs.store import run_dir
-from workflows.lane import LaneWorkflow
+from reposwarm.runs.store import check_run_id
+from workflows.failures import root_cause
 from workflows.swarm import REPO_ATTR, STATUS_ATTR, SwarmWorkflow, search_attributes
 
 HERE = Path(__file__).resolve().parents[2]  # the checkout: examples/ lives beside reposwarm/
@@ -116,116 +125,77 @@ async def start(client: Client, req: SwarmRequest) -> None:
         SwarmWorkflow.run, req, id=req.run_id, task_queue=task_queue(),
         search_attributes=search_attributes(req.repo_path, Phase.preparing.value)
         if await has_search_attributes(client) else TypedSearchAttributes.empty,
-        static_summary=f"reposwarm: {req.task[:120]}",
-        static_details=(f"**Task:** {req.task}\n\n**Repository:** `{req.repo_path}` at `{req.base_ref[:12]}`\n\n"
-                        f"**Lanes:** {', '.join(req.config.swarm.lanes)} ({plan_note})\n\n**Model:** {req.model}"),
+        static_summary=webui.static_summary(req.task),
+        static_details=webui.static_details(req.task, req.repo_path, req.base_ref, list(req.config.swarm.lanes),
+                                            plan_note, req.model),
     )
 
 
-QUERY_TIMEOUT_S = 8
+NOT_AFTER_S = 20  # a decision no worker takes within this is refused by the run if it arrives later
 
 
-class RunNotAnswering(UserError):
-    """The run exists but cannot be queried now: no worker, or its workflow task fails. Often passes."""
-
-
-async def get_status(client: Client, run_id: str) -> SwarmStatus:
+async def decide(client: Client, run_id: str, decision: ReviewDecision, *, queue_it: bool = False,
+                 wait: bool = True) -> str:
+    """Send a review decision and say what became of it. With a worker, an Update: taken or refused, and never
+    applied later once this command has given up (it carries a deadline the run checks). With none, refused,
+    unless `queue_it`: then a Signal, which Temporal holds until a worker runs, and the command says so."""
+    v = await view(client, run_id)
+    word = "approval" if decision.approve else "rejection"
+    if v.closed:
+        raise UserError(f"run {run_id} has ended ({v.ending}): there is nothing to decide")
+    if v.status.phase != Phase.review:
+        raise UserError(f"run {run_id} is not waiting for review (phase: {v.status.phase.value}); "
+                        f"{prog()} watch {run_id} follows it")
     handle = client.get_workflow_handle_for(SwarmWorkflow.run, run_id)
+    if queue_it:
+        await handle.signal(SwarmWorkflow.review_signal, decision)
+        moving = "a worker is polling, so it applies now" if await worker_polling(client, v.queue) else \
+            f"no worker is polling task queue {v.queue!r}: it applies when one runs ({worker_hint()})"
+        return (f"queued: the {word} of round {v.status.round} of {run_id} is held by Temporal; {moving}. "
+                f"{prog()} status {run_id} shows when it is taken")
+    if not await worker_polling(client, v.queue):
+        raise NoWorker(v.queue, f"the {word} was not sent (pass --queue to leave it queued until one runs)")
+    deadline = datetime.now(UTC) + timedelta(seconds=NOT_AFTER_S)
+    decision = decision.model_copy(update={"not_after": deadline.isoformat()})
     try:
-        # a running worker answers in milliseconds; with none, the server would wait 30 s before saying so
-        status = await handle.query(SwarmWorkflow.status, rpc_timeout=timedelta(seconds=QUERY_TIMEOUT_S))
-    except RPCError as err:
-        if err.status == RPCStatusCode.NOT_FOUND:
-            raise UserError(f"no such run: {run_id}") from None
-        raise RunNotAnswering(
-            f"run {run_id} cannot answer now ({err.message}). Is a worker running (python worker.py)? If one is, "
-            f"its log says why the run's workflow task fails; the Web UI shows it too: {ui_url(run_id)}") from None
-    for lane in status.lanes:  # live progress of running lanes, from the lanes themselves
-        if lane.state == "running":
-            try:
-                suffix = f".a{lane.attempt}" if lane.attempt > 1 else ""
-                live = await client.get_workflow_handle(f"{run_id}.{lane.lane}.r{status.round}{suffix}").query(
-                    LaneWorkflow.progress)
-                lane.turns, lane.tool_calls, lane.tokens = live.turns, live.tool_calls, live.tokens
-                lane.cost_usd = live.cost_usd
-            except RPCError:
-                pass
-    return status
-
-
-def _age(seconds: float) -> str:
-    seconds = int(seconds)
-    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m" if seconds >= 3600 else f"{seconds // 60}m{seconds % 60:02d}s"
-
-
-def _view(status: SwarmStatus, elapsed: float, compact: bool, notes: list[str] | None = None) -> str:
-    notes = notes or []
-    if compact:
-        return f"[{status.phase.value}] " + "  ".join(
-            f"{lane.lane}:{lane.state}" + (f"({lane.turns}t)" if lane.turns else "") for lane in status.lanes) + "".join(
-            f"  ({note})" for note in notes)
-    lines = [f"{status.run_id}  {status.phase.value}  round {status.round}  elapsed {_age(elapsed)}"]
-    lines += [f"  {note}" for note in notes]
-    for lane in status.lanes:
-        lines.append(f"  {lane.lane:<16} {lane.state:<26} {lane.turns:>4} turns {lane.tokens:>9} tokens"
-                     + (f"  attempt {lane.attempt}" if lane.attempt > 1 else ""))
-    return "\n".join(lines)
-
-
-async def _progress_notes(client: Client, desc: WorkflowExecutionDescription) -> list[str]:
-    """What the run's own activities last said of their progress (heartbeat details: "indexing the
-    repository: 4,000 of 20,272 new files parsed"), so a long step shows it is moving."""
-    notes = []
-    for pending in desc.raw_description.pending_activities:
-        if not pending.heartbeat_details.payloads:
-            continue
-        try:
-            details = await client.data_converter.decode(pending.heartbeat_details.payloads)
-        except Exception:  # noqa: BLE001 - progress is a courtesy; an odd payload must not stop the watch
-            continue
-        if details and isinstance(details[0], str):
-            notes.append(f"{pending.activity_type.name}: {details[0]}")
-    return notes
-
-
-async def watch(client: Client, run_id: str, *, until_review: bool, compact: bool = True) -> SwarmStatus:
-    """Print the run's view whenever it changes, until it waits for review or ends."""
-    handle = client.get_workflow_handle_for(SwarmWorkflow.run, run_id)
-    last, misses = "", 0
-    while True:
-        try:
-            desc = await handle.describe()
-            status = await get_status(client, run_id)
-            misses = 0
-        except Exception as err:
-            # a worker restarting, or a workflow task failing until a fix is deployed: keep watching
-            if isinstance(err, UserError) and not isinstance(err, RunNotAnswering):
-                raise
-            misses += 1
-            if misses > 120:
-                raise UserError(f"cannot follow run {run_id}: {err}") from None
-            await asyncio.sleep(0.5)
-            continue
-        elapsed = ((desc.close_time or datetime.now(UTC)) - desc.start_time).total_seconds()
-        view = _view(status, elapsed, compact, await _progress_notes(client, desc))
-        if view.split("elapsed")[0] != last.split("elapsed")[0] or (not compact and view != last):
-            print(view, flush=True)
-            last = view
-        if desc.status != WorkflowExecutionStatus.RUNNING or (until_review and status.phase == Phase.review):
-            return status
-        await asyncio.sleep(0.5 if compact else 1.0)
-
-
-async def decide(client: Client, run_id: str, decision: ReviewDecision) -> ReviewReceipt:
-    handle = client.get_workflow_handle_for(SwarmWorkflow.run, run_id)
-    try:
-        return await handle.execute_update(SwarmWorkflow.review, decision)
+        update = await asyncio.wait_for(
+            handle.start_update(SwarmWorkflow.review, decision, wait_for_stage=WorkflowUpdateStage.ACCEPTED),
+            timeout=NOT_AFTER_S + 2)
+        receipt = await update.result()
+    except TimeoutError:
+        raise NoWorker(v.queue, f"the {word} was not taken within {NOT_AFTER_S} s; it expired at "
+                                f"{deadline:%H:%M:%S} UTC and will not apply later") from None
     except WorkflowUpdateFailedError as err:
         raise UserError(f"review refused: {err.cause or err}") from None
     except RPCError as err:
         if err.status == RPCStatusCode.NOT_FOUND:
-            raise UserError(f"no such run (or it has ended): {run_id}") from None
+            raise UserError(f"run {run_id} has ended meanwhile: {prog()} status {run_id}") from None
         raise
+    if not decision.approve:
+        return (f"rejected round {receipt.round} of {run_id}; round {receipt.round + 1} is "
+                f"{receipt.phase.value}: {prog()} watch {run_id}")
+    if not wait:
+        return f"approved round {receipt.round} of {run_id}; it is {receipt.phase.value}: {prog()} status {run_id}"
+    return f"approved round {receipt.round} of {run_id}; " + await delivered(client, run_id)
+
+
+async def delivered(client: Client, run_id: str) -> str:
+    """Wait for the run to end after an approval, saying so if no worker is there to deliver it."""
+    handle = client.get_workflow_handle_for(SwarmWorkflow.run, run_id)
+    while True:
+        try:
+            result = await asyncio.wait_for(asyncio.shield(handle.result()), timeout=QUERY_TIMEOUT_S)
+        except TimeoutError:
+            desc = await handle.describe()
+            if desc.status == WorkflowExecutionStatus.RUNNING and not await worker_polling(client, desc.task_queue):
+                raise NoWorker(desc.task_queue, "delivery waits (the approval stands; it delivers when a worker "
+                                                "runs)") from None
+            continue
+        except WorkflowFailureError as err:
+            raise UserError(f"run {run_id} failed while delivering: {root_cause(err)}") from None
+        pr = f" and {result.pull_request_url}" if result.pull_request_url else ""
+        status = await view(client, run_id, live=False)
+        return f"delivered {result.delivered_branch}{pr} in {status.status.repo_path}"
 
 
 def make_demo_repo() -> Path:
@@ -247,13 +217,14 @@ def render_dry_run(result: SwarmResult) -> str:
         lines += ["Interface contract:", plan.interface_contract.rstrip(), ""]
         lines += [f"- {lp.lane}: {lp.goal}" + (f" (paths: {', '.join(lp.allowed_paths)})" if lp.allowed_paths else "")
                   for lp in plan.lanes]
-    lines += ["", "Estimated per lane (a coarse model: each turn resends the conversation so far):",
-              f"{'lane':<16} {'model':<28} {'turns':>5} {'tokens in':>10} {'out':>7} {'budget':>9}  fits  cost"]
+    width = max([len("model"), *(len(e.model) for e in result.estimates)])
+    lines += ["", "Estimated per lane (reposwarm/agent/estimate.py says how):",
+              f"{'lane':<16} {'model':<{width}} {'turns':>5} {'tokens in':>10} {'out':>7} {'budget':>9}  fits  cost"]
     total = 0.0
     for e in result.estimates:
         cost = "no price" if e.cost_usd is None else f"${e.cost_usd:.4f}"
         total += e.cost_usd or 0.0
-        lines.append(f"{e.lane:<16} {e.model[-28:]:<28} {e.turns:>5} {e.input_tokens:>10} {e.output_tokens:>7} "
+        lines.append(f"{e.lane:<16} {e.model:<{width}} {e.turns:>5} {e.input_tokens:>10} {e.output_tokens:>7} "
                      f"{e.token_budget:>9}  {'yes' if e.within_budget else 'NO':<4}  {cost}")
     lines.append(f"total estimated cost: ${total:.4f} (models without a price in the lanes file's prices: not counted)")
     if result.usage.model_calls:
@@ -265,6 +236,10 @@ async def cmd_run(args: argparse.Namespace) -> int:
     req = build_request(args)
     req.dry_run, req.record = args.dry_run, args.record
     client = await client_or_die()
+    queue = task_queue()
+    polling = await worker_polling(client, queue)
+    if not polling and (args.wait or args.dry_run):
+        raise NoWorker(queue, f"nothing was started (run --{'wait' if args.wait else 'dry-run'} needs one)")
     await start(client, req)
     if req.dry_run:
         result = await client.get_workflow_handle_for(SwarmWorkflow.run, req.run_id).result()
@@ -272,42 +247,40 @@ async def cmd_run(args: argparse.Namespace) -> int:
         return 0
     print(f"run: {req.run_id}")
     print(f"web ui: {ui_url(req.run_id)}")
+    if not polling:
+        print(f"note: no worker is polling task queue {queue!r}: the run starts when one does ({worker_hint()})")
     if args.wait:
-        status = await watch(client, req.run_id, until_review=True)
-        if status.phase == Phase.review:
-            print(f"waiting for review: python starter.py review {req.run_id}, then approve or reject")
-        else:
-            print(render_status(status))
-            return 0 if status.phase == Phase.delivered else 1
+        return await cmd_watch(argparse.Namespace(run=req.run_id))
     return 0
 
 
 async def cmd_demo(args: argparse.Namespace) -> int:
+    client = await client_or_die()
+    if not await worker_polling(client, task_queue()):
+        raise NoWorker(task_queue(), "the demo cannot run (make demo starts one)")
     repo = make_demo_repo()
     print(f"demo repository: {repo}")
     ns = argparse.Namespace(repo=str(repo), task=DEMO_TASK, lanes=str(DEMO / "lanes.yaml"),
                             plan=str(DEMO / "plan.yaml"), model=f"replay:{DEMO / 'replay.yaml'}")
     req = build_request(ns)
-    client = await client_or_die()
     await start(client, req)
     print(f"started {req.run_id}; watch it at {ui_url(req.run_id)}")
-    status = await watch(client, req.run_id, until_review=True)
-    if status.phase != Phase.review or status.review is None:
-        print(render_status(status))
+    v = await follow(client, req.run_id, until_review=True)
+    if v.status.phase != Phase.review or v.status.review is None:
+        print(render_status(v.status))
+        print(next_step(v))
         return 1
     print()
-    print(render_review(status.review, ui_url(req.run_id)))
+    print(render_review(v.status.review, ui_url(req.run_id)))
     if args.yes:
         approve = True
     else:
         approve = input("approve this change? [y/N] ").strip().lower() in ("y", "yes")
     if not approve:
-        print(f"left waiting for review: python starter.py approve|reject {req.run_id}")
+        print(f"left waiting for review: {prog()} approve|reject {req.run_id}")
         return 0
-    await decide(client, req.run_id, ReviewDecision(approve=True, reviewer=reviewer_name(), comment="demo"))
-    result = await client.get_workflow_handle_for(SwarmWorkflow.run, req.run_id).result()
-    print(f"run: {result.run_id}")
-    print(f"delivered: {result.delivered_branch} in {repo}")
+    print(await decide(client, req.run_id, ReviewDecision(approve=True, reviewer=reviewer_name(), comment="demo")))
+    print(f"afterwards, with no worker running: {prog()} status|review|report {req.run_id}")
     return 0
 
 
@@ -318,33 +291,47 @@ def reviewer_name() -> str:
         return "reviewer"
 
 
+def _note(v: RunView, as_json: bool) -> None:
+    """Where the answer came from and how the run ended: beside a JSON answer on stderr, so it stays JSON."""
+    for text in (v.ending and f"ended: {v.ending}", v.source):
+        if text:
+            print(text, file=sys.stderr if as_json else sys.stdout)
+
+
 async def cmd_status(args: argparse.Namespace) -> int:
-    status = await get_status(await client_or_die(), args.run)
-    print(status.model_dump_json(indent=2) if args.json else render_status(status))
+    client = await client_or_die()
+    v = await view(client, args.run)
+    if v.live:
+        await with_lane_progress(client, v.status)
+    print(v.status.model_dump_json(indent=2) if args.json else render_status(v.status))
+    _note(v, args.json)
     return 0
 
 
 async def cmd_review(args: argparse.Namespace) -> int:
-    try:
-        status = await get_status(await client_or_die(), args.run)
-    except (UserError, RPCError) as err:
-        # The run may be gone from Temporal (retention): the package is also kept as files of the run.
-        folder = run_dir(args.run) / "review"
+    if args.home:
+        folder = Path(args.home).expanduser() / "runs" / check_run_id(args.run) / "review"
         saved = folder / ("latest.json" if args.json else "latest.md")
         if not saved.is_file():
-            raise UserError(f"{err}; and no saved review package at {saved}") from None
+            raise UserError(f"no saved review package at {saved}")
         print(saved.read_text(encoding="utf-8"), end="")
         return 0
-    if status.review is None:
-        raise UserError(f"run {args.run} has no review package yet (phase: {status.phase.value})")
-    print(status.review.model_dump_json(indent=2) if args.json else render_review(status.review, ui_url(args.run)))
+    v = await view(await client_or_die(), args.run)
+    package = v.status.review or v.review
+    if package is None:
+        raise UserError(f"run {args.run} has no review package yet (phase: {v.status.phase.value})")
+    print(package.model_dump_json(indent=2) if args.json else render_review(package, ui_url(args.run)))
+    _note(v, args.json)
     return 0
 
 
 async def cmd_watch(args: argparse.Namespace) -> int:
-    status = await watch(await client_or_die(), args.run, until_review=True, compact=False)
-    print(render_status(status))
-    return 0
+    v = await follow(await client_or_die(), args.run, until_review=True)
+    if v.closed:
+        print(render_status(v.status))
+    print(next_step(v))
+    return 1 if v.status.phase in (Phase.failed, Phase.expired, Phase.not_approved) or (
+        v.closed and v.status.phase not in (Phase.delivered, Phase.planned)) else 0
 
 
 async def cmd_list(args: argparse.Namespace) -> int:
@@ -356,8 +343,11 @@ async def cmd_list(args: argparse.Namespace) -> int:
     async for wf in client.list_workflows(query, limit=args.limit):
         attrs = wf.typed_search_attributes
         phase = attrs.get(STATUS_ATTR) or (wf.status.name.lower() if wf.status else "?")
-        age = _age((datetime.now(UTC) - wf.start_time).total_seconds())
-        rows.append(f"{wf.id:<40} {phase:<14} {age:>8}  {attrs.get(REPO_ATTR) or '-'}")
+        if wf.status is not None and wf.status != WorkflowExecutionStatus.RUNNING and phase not in (
+                "delivered", "expired", "not_approved", "planned"):
+            phase = wf.status.name.lower()
+        since = age((datetime.now(UTC) - wf.start_time).total_seconds())
+        rows.append(f"{wf.id:<40} {phase:<14} {since:>8}  {attrs.get(REPO_ATTR) or '-'}")
     print(f"{'run':<40} {'phase':<14} {'age':>8}  repository")
     print("\n".join(rows) if rows else "(no runs)")
     return 0
@@ -365,8 +355,10 @@ async def cmd_list(args: argparse.Namespace) -> int:
 
 async def cmd_decide(args: argparse.Namespace) -> int:
     approve = args.command == "approve"
-    receipt = await decide(await client_or_die(), args.run,
-                           ReviewDecision(approve=approve, comment=args.comment or "", reviewer=reviewer_name()))
-    print(f"{'approved' if approve else 'rejected'} round {receipt.round} of {args.run}; "
-          f"it is now {receipt.phase.value}")
+    plan = None
+    if not approve and args.plan:
+        plan = load_plan_file(args.plan, None)
+    decision = ReviewDecision(approve=approve, comment=args.comment or "", reviewer=reviewer_name(), plan=plan)
+    print(await decide(await client_or_die(), args.run, decision, queue_it=args.queue,
+                       wait=not getattr(args, "no_wait", False)))
     return 0

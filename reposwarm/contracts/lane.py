@@ -17,6 +17,7 @@ class FileEdit(Contract):
     operation: Literal["create", "modify", "delete"]
     reason: str = Field(min_length=12)
     content_ref: str | None = None
+    turns: list[int] = []  # the lane's turns that changed the file (for `explain`)
 
 
 class LaneResume(Contract):

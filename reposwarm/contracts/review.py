@@ -58,6 +58,7 @@ class ReviewPackage(Contract):
     ui_url: str = ""
     nothing_merged: bool = False  # no lane's work reached the merged tree this round: nothing to approve
     warnings: list[str] = []  # said first, in plain words (checks that ran unsandboxed...)
+    planning_error: str = ""  # the next round's planning failed: this round is back at review, still decidable
 
 
 class ReviewDecision(Contract):
@@ -66,6 +67,10 @@ class ReviewDecision(Contract):
     reviewer: str = ""
     decided_at: str = ""  # set by the run when it takes the decision (ISO 8601, UTC)
     round: int = 0  # set by the run
+    plan: Plan | None = None  # a rejection's next plan, handed in by the reviewer (the planning model is skipped)
+    # A decision sent by `reposwarm approve|reject` is refused once this time (ISO 8601, UTC) has passed, so one
+    # the command gave up on (no worker took it) can never apply itself later. Empty: no deadline (the Signal).
+    not_after: str = ""
 
 
 class ReviewReceipt(Contract):

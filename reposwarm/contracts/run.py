@@ -7,12 +7,61 @@ from pydantic import Field
 
 from reposwarm.contracts.base import Contract, Usage
 from reposwarm.contracts.config import DeliveryConfig, LanesFile
-from reposwarm.contracts.lane import LaneState
+from reposwarm.contracts.lane import FileEdit, LaneResult, LaneState
 from reposwarm.contracts.merge import Overlap
 from reposwarm.contracts.plan import LaneEstimate, Plan
 from reposwarm.contracts.review import ReviewDecision, ReviewPackage
-from reposwarm.contracts.states import Phase
+from reposwarm.contracts.states import LaneStatus, Phase
 from reposwarm.contracts.validation import TestReport
+
+
+class LaneRecord(Contract):
+    """One lane's account within a round, summed over its dispatches: what `report` and `explain` read."""
+
+    lane: str
+    status: LaneStatus | None = None  # how its last dispatch ended
+    dispatches: int = 0
+    seconds: float = 0.0  # the lane's own running time, summed over its dispatches
+    usage: Usage = Usage()
+    turns: int = 0
+    tool_calls: int = 0
+    refusals: int = 0
+    tool_errors: int = 0
+    edits: list[FileEdit] = []  # what its branch changed, with the reasons (its last dispatch's account)
+
+    def add(self, result: LaneResult) -> None:
+        self.status, self.dispatches = result.status, self.dispatches + 1
+        self.seconds = round(self.seconds + result.elapsed_s, 3)
+        self.usage, self.turns = self.usage + result.usage, self.turns + result.turns
+        self.tool_calls += result.tool_calls
+        self.refusals += result.refusals
+        self.tool_errors += result.tool_errors
+        self.edits = list(result.changeset.edits)
+
+
+class RoundRecord(Contract):
+    """A round as the run remembers it, on the server (the status memo, the result): no worker's disk needed."""
+
+    round: int
+    lanes_s: float = 0.0  # wall-clock time the round's lanes were running (repairs included; checks, review not)
+    lanes: list[LaneRecord] = []
+    merged: int = 0  # lanes whose work reached the integration branch
+    planning_error: str = ""  # the planner failed: the round before it is back at review
+    decision: str = ""  # "approved by ana", "rejected by ana: ..."
+
+    def lane(self, name: str) -> LaneRecord:
+        found = next((r for r in self.lanes if r.lane == name), None)
+        if found is None:
+            found = LaneRecord(lane=name)
+            self.lanes.append(found)
+        return found
+
+    @property
+    def parallel_efficiency(self) -> float | None:
+        """The lanes' own running time over (lanes x the time lanes were running): 1.0 when every lane ran the
+        whole time side by side. Checks and review waits are outside lanes_s, so they do not count."""
+        busy = sum(r.seconds for r in self.lanes)
+        return round(busy / (len(self.lanes) * self.lanes_s), 3) if self.lanes and self.lanes_s > 0 else None
 
 
 class SwarmStatus(Contract):
@@ -39,6 +88,10 @@ class SwarmStatus(Contract):
     first_pass_merge_rate: float | None = None
     validations: list[str] = []  # one line per check of the round, and any rollback
     warnings: list[str] = []  # what a person must know about this run (checks that ran unsandboxed...)
+    rounds: list[RoundRecord] = []  # every round so far, for report and explain from anywhere
+    started_at: str = ""  # ISO 8601, workflow time
+    updated_at: str = ""  # when this status was last written to the run's memo
+    base_branch: str | None = None
 
 
 class SwarmResume(Contract):
@@ -52,6 +105,7 @@ class SwarmResume(Contract):
     reviewed_sha: str | None = None
     review_ref: str | None = None
     dispatches: dict[str, int] = {}
+    next_plan: Plan | None = None  # the plan a reviewer handed in with the rejection
     baseline: TestReport | None = None
     last_green: str | None = None
     consecutive_fails: int = 0

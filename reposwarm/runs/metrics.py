@@ -1,7 +1,10 @@
-"""The swarm's numbers, computed from a run's ledger alone.
+"""The swarm's numbers: from the run's record on the Temporal server (`from_status`, what `report` shows from any
+machine), or from a worker host's ledger (`report`, with `--home`: adds retries per lane).
 
 changesets per hour: lanes merged (cleanly or by a resolution) per hour of the run;
-parallel efficiency: serial lane time / (lanes x elapsed lane phase), as the reference design defines it;
+parallel efficiency, per round: the lanes' own running time / (lanes x the time lanes were running in that round).
+  Only lane-running time counts: checks, planning and the time a person takes to review do not. The run's figure
+  pools its rounds (lane time over lanes x lane-running time, summed).
 first-pass merge rate: lanes whose first merge had no conflict / lanes merged or conflicted.
 """
 
@@ -11,6 +14,8 @@ from collections import defaultdict
 from typing import Any
 
 from pydantic import BaseModel
+
+from reposwarm.contracts import SwarmStatus, TestReport
 
 
 class LaneFigures(BaseModel):
@@ -23,7 +28,18 @@ class LaneFigures(BaseModel):
     cost_usd: float = 0.0
     tool_calls: int = 0
     refusals: int = 0
-    retries: int = 0
+    tool_errors: int = 0
+    retries: int | None = 0  # None from the server's record: retries are in the ledger only
+
+
+class RoundFigures(BaseModel):
+    round: int
+    lanes: int
+    lanes_s: float  # wall-clock time the round's lanes were running
+    busy_s: float  # the lanes' own running time, summed
+    parallel_efficiency: float | None
+    merged: int = 0
+    decision: str = ""
 
 
 class CheckFigures(BaseModel):
@@ -51,11 +67,61 @@ class RunReport(BaseModel):
     cost_usd: float
     tool_calls: int
     refusals: int
-    retries: int
+    retries: int | None
     validations: int
     resolutions: int
     lanes: list[LaneFigures]
     last_check: CheckFigures | None = None
+    tool_errors: int = 0
+    rounds: list[RoundFigures] = []
+    source: str = "ledger"  # "server": the run's record on the Temporal server; "ledger": a worker host's files
+
+
+def _pooled(rounds: list[RoundFigures]) -> float | None:
+    span = sum(r.lanes * r.lanes_s for r in rounds)
+    return round(sum(r.busy_s for r in rounds) / span, 3) if span > 0 else None
+
+
+def check_figures(report: TestReport) -> CheckFigures:
+    return CheckFigures(passed=report.passed, tests_run=report.tests_run, base_tests_run=report.base_tests_run,
+                        new_failures=len(report.failures), pre_existing=len(report.pre_existing),
+                        fixed=len(report.fixed), flaky=len(report.flaky), problems=report.problems)
+
+
+def from_status(status: SwarmStatus, elapsed_s: float) -> RunReport:
+    """The figures from the run's own record (its status), which the Temporal server holds for every run."""
+    lanes: dict[str, LaneFigures] = {}
+    rounds = []
+    for rec in status.rounds:
+        ran = [ln for ln in rec.lanes if ln.dispatches]
+        rounds.append(RoundFigures(round=rec.round, lanes=len(ran), lanes_s=rec.lanes_s,
+                                   busy_s=round(sum(ln.seconds for ln in ran), 3),
+                                   parallel_efficiency=rec.parallel_efficiency, merged=rec.merged,
+                                   decision=rec.decision or rec.planning_error))
+        for ln in rec.lanes:
+            f = lanes.setdefault(ln.lane, LaneFigures(lane=ln.lane, retries=None))
+            f.dispatches += ln.dispatches
+            f.seconds = round(f.seconds + ln.seconds, 3)
+            f.model_calls += ln.usage.model_calls
+            f.tokens_in += ln.usage.input_tokens
+            f.tokens_out += ln.usage.output_tokens
+            f.cost_usd = round(f.cost_usd + ln.usage.cost_usd, 6)
+            f.tool_calls += ln.tool_calls
+            f.refusals += ln.refusals
+            f.tool_errors += ln.tool_errors
+    changesets = sum(r.merged for r in rounds)
+    report = status.review.test_report if status.review is not None else None
+    return RunReport(
+        run_id=status.run_id, elapsed_s=round(elapsed_s, 3), changesets=changesets,
+        changesets_per_hour=round(changesets / (elapsed_s / 3600), 2) if elapsed_s > 0 else 0.0,
+        parallel_efficiency=_pooled(rounds), first_pass_merge_rate=status.first_pass_merge_rate,
+        tokens_in=status.usage.input_tokens, tokens_out=status.usage.output_tokens,
+        cost_usd=round(status.usage.cost_usd, 6),
+        tool_calls=sum(f.tool_calls for f in lanes.values()), refusals=sum(f.refusals for f in lanes.values()),
+        tool_errors=sum(f.tool_errors for f in lanes.values()), retries=None,
+        validations=sum(1 for v in status.validations if not v.startswith("rollback")),
+        resolutions=len(status.resolutions), lanes=list(lanes.values()),
+        last_check=check_figures(report) if report is not None else None, rounds=rounds, source="server")
 
 
 def report(run_id: str, lines: list[dict[str, Any]]) -> RunReport:
@@ -108,7 +174,7 @@ def report(run_id: str, lines: list[dict[str, Any]]) -> RunReport:
         lane_name = next((e.get("lane") or e.get("agent") for e in lines
                           if f"{e.get('workflow_id')}/{e.get('activity_id')}" == key), None)
         if lane_name in lanes:
-            lanes[lane_name].retries += n
+            lanes[lane_name].retries = (lanes[lane_name].retries or 0) + n
 
     times = [float(e["ts"]) for e in lines]
     elapsed = (max(times) - min(times)) if times else 0.0
@@ -134,22 +200,38 @@ def report(run_id: str, lines: list[dict[str, Any]]) -> RunReport:
     )
 
 
+def _n(value: int | None) -> str:
+    return "-" if value is None else str(value)
+
+
 def render(r: RunReport) -> str:
     eff = "-" if r.parallel_efficiency is None else f"{r.parallel_efficiency:.2f}"
     fpm = "-" if r.first_pass_merge_rate is None else f"{r.first_pass_merge_rate:.0%}"
+    retries = "" if r.retries is None else f"{r.retries} retries, "
     out = [f"run {r.run_id}: {r.elapsed_s:.1f}s, {r.changesets} changesets ({r.changesets_per_hour:.1f}/hour), "
-           f"parallel efficiency {eff}, first-pass merge rate {fpm}",
+           f"parallel efficiency {eff} (lane-running time only), first-pass merge rate {fpm}",
            f"tokens {r.tokens_in} in / {r.tokens_out} out, ${r.cost_usd:.4f}; {r.tool_calls} tool calls, "
-           f"{r.refusals} refused, {r.retries} retries, {r.validations} validations, {r.resolutions} resolutions", "",
-           f"{'lane':<16} {'runs':>4} {'seconds':>8} {'calls':>6} {'tokens in':>10} {'out':>8} {'cost':>9} "
-           f"{'tools':>6} {'refused':>7} {'retries':>7}"]
+           f"{r.refusals} refused, {r.tool_errors} failed, {retries}{r.validations} validations, "
+           f"{r.resolutions} resolutions", ""]
+    if r.rounds:
+        out += [f"{'round':>5} {'lanes':>5} {'lanes ran':>9} {'lane time':>9} {'efficiency':>10} {'merged':>6}  decision"]
+        for rf in r.rounds:
+            e = "-" if rf.parallel_efficiency is None else f"{rf.parallel_efficiency:.2f}"
+            out.append(f"{rf.round:>5} {rf.lanes:>5} {rf.lanes_s:>8.1f}s {rf.busy_s:>8.1f}s {e:>10} {rf.merged:>6}  "
+                       f"{rf.decision}")
+        out.append("")
+    out.append(f"{'lane':<16} {'runs':>4} {'seconds':>8} {'calls':>6} {'tokens in':>10} {'out':>8} {'cost':>9} "
+               f"{'tools':>6} {'refused':>7} {'failed':>6} {'retries':>7}")
     for f in r.lanes:
         out.append(f"{f.lane:<16} {f.dispatches:>4} {f.seconds:>8.1f} {f.model_calls:>6} {f.tokens_in:>10} "
-                   f"{f.tokens_out:>8} {f.cost_usd:>9.4f} {f.tool_calls:>6} {f.refusals:>7} {f.retries:>7}")
+                   f"{f.tokens_out:>8} {f.cost_usd:>9.4f} {f.tool_calls:>6} {f.refusals:>7} {f.tool_errors:>6} "
+                   f"{_n(f.retries):>7}")
     if (c := r.last_check) is not None:
         ran = "" if c.tests_run is None else f"; tests run {c.base_tests_run if c.base_tests_run is not None else '?'}" \
             f" on the base -> {c.tests_run} merged"
         out += ["", f"last check: {'passed' if c.passed else 'FAILED'}: {c.new_failures} new failure(s), "
                     f"{c.pre_existing} pre-existing, {c.fixed} fixed, {c.flaky} flaky{ran}",
                 *[f"  problem: {p}" for p in c.problems]]
+    if r.source == "server":
+        out += ["", "from the run's record on the Temporal server; retries per lane: report --home on a worker host"]
     return "\n".join(out)

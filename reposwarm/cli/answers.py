@@ -1,0 +1,171 @@
+"""How a command learns about a run, from any machine that reaches the Temporal server.
+
+A worker answers queries with the run's live status. When none can (no worker polls the run's task queue, or the
+run has ended), the run's record on the server answers: the status the workflow writes to its memo at every
+phase change, its latest review package (memo too), and how it ended (its result or its failure). No command
+needs a worker's disk; `--home` on a worker host reads the deeper files (ledger, saved packages) there.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from temporalio.api.enums.v1 import TaskQueueType
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+from temporalio.client import Client, WorkflowExecutionDescription, WorkflowExecutionStatus, WorkflowFailureError
+from temporalio.service import RPCError, RPCStatusCode
+
+from reposwarm.cli.common import UserError
+from reposwarm.contracts import Phase, ReviewPackage, SwarmResult, SwarmStatus
+from workflows.failures import root_cause
+from workflows.swarm import REVIEW_MEMO, STATUS_MEMO, SwarmWorkflow
+
+QUERY_TIMEOUT_S = 8  # a running worker answers in milliseconds; with none, the server would wait 30 s
+POLL_FRESH_S = 75  # a live worker's long poll reaches the server at least once a minute
+
+
+def prog() -> str:
+    """How to run reposwarm again, as this very command was run: `reposwarm`, or this interpreter and starter.py."""
+    if Path(sys.argv[0]).name == "reposwarm":
+        return "reposwarm"
+    python = sys.executable
+    try:
+        relative = os.path.relpath(python)
+        python = relative if not relative.startswith("..") else python
+    except ValueError:
+        pass
+    return f"{python} starter.py"
+
+
+def worker_hint() -> str:
+    return "reposwarm worker" if prog() == "reposwarm" else prog().replace("starter.py", "worker.py")
+
+
+class NoWorker(UserError):
+    """A command needs a worker and none polls the run's task queue."""
+
+    def __init__(self, queue: str, what: str) -> None:
+        super().__init__(f"no worker is polling task queue {queue!r}, so {what}; start one ({worker_hint()}, with "
+                         "the same TEMPORAL_ADDRESS and REPOSWARM_TASK_QUEUE) and try again")
+
+
+async def worker_polling(client: Client, queue: str) -> bool:
+    """Whether a worker has polled the queue for workflow tasks in the last minute or so. A worker that died
+    less than a minute ago still counts: whatever then asks it gives up after QUERY_TIMEOUT_S."""
+    try:
+        resp = await client.workflow_service.describe_task_queue(DescribeTaskQueueRequest(
+            namespace=client.namespace, task_queue=TaskQueue(name=queue),
+            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW), timeout=timedelta(seconds=QUERY_TIMEOUT_S))
+    except RPCError:
+        return True  # cannot tell: let the query itself find out
+    now = time.time()
+    return any(now - p.last_access_time.ToSeconds() < POLL_FRESH_S for p in resp.pollers)
+
+
+@dataclass
+class RunView:
+    """What a command knows of a run, and where it came from."""
+
+    run_id: str
+    status: SwarmStatus
+    review: ReviewPackage | None
+    description: WorkflowExecutionDescription
+    live: bool  # the worker answered; else the record on the server did
+    ending: str = ""  # how a closed run ended, in one line
+    result: SwarmResult | None = None
+
+    @property
+    def closed(self) -> bool:
+        return self.description.status != WorkflowExecutionStatus.RUNNING
+
+    @property
+    def queue(self) -> str:
+        return self.description.task_queue
+
+    @property
+    def source(self) -> str:
+        if self.live:
+            return ""
+        when = self.status.updated_at[11:19] or "?"
+        why = "the run has ended" if self.closed else "no worker answered"
+        return f"(from the run's record on the Temporal server, written at {when} UTC: {why})"
+
+
+async def describe(client: Client, run_id: str) -> WorkflowExecutionDescription:
+    try:
+        return await client.get_workflow_handle(run_id).describe()
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            raise UserError(f"no such run: {run_id} ({prog()} list shows the runs)") from None
+        raise UserError(f"cannot ask Temporal about run {run_id}: {err.message}") from None
+
+
+async def view(client: Client, run_id: str, *, live: bool = True) -> RunView:
+    """The run as a worker sees it when one answers (and `live`), else as its record on the server has it."""
+    desc = await describe(client, run_id)
+    record = await desc.memo_value(STATUS_MEMO, None, type_hint=SwarmStatus)
+    review = await desc.memo_value(REVIEW_MEMO, None, type_hint=ReviewPackage)
+    running = desc.status == WorkflowExecutionStatus.RUNNING
+    if running and live and await worker_polling(client, desc.task_queue):
+        handle = client.get_workflow_handle_for(SwarmWorkflow.run, run_id)
+        try:
+            status = await handle.query(SwarmWorkflow.status, rpc_timeout=timedelta(seconds=QUERY_TIMEOUT_S))
+            return RunView(run_id, status, status.review or review, desc, live=True)
+        except RPCError:
+            pass  # a worker restarting, or its workflow task failing: the record answers
+    if record is None:
+        if running:
+            raise NoWorker(desc.task_queue, f"run {run_id} cannot answer (it started before runs kept a record "
+                                            "on the server)")
+        raise UserError(f"run {run_id} ended ({_closed_word(desc)}) before runs kept a record on the server; "
+                        f"`{prog()} review {run_id} --home DIR` on its worker host reads its saved package")
+    view_ = RunView(run_id, record, review, desc, live=False)
+    if not running:
+        await _ending(client, view_)
+    return view_
+
+
+def _closed_word(desc: WorkflowExecutionDescription) -> str:
+    return desc.status.name.lower().replace("_", " ") if desc.status else "closed"
+
+
+async def _ending(client: Client, v: RunView) -> None:
+    """How a closed run ended, in one line, and its status brought to that end."""
+    desc, status = v.description, v.status
+    when = f" on {desc.close_time:%Y-%m-%d %H:%M} UTC" if desc.close_time else ""
+    handle = client.get_workflow_handle_for(SwarmWorkflow.run, v.run_id)
+    if desc.status == WorkflowExecutionStatus.COMPLETED:
+        result = v.result = await handle.result()
+        if result.delivered_branch:
+            status.phase, status.delivered_branch = Phase.delivered, result.delivered_branch
+            status.pull_request_url = result.pull_request_url
+            pr = f" ({result.pull_request_url})" if result.pull_request_url else ""
+            v.ending = f"delivered {result.delivered_branch}{pr} in {status.repo_path}{when}"
+        elif result.expired:
+            status.phase = Phase.expired
+            v.ending = f"expired{when}: no review decision in time; nothing delivered, branches kept"
+        elif result.plan is not None and not result.final_sha:
+            status.phase = Phase.planned
+            v.ending = f"dry run{when}: planned, nothing dispatched"
+        else:
+            status.phase = Phase.not_approved
+            v.ending = f"not approved{when}: nothing delivered"
+    elif desc.status == WorkflowExecutionStatus.FAILED:
+        try:
+            await handle.result()
+        except WorkflowFailureError as err:
+            status.error = root_cause(err)
+        status.phase = Phase.failed
+        v.ending = f"failed{when}: {status.error or 'see the Web UI'}"
+    else:
+        v.ending = f"{_closed_word(desc)}{when} (in phase {status.phase.value})"
+
+
+def ended_at(desc: WorkflowExecutionDescription) -> datetime:
+    return desc.close_time or datetime.now(UTC)

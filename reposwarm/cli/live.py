@@ -1,0 +1,152 @@
+"""Following a run: `watch` and `run --wait`.
+
+On a terminal, one live view redrawn in place (rich): a line for the phase, one row per lane with what it is doing
+right now (model turn 4, run_checks for 12 s). Otherwise (a pipe, a log, CI) one line per change. Both end with
+the next step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from datetime import UTC, datetime
+from typing import Any, TextIO
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+from temporalio.client import Client
+from temporalio.service import RPCError
+
+from reposwarm.cli.answers import QUERY_TIMEOUT_S, NoWorker, RunView, ended_at, prog, view, worker_polling
+from reposwarm.contracts import LaneState, Phase, SwarmStatus
+from workflows.lane import LaneWorkflow
+
+TICK_S = 1.0
+
+
+def age(seconds: float) -> str:
+    seconds = int(seconds)
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m" if seconds >= 3600 else f"{seconds // 60}m{seconds % 60:02d}s"
+
+
+def lane_workflow_id(run_id: str, lane: LaneState, round_no: int) -> str:
+    return f"{run_id}.{lane.lane}.r{round_no}" + (f".a{lane.attempt}" if lane.attempt > 1 else "")
+
+
+async def with_lane_progress(client: Client, status: SwarmStatus) -> None:
+    """Running lanes' live progress (turns, tokens, current step), asked of the lanes themselves."""
+    async def one(lane: LaneState) -> None:
+        try:
+            live = await client.get_workflow_handle(lane_workflow_id(status.run_id, lane, status.round)).query(
+                LaneWorkflow.progress)
+        except RPCError:
+            return
+        lane.turns, lane.tool_calls, lane.tokens, lane.cost_usd = live.turns, live.tool_calls, live.tokens, \
+            live.cost_usd
+        lane.step, lane.step_since = live.step, live.step_since
+
+    await asyncio.gather(*(one(lane) for lane in status.lanes if lane.state == "running"))
+
+
+def step_text(lane: LaneState, now: float) -> str:
+    if lane.state != "running":
+        return lane.reason[:60]
+    if not lane.step:
+        return ""
+    since = f" for {int(now - lane.step_since)} s" if lane.step_since and now - lane.step_since >= 2 else ""
+    return f"{lane.step}{since}"
+
+
+def headline(v: RunView) -> str:
+    s = v.status
+    elapsed = (ended_at(v.description) - v.description.start_time).total_seconds()
+    return f"{s.run_id}  {s.phase.value}  round {s.round}  {age(elapsed)}"
+
+
+def table(v: RunView, notes: list[str]) -> Group:
+    now = datetime.now(UTC).timestamp()
+    rows = Table(box=None, pad_edge=False, show_edge=False)
+    for column, justify in (("lane", "left"), ("state", "left"), ("now", "left"), ("turns", "right"),
+                            ("tools", "right"), ("tokens", "right")):
+        rows.add_column(column, justify=justify)  # type: ignore[arg-type]
+    for lane in v.status.lanes:
+        rows.add_row(lane.lane, str(lane.state), step_text(lane, now), str(lane.turns), str(lane.tool_calls),
+                     f"{lane.tokens:,}")
+    parts: list[Any] = [Text(headline(v), style="bold")]
+    parts += [Text(f"  {note}", style="dim") for note in notes]
+    parts.append(rows)
+    return Group(*parts)
+
+
+def line(v: RunView) -> str:
+    """The run in one line; a change in it is worth a new line."""
+    lanes = "  ".join(f"{lane.lane}:{lane.state}" + (f"({lane.step})" if lane.state == "running" and lane.step
+                                                      else "") for lane in v.status.lanes)
+    return f"[{v.status.phase.value} r{v.status.round}] {lanes}".rstrip()
+
+
+def next_step(v: RunView) -> str:
+    run = v.run_id
+    if v.closed:
+        return f"{run}: {v.ending}"
+    if v.status.phase == Phase.review:
+        return (f"waiting for review: {prog()} review {run}, then {prog()} approve {run} "
+                f"or {prog()} reject {run} --comment TEXT")
+    return f"{run}: {v.status.phase.value}"
+
+
+async def progress_notes(client: Client, v: RunView) -> list[str]:
+    """What the run's own activities last said of their progress (their heartbeat details)."""
+    notes = []
+    for pending in v.description.raw_description.pending_activities:
+        if not pending.heartbeat_details.payloads:
+            continue
+        try:
+            details = await client.data_converter.decode(pending.heartbeat_details.payloads)
+        except Exception:  # noqa: BLE001 - progress is a courtesy; an odd payload must not stop the watch
+            continue
+        if details and isinstance(details[0], str):
+            notes.append(f"{pending.activity_type.name}: {details[0]}")
+    if v.status.error:
+        notes.append(f"error: {v.status.error}")
+    return notes
+
+
+async def follow(client: Client, run_id: str, *, until_review: bool, out: TextIO | None = None) -> RunView:
+    """Show the run until it waits for review (when `until_review`) or ends. A run no worker moves is said in
+    one line (NoWorker) within about QUERY_TIMEOUT_S, never waited on in silence."""
+    out = out or sys.stdout
+    terminal = out.isatty()
+    console = Console(file=out)
+    unanswered_since: float | None = None
+    last = ""
+    live = Live(console=console, auto_refresh=False, transient=False) if terminal else None
+    try:
+        if live is not None:
+            live.start()
+        while True:
+            asked = time.monotonic()
+            v = await view(client, run_id)
+            done = v.closed or (until_review and v.status.phase == Phase.review)
+            if not v.live and not done:
+                unanswered_since = unanswered_since or asked
+                if not await worker_polling(client, v.queue) or time.monotonic() - unanswered_since >= QUERY_TIMEOUT_S:
+                    raise NoWorker(v.queue, f"run {run_id} is not moving (it is at phase {v.status.phase.value})")
+            else:
+                unanswered_since = None
+            if v.live:
+                await with_lane_progress(client, v.status)
+            if live is not None:
+                live.update(table(v, await progress_notes(client, v)), refresh=True)
+            elif (now := line(v)) != last:
+                print(f"{datetime.now():%H:%M:%S} {now}", file=out, flush=True)
+                last = now
+            if done:
+                return v
+            await asyncio.sleep(TICK_S)
+    finally:
+        if live is not None:
+            live.stop()

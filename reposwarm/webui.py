@@ -1,0 +1,34 @@
+"""What the Temporal Web UI shows of a run: its summary and details (Markdown there), and what a reviewer does.
+
+The UI renders a workflow's summary and details as Markdown, so free text (a task, a goal, a path such as
+`calc/__init__.py`) is escaped before it goes in; otherwise `__init__` reads as bold.
+"""
+
+from __future__ import annotations
+
+import re
+
+_MARKDOWN = re.compile(r"([\\`*_{}\[\]<>()#+!|~])")
+
+
+def md_escape(text: str) -> str:
+    """Free text shown as itself in Markdown."""
+    return _MARKDOWN.sub(r"\\\1", text)
+
+
+def static_summary(task: str) -> str:
+    """The one line the UI shows for a run (its Summary, in the run's page and in a list column)."""
+    return f"reposwarm: {task[:120]}"
+
+
+def static_details(task: str, repo: str, base_sha: str, lanes: list[str], planned: str, model: str) -> str:
+    return (f"**Task:** {md_escape(task)}\n\n**Repository:** `{repo}` at `{base_sha[:12]}`\n\n"
+            f"**Lanes:** {md_escape(', '.join(lanes))} ({planned})\n\n**Model:** `{model}`")
+
+
+def review_call(run_id: str, checks: str) -> str:
+    """What leads a run's current details while it waits for a person: the state, and both ways to act."""
+    return (f"**WAITING FOR YOUR REVIEW** ({checks}): read it with `reposwarm review {run_id}`, then approve with "
+            f"`reposwarm approve {run_id}` or reject with `reposwarm reject {run_id} --comment \"...\"`. "
+            "In this UI: More Actions → Send a Signal → `review_signal` with input "
+            '`{"approve": true, "reviewer": "you"}` (or `{"approve": false, "comment": "what to change"}`).')
