@@ -95,8 +95,8 @@ async def cmd_explain(args: argparse.Namespace) -> int:
             raise UserError(f"no lane of run {args.run} changed {path}")
         print(f"{path} in run {args.run}:")
         for round_no, lane_name, edit in found:
-            turns = (f", turn{"s" if len(edit.turns) > 1 else ""} {', '.join(map(str, edit.turns))}" if edit.turns
-                     else "")
+            word = "turns" if len(edit.turns) > 1 else "turn"
+            turns = f", {word} {', '.join(map(str, edit.turns))}" if edit.turns else ""
             print(f"- lane {lane_name}, round {round_no}{turns}: {edit.operation}: {edit.reason}")
         repo = v.status.repo_path
     if repo and Path(repo).is_dir():
