@@ -22,7 +22,7 @@ from temporalio.exceptions import ApplicationError
 from activities.repo import lane_worktree
 from reposwarm import gitcmd
 from reposwarm.agent.prompts import LANE_SYSTEM, PLANNER_SYSTEM, planner_message
-from reposwarm.agent.tools import parse_args, tool_specs
+from reposwarm.agent.specs import parse_args, tool_specs
 from reposwarm.config import ConfigError, check_plan
 from reposwarm.contracts import (
     Finish,

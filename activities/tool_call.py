@@ -14,7 +14,8 @@ from temporalio.exceptions import TemporalError
 
 from activities.repo import lane_worktree
 from reposwarm.agent.paths import PathPolicy, ToolRefused
-from reposwarm.agent.tools import TOOL_ARGS, Toolbox
+from reposwarm.agent.specs import TOOL_ARGS
+from reposwarm.agent.tools import Toolbox
 from reposwarm.checks.runner import load_baseline
 from reposwarm.contracts import ToolInput, ToolOutcome
 from reposwarm.runs import ledger

@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import os
 import subprocess
+import sys
 import sysconfig
 from datetime import timedelta
 from pathlib import Path
@@ -21,6 +22,9 @@ from reposwarm.contracts import Phase, SwarmStatus
 from workflows.swarm import REPO_ATTR, STATUS_ATTR, SwarmWorkflow
 
 ROOT = Path(__file__).resolve().parents[1]
+# The interpreter as the CLI's hints name it when run from the checkout (reposwarm/cli/answers.py: prog)
+HINT_PYTHON = sys.executable if os.path.relpath(sys.executable, ROOT).startswith("..") else \
+    os.path.relpath(sys.executable, ROOT)
 GIT_ENV = {"GIT_AUTHOR_NAME": "user", "GIT_AUTHOR_EMAIL": "user@localhost",
            "GIT_COMMITTER_NAME": "user", "GIT_COMMITTER_EMAIL": "user@localhost"}
 

@@ -19,7 +19,7 @@ from reposwarm.agent.estimate import (
     goal_and_paths,
 )
 from reposwarm.agent.prompts import LANE_SYSTEM, lane_first_message
-from reposwarm.agent.tools import tool_specs
+from reposwarm.agent.specs import tool_specs
 from reposwarm.cli.runs import DEMO, DEMO_TASK, build_request, make_demo_repo, start
 from reposwarm.contracts import HelperRole, LaneEstimate, LanePhase, Phase, SwarmRequest
 from tests.helpers import wait_for_phase

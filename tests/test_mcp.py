@@ -27,7 +27,7 @@ from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-from reposwarm.agent.tools import tool_specs
+from reposwarm.agent.specs import tool_specs
 from reposwarm.config import ENV_KNOBS
 
 ROOT = Path(__file__).resolve().parents[1]

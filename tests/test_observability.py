@@ -108,16 +108,16 @@ async def test_figures_trace_and_secrets_of_a_whole_run(client, reposwarm_home, 
     seen = (run_dir(run_id) / "store" / api_read["output_ref"][7:9] / api_read["output_ref"][7:]).read_text()
     assert "[redacted" in seen  # the lane did read the file; what it saw was redacted
 
-    # explain and report, as a user runs them
+    # explain and report from the worker host's ledger (--home), as a user runs them there
     env = {**os.environ, "REPOSWARM_HOME": str(reposwarm_home)}
     explained = await asyncio.to_thread(subprocess.run, [sys.executable, str(ROOT / "starter.py"), "explain", run_id,
-                                                         "web/x.txt"], capture_output=True, text=True, env=env,
-                                        timeout=60)
+                                                         "web/x.txt", "--home", str(reposwarm_home)],
+                                        capture_output=True, text=True, env=env, timeout=60)
     assert explained.returncode == 0, explained.stderr
     assert "lane web, round 1, turn 2: write_file" in explained.stdout and "Mark web as done" in explained.stdout
     assert f"swarm/{run_id}" in explained.stdout
     reported = await asyncio.to_thread(subprocess.run, [sys.executable, str(ROOT / "starter.py"), "report", run_id,
-                                                        "--json"], capture_output=True, text=True, env=env, timeout=60)
+                                                        "--json", "--home", str(reposwarm_home)], capture_output=True, text=True, env=env, timeout=60)
     figures = json.loads(reported.stdout)
     for key in ("changesets_per_hour", "parallel_efficiency", "first_pass_merge_rate", "tokens_in", "tokens_out",
                 "cost_usd", "tool_calls", "lanes"):

@@ -12,7 +12,7 @@ from temporalio.worker import Worker
 
 with workflow.unsafe.imports_passed_through():  # the sandbox imports this module to run LongStep
     from activities.heartbeat import EVERY_S, HeartbeatInterceptor
-    from reposwarm.cli.runs import _progress_notes
+    from reposwarm.cli.live import progress_notes
 
 
 @activity.defn
@@ -38,7 +38,7 @@ async def test_reported_progress_outlives_the_periodic_beats_and_watch_shows_it(
                       default_heartbeat_throttle_interval=timedelta(seconds=1)):
         handle = await client.start_workflow(LongStep.run, id=queue, task_queue=queue)
         await asyncio.sleep(EVERY_S + 1)  # after the interceptor's first beat of its own
-        notes = await _progress_notes(client, await handle.describe())
+        notes = await progress_notes(client, await handle.describe())
         assert notes == ["long_step: indexing the repository: 4,000 of 20,272 new files parsed"]
         assert await handle.result() == "done"
-    assert await _progress_notes(client, await handle.describe()) == []  # nothing pending
+    assert await progress_notes(client, await handle.describe()) == []  # nothing pending

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from reposwarm.agent.tools import TOOL_ARGS
+from reposwarm.agent.specs import TOOL_ARGS
 from reposwarm.contracts import Phase, ReviewDecision
 from reposwarm.runs import ledger
 from tests.fake_models import FakeModelServer

@@ -17,7 +17,7 @@ from reposwarm.runs import ledger
 from reposwarm.runs.store import run_dir
 from tests.fake_github import FakeGitHub
 from tests.fake_models import FakeModelServer
-from tests.helpers import ROOT, finish, git, make_repo, start_run, turn, wait_for_phase, write_yaml
+from tests.helpers import HINT_PYTHON, ROOT, finish, git, make_repo, start_run, turn, wait_for_phase, write_yaml
 from workflows.swarm import SwarmWorkflow
 
 pytestmark = pytest.mark.usefixtures("worker")
@@ -82,8 +82,9 @@ async def test_two_review_rounds_carry_the_comment_into_the_next_plan(client, tm
     assert [(d.reviewer, d.approve, d.round) for d in final.decisions] == [("ann", False, 1), ("bob", True, 2)]
     assert all(d.decided_at for d in final.decisions)
     assert git(repo, "show", f"{result.delivered_branch}:api/owner.py") == "OWNER = 'team'"
-    # The package stays readable after the run, from its files, even with Temporal out of reach.
-    saved = subprocess.run([sys.executable, str(ROOT / "starter.py"), "review", req.run_id], cwd=ROOT,
+    # The package stays readable after the run from the worker host's files (--home), even with Temporal out of reach.
+    saved = subprocess.run([sys.executable, str(ROOT / "starter.py"), "review", req.run_id,
+                            "--home", os.environ["REPOSWARM_HOME"]], cwd=ROOT,
                            capture_output=True, text=True, timeout=60,
                            env={**os.environ, "TEMPORAL_ADDRESS": "127.0.0.1:1"})
     assert saved.returncode == 0, saved.stderr
@@ -104,8 +105,10 @@ async def test_a_decision_outside_the_review_phase_is_refused(client, tmp_path, 
         subprocess.run, [sys.executable, str(ROOT / "starter.py"), "watch", run_id], cwd=ROOT, capture_output=True,
         text=True, timeout=60, env={**os.environ, "TEMPORAL_ADDRESS": temporal_address})
     assert watched.returncode == 0, watched.stderr
-    assert f"{run_id}  review  round 1  elapsed" in watched.stdout
-    assert "api" in watched.stdout and "2 turns" in watched.stdout
+    # not a terminal: one line per change, then the next step
+    assert "[review r1] api:merged" in watched.stdout
+    assert watched.stdout.strip().splitlines()[-1].startswith(f"waiting for review: {HINT_PYTHON} {ROOT / 'starter.py'} "
+                                                              f"review {run_id}, then")
     await handle.terminate("test done")
 
 

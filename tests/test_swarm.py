@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +17,18 @@ from temporalio.service import RPCError
 from reposwarm.contracts import Phase, ReviewDecision
 from reposwarm.runs import ledger
 from reposwarm.runs.store import Store
-from tests.helpers import ROOT, finish, git, make_repo, start_run, temporal_binary, turn, wait_for_phase, write_yaml
+from tests.helpers import (
+    HINT_PYTHON,
+    ROOT,
+    finish,
+    git,
+    make_repo,
+    start_run,
+    temporal_binary,
+    turn,
+    wait_for_phase,
+    write_yaml,
+)
 from workflows.swarm import SwarmWorkflow
 
 pytestmark = pytest.mark.usefixtures("worker")
@@ -42,9 +54,10 @@ async def test_demo_end_to_end(client, temporal_address, tmp_path):
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.strip().splitlines()
-    assert lines[-2].startswith("run: reposwarm-taskboard-")
-    run_id = lines[-2].removeprefix("run: ")
-    branch, _, repo = lines[-1].removeprefix("delivered: ").partition(" in ")
+    approved = re.fullmatch(r"approved round 1 of (reposwarm-taskboard-\w+); delivered (\S+) in (.+)", lines[-2])
+    assert approved, lines[-2]
+    run_id, branch, repo = approved.groups()
+    assert lines[-1].endswith(f"starter.py status|review|report {run_id}")  # they answer with no worker running
     assert branch == f"swarm/{run_id}"
     repo_path = Path(repo)
     assert "## Checks" in proc.stdout and "**PASSED**" in proc.stdout
@@ -319,6 +332,8 @@ async def test_status_of_a_run_no_worker_serves_says_so_in_one_line(client, temp
         assert proc.returncode == 2, proc.stderr
         assert "Traceback" not in proc.stderr, proc.stderr
         line = proc.stderr.strip().splitlines()[-1]
-        assert line.startswith(f"error: run {run_id} cannot answer now (") and "Is a worker running" in line, line
+        assert line == (f"error: no worker is polling task queue {queue!r}, so run {run_id} has not begun; start one "
+                        f"({HINT_PYTHON} {ROOT / 'worker.py'}, with the same TEMPORAL_ADDRESS and REPOSWARM_TASK_QUEUE) and "
+                        "try again"), line
     finally:
         await client.get_workflow_handle(run_id).terminate("test done")

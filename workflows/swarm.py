@@ -57,7 +57,9 @@ STATUS_ATTR = SearchAttributeKey.for_keyword("RepoSwarmStatus")
 # The run's record on the server, as memo fields: its status at every phase change and its latest review
 # package, so a client answers status, review, report and explain with no worker running, and after the run.
 STATUS_MEMO, REVIEW_MEMO = "status", "review"
-MEMO_LIMIT = 1_000_000  # characters of JSON per memo field; the server refuses a field over 2 MB
+# The server refuses a memo over 2 MB in all (and logs a warning over 2 KB): the status is kept under 400 KB and
+# the package under 1.2 MB, trimmed (the full ones: a worker host's files, with --home) when they would not be.
+STATUS_LIMIT, REVIEW_LIMIT = 400_000, 1_200_000
 
 
 def search_attributes(repo_path: str, phase: str) -> TypedSearchAttributes:
@@ -401,8 +403,10 @@ class SwarmWorkflow:
         lanes = "\n".join(f"- {s.lane}: {s.state}" + (f" ({s.turns} turns)" if s.turns else "")
                           for s in self._status.lanes)
         warnings = "".join(f"\n\n**Warning:** {md_escape(w)}" for w in self._status.warnings)
-        workflow.set_current_details(
-            f"**{phase.value}** (round {self._status.round}): {details}{warnings}\n\n{lanes}")
+        head = f"**{phase.value}** (round {self._status.round}): {details}"
+        if phase == Phase.review:  # what a person must act on comes first
+            head = f"{details}\n\nround {self._status.round}"
+        workflow.set_current_details(f"{head}{warnings}\n\n{lanes}")
         if self._use_search_attributes:
             workflow.upsert_search_attributes([STATUS_ATTR.value_set(phase.value)])
         if phase != self._memo_phase:
@@ -416,23 +420,33 @@ class SwarmWorkflow:
         self._memo_phase = self._status.phase
         self._status.updated_at = workflow.now().isoformat()
         status = self._status.model_copy(update={"review": None})
-        if len(status.model_dump_json()) > MEMO_LIMIT:
+        if len(status.model_dump_json()) > STATUS_LIMIT:
             status.rounds = [r.model_copy(update={"lanes": [ln.model_copy(update={"edits": []}) for ln in r.lanes]})
                              for r in status.rounds]
-            status.warnings = [*status.warnings, "trimmed on the server: `explain --home` on a worker host has "
-                                                 "every file"]
+            status.warnings = [*status.warnings, TRIMMED]
+        if len(status.model_dump_json()) > STATUS_LIMIT:
+            status.rounds, status.overlaps, status.resolutions = status.rounds[-1:], [], []
+            status.validations = status.validations[-20:]
         workflow.upsert_memo({STATUS_MEMO: status})
 
     def _memo_review(self, package: ReviewPackage) -> None:
         if not workflow.patched("status-memo"):
             return
-        if len(package.model_dump_json()) > MEMO_LIMIT:
+        if len(package.model_dump_json()) > REVIEW_LIMIT:
             package = package.model_copy(update={
                 "lanes": [ln.model_copy(update={"edits": [], "failed_calls": ln.failed_calls[:5]})
                           for ln in package.lanes],
-                "warnings": [*package.warnings, "trimmed on the server: `review --home` on a worker host (or the "
-                                                "review ref in the repository) has the whole package"]})
+                "warnings": [*package.warnings, TRIMMED]})
+        if len(package.model_dump_json()) > REVIEW_LIMIT and package.test_report is not None:
+            report = package.test_report
+            package.test_report = report.model_copy(update={
+                "failures": report.failures[:50], "pre_existing": report.pre_existing[:50],
+                "fixed": report.fixed[:50], "flaky": report.flaky[:50], "commands": []})
         workflow.upsert_memo({REVIEW_MEMO: package})
+
+
+TRIMMED = ("trimmed on the Temporal server (too large for a memo): `reposwarm review|explain RUN --home DIR` on a "
+           "worker host, or the review ref in the repository, has all of it")
 
 
 def _swarm_branch(req: SwarmRequest) -> str:

@@ -55,7 +55,7 @@ import math
 import re
 
 from reposwarm.agent.prompts import LANE_SYSTEM
-from reposwarm.agent.tools import tool_specs
+from reposwarm.agent.specs import tool_specs
 from reposwarm.contracts import HelperRole, LaneEstimate, ModelPrice
 
 CHARS_PER_TOKEN = 4  # reposwarm's own count (models/calls.py, activities/model.py)

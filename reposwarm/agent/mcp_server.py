@@ -37,7 +37,8 @@ from mcp.server import Server, ServerRequestContext
 from mcp.server.stdio import stdio_server
 
 from reposwarm.agent.paths import PathPolicy, ToolRefused
-from reposwarm.agent.tools import TOOL_ARGS, Toolbox, tool_specs
+from reposwarm.agent.specs import TOOL_ARGS, tool_specs
+from reposwarm.agent.tools import Toolbox
 from reposwarm.config import apply_env, load_lanes_file
 from reposwarm.contracts import CheckProfile
 from reposwarm.runs import ledger

@@ -31,20 +31,25 @@ POLL_FRESH_S = 75  # a live worker's long poll reaches the server at least once 
 
 
 def prog() -> str:
-    """How to run reposwarm again, as this very command was run: `reposwarm`, or this interpreter and starter.py."""
+    """How to run reposwarm again, as this very command was run: `reposwarm`, or this interpreter and the script
+    as it was typed (`.venv/bin/python starter.py`), so a hint works when pasted."""
     if Path(sys.argv[0]).name == "reposwarm":
         return "reposwarm"
-    python = sys.executable
+    return f"{_python()} {sys.argv[0]}"
+
+
+def _python() -> str:
     try:
-        relative = os.path.relpath(python)
-        python = relative if not relative.startswith("..") else python
-    except ValueError:
-        pass
-    return f"{python} starter.py"
+        relative = os.path.relpath(sys.executable)
+    except ValueError:  # another drive
+        return sys.executable
+    return sys.executable if relative.startswith("..") else relative
 
 
 def worker_hint() -> str:
-    return "reposwarm worker" if prog() == "reposwarm" else prog().replace("starter.py", "worker.py")
+    if prog() == "reposwarm":
+        return "reposwarm worker"
+    return f"{_python()} {Path(sys.argv[0]).with_name('worker.py')}"
 
 
 class NoWorker(UserError):
@@ -120,9 +125,11 @@ async def view(client: Client, run_id: str, *, live: bool = True) -> RunView:
         except RPCError:
             pass  # a worker restarting, or its workflow task failing: the record answers
     if record is None:
+        if running and not await worker_polling(client, desc.task_queue):
+            raise NoWorker(desc.task_queue, f"run {run_id} has not begun")
         if running:
-            raise NoWorker(desc.task_queue, f"run {run_id} cannot answer (it started before runs kept a record "
-                                            "on the server)")
+            raise UserError(f"run {run_id} cannot answer now: no worker answered in {QUERY_TIMEOUT_S} s, and it has "
+                            f"no record on the server yet (it started before runs kept one, or has not begun)")
         raise UserError(f"run {run_id} ended ({_closed_word(desc)}) before runs kept a record on the server; "
                         f"`{prog()} review {run_id} --home DIR` on its worker host reads its saved package")
     view_ = RunView(run_id, record, review, desc, live=False)

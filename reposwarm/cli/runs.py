@@ -25,6 +25,7 @@ from temporalio.client import (
     WorkflowExecutionStatus,
     WorkflowFailureError,
     WorkflowUpdateFailedError,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
     WorkflowUpdateStage,
 )
 from temporalio.common import TypedSearchAttributes
@@ -149,9 +150,8 @@ async def decide(client: Client, run_id: str, decision: ReviewDecision, *, queue
     handle = client.get_workflow_handle_for(SwarmWorkflow.run, run_id)
     if queue_it:
         await handle.signal(SwarmWorkflow.review_signal, decision)
-        moving = "a worker is polling, so it applies now" if await worker_polling(client, v.queue) else \
-            f"no worker is polling task queue {v.queue!r}: it applies when one runs ({worker_hint()})"
-        return (f"queued: the {word} of round {v.status.round} of {run_id} is held by Temporal; {moving}. "
+        return (f"queued: the {word} of round {v.status.round} of {run_id} is held by Temporal, not yet taken; it "
+                f"applies when a worker on task queue {v.queue!r} takes it (start one: {worker_hint()}); "
                 f"{prog()} status {run_id} shows when it is taken")
     if not await worker_polling(client, v.queue):
         raise NoWorker(v.queue, f"the {word} was not sent (pass --queue to leave it queued until one runs)")
@@ -162,7 +162,7 @@ async def decide(client: Client, run_id: str, decision: ReviewDecision, *, queue
             handle.start_update(SwarmWorkflow.review, decision, wait_for_stage=WorkflowUpdateStage.ACCEPTED),
             timeout=NOT_AFTER_S + 2)
         receipt = await update.result()
-    except TimeoutError:
+    except (TimeoutError, WorkflowUpdateRPCTimeoutOrCancelledError):
         raise NoWorker(v.queue, f"the {word} was not taken within {NOT_AFTER_S} s; it expired at "
                                 f"{deadline:%H:%M:%S} UTC and will not apply later") from None
     except WorkflowUpdateFailedError as err:

@@ -97,7 +97,7 @@ def from_status(status: SwarmStatus, elapsed_s: float) -> RunReport:
         rounds.append(RoundFigures(round=rec.round, lanes=len(ran), lanes_s=rec.lanes_s,
                                    busy_s=round(sum(ln.seconds for ln in ran), 3),
                                    parallel_efficiency=rec.parallel_efficiency, merged=rec.merged,
-                                   decision=rec.decision or rec.planning_error))
+                                   decision="; ".join(x for x in (rec.planning_error, rec.decision) if x)))
         for ln in rec.lanes:
             f = lanes.setdefault(ln.lane, LaneFigures(lane=ln.lane, retries=None))
             f.dispatches += ln.dispatches

@@ -1,0 +1,113 @@
+"""The lanes' tools as a public interface: their names and arguments, and their JSON-schema specs as offered to
+models. Pure (pydantic only): workflow code (the dry-run estimate) and the MCP server read it as the tools do."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+
+class _Args(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ReadFileArgs(_Args):
+    """Read lines of a file (1-based, inclusive range)."""
+
+    path: str
+    start_line: int | None = Field(default=None, ge=1)
+    end_line: int | None = Field(default=None, ge=1)
+
+
+class ListDirArgs(_Args):
+    """List the entries of a folder; folders end with '/'."""
+
+    path: str = "."
+
+
+class SearchArgs(_Args):
+    """Search the lane's readable files for a regular expression (git grep -E)."""
+
+    pattern: str = Field(min_length=1)
+    paths: list[str] | None = None
+
+
+class SymbolLookupArgs(_Args):
+    """Find where a symbol is defined, then where it is referenced."""
+
+    symbol: str = Field(pattern=r"^[A-Za-z_$][A-Za-z0-9_$.]*$")
+
+
+class WriteFileArgs(_Args):
+    """Create or replace a file inside the lane's allowed paths."""
+
+    path: str
+    content: str
+    reason: str | None = Field(default=None, description="why this edit is made (at least 12 characters)")
+
+
+class EditFileArgs(_Args):
+    """Replace exactly one occurrence of `old` with `new` in a file."""
+
+    path: str
+    old: str = Field(min_length=1)
+    new: str
+    reason: str | None = Field(default=None, description="why this edit is made (at least 12 characters)")
+
+
+class DeleteFileArgs(_Args):
+    """Delete a file inside the lane's allowed paths."""
+
+    path: str
+    reason: str | None = Field(default=None, description="why this file goes (at least 12 characters)")
+
+
+class RunChecksArgs(_Args):
+    """Run the configured check commands in the lane's worktree."""
+
+    profile: str | None = None
+
+
+class FinishArgs(_Args):
+    """End the lane's work with a summary of what was done."""
+
+    summary: str = Field(min_length=1)
+    assumptions: list[str] = []
+
+
+TOOL_ARGS: dict[str, type[_Args]] = {
+    "read_file": ReadFileArgs,
+    "list_dir": ListDirArgs,
+    "search": SearchArgs,
+    "symbol_lookup": SymbolLookupArgs,
+    "write_file": WriteFileArgs,
+    "edit_file": EditFileArgs,
+    "delete_file": DeleteFileArgs,
+    "run_checks": RunChecksArgs,
+    "finish": FinishArgs,
+}
+
+
+def tool_specs() -> list[dict[str, Any]]:
+    """JSON-schema specs of the tools, as offered to models."""
+    specs = []
+    for name, model in TOOL_ARGS.items():
+        schema = model.model_json_schema()
+        schema.pop("title", None)
+        description = schema.pop("description", "")
+        specs.append({"name": name, "description": description, "parameters": schema})
+    return specs
+
+
+def parse_args(name: str, arguments: dict[str, Any] | None, raw: str) -> _Args:
+    """Validate a call's arguments; the ValueError's message is what the model sees."""
+    if name not in TOOL_ARGS:
+        raise ValueError(f"unknown tool {name!r}; the tools are: {', '.join(TOOL_ARGS)}")
+    if arguments is None:
+        raise ValueError(f"arguments of {name} were not a JSON object: {raw[:200]!r}")
+    try:
+        return TOOL_ARGS[name].model_validate(arguments)
+    except ValidationError as err:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}" for e in err.errors())
+        raise ValueError(f"bad arguments for {name}: {problems}") from None
