@@ -36,6 +36,33 @@ def cli(address: str, queue: str, home: Path, *args: str, timeout: float = 60,
     return proc, time.monotonic() - began
 
 
+def watch_on_a_terminal(address: str, queue: str, home: Path, run_id: str) -> str:
+    """`watch` with a terminal for its output: one view drawn in place (rich), a row per lane, the next step."""
+    import os
+    import pty
+
+    main_fd, tty_fd = pty.openpty()
+    env = {"PATH": "/usr/bin:/bin", "TEMPORAL_ADDRESS": address, "REPOSWARM_TASK_QUEUE": queue,
+           "REPOSWARM_HOME": str(home), "HOME": str(home), "TERM": "xterm", "COLUMNS": "120"}
+    proc = subprocess.Popen([sys.executable, str(ROOT / "starter.py"), "watch", run_id], stdout=tty_fd,
+                            stderr=subprocess.PIPE, env=env, cwd=home)
+    os.close(tty_fd)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(main_fd, 4096)
+        except OSError:  # the other end closed
+            break
+        if not chunk:
+            break
+        out += chunk
+    assert proc.wait(timeout=60) == 0, proc.stderr.read() if proc.stderr else ""
+    text = out.decode(errors="replace")
+    assert "lane" in text and "now" in text and "tokens" in text and "api" in text and "merged" in text
+    assert "waiting for review:" in text
+    return text
+
+
 def setup(tmp_path: Path, *, planner: dict | None = None) -> tuple[Path, Path, Path, Path]:
     repo = make_repo(tmp_path / "repo", {"api/app.py": "VERSION = 1\n", "calc/__init__.py": "", "README.md": "x\n"})
     lanes = write_yaml(tmp_path / "lanes.yaml", {
@@ -84,6 +111,7 @@ async def test_a_closed_run_answers_every_command_with_no_worker_and_no_home(cli
         await worker.ready()
         run_id = start(temporal_address, queue, tmp_path / "cli", repo, lanes, plan, script)
         await wait_phase(client, run_id, Phase.review)
+        assert "\x1b[" in watch_on_a_terminal(temporal_address, queue, tmp_path / "cli", run_id)
         approved, _ = cli(temporal_address, queue, tmp_path / "cli", "approve", run_id)
         assert approved.returncode == 0, approved.stderr
         assert f"delivered swarm/{run_id}" in approved.stdout  # approve waits for the delivered branch
@@ -218,6 +246,30 @@ async def test_a_planning_failure_after_a_rejection_returns_the_run_to_review(cl
     finally:
         worker.stop()
     report, _ = cli(temporal_address, queue, tmp_path / "elsewhere", "report", run_id, "--json")
-    rounds = json.loads(report.stdout)["rounds"]
+    figures = json.loads(report.stdout)
+    rounds = figures["rounds"]
     assert [r["round"] for r in rounds] == [1, 2, 3]
     assert "planning round 2 failed" in rounds[1]["decision"] and rounds[2]["decision"] == "approved by ana"
+    # One lane a round, seconds of it, and much longer review waits: over lane-running time only, the lane ran
+    # the whole time (counting the waits, it would be well under 0.5); the worker host's ledger agrees.
+    assert figures["parallel_efficiency"] > 0.6 and rounds[0]["parallel_efficiency"] > 0.6
+    ledger, _ = cli(temporal_address, queue, tmp_path / "elsewhere", "report", run_id, "--json", "--home",
+                    str(tmp_path / "worker-home"))
+    assert ledger.returncode == 0, ledger.stderr
+    assert json.loads(ledger.stdout)["parallel_efficiency"] > 0.6
+    assert [r["round"] for r in json.loads(ledger.stdout)["rounds"]] == [1, 3]
+
+
+def test_free_text_in_the_web_ui_reads_as_written() -> None:
+    """The Web UI renders summaries and details as Markdown: `calc/__init__.py` in a goal must not turn bold."""
+    from markdown_it import MarkdownIt
+
+    from reposwarm.webui import md_escape, static_details
+
+    goal = "Edit calc/__init__.py and *not* calc/[x].py <b>"
+    html = MarkdownIt().render(md_escape(goal))
+    assert "<strong>" not in html and "<em>" not in html and "<b>" not in html
+    assert "calc/__init__.py" in html and "*not*" in html
+    details = MarkdownIt().render(static_details(goal, "/src/repo", "a" * 40, ["api_layer"], "from a plan file",
+                                                 "openai:gpt-4.1"))
+    assert "<strong>Task:</strong> Edit calc/__init__.py and *not* calc/[x].py &lt;b&gt;</p>" in details

@@ -40,6 +40,7 @@ with workflow.unsafe.imports_passed_through():
         ToolOutcome,
         Usage,
     )
+    from reposwarm.webui import md_escape
     from workflows import options
     from workflows.failures import root_cause, short_reason
 
@@ -157,7 +158,7 @@ class LaneWorkflow:
         workflow.set_current_details(
             f"**{task.lane}** (round {task.round}): turn {r.turn} of at most {role.max_turns}, "
             f"{r.tool_calls} tool calls, {r.usage.total_tokens} of {role.token_budget} tokens, "
-            f"{len(edits)} files changed\n\nGoal: {task.goal[:300]}")
+            f"{len(edits)} files changed\n\nGoal: {md_escape(task.goal[:300])}")
         if changed:
             self._step("checkpoint")
             await self._on_host(

@@ -185,7 +185,7 @@ class SwarmWorkflow:
             raise ApplicationError(f"rejected {rounds} times; the review round limit is reached", non_retryable=True)
         except (ActivityError, ChildWorkflowError, ApplicationError) as err:
             self._status.error = root_cause(err)
-            self._phase(Phase.failed, f"failed: {self._status.error}")
+            self._phase(Phase.failed, f"failed: {md_escape(self._status.error)}")
             raise
 
     # --- its steps ---
@@ -334,7 +334,7 @@ class SwarmWorkflow:
         decision = (self._decision or ReviewDecision(approve=False)).model_copy(
             update=dict(decided_at=workflow.now().isoformat(), round=self._status.round, not_after=""))
         self._phase(Phase.planning if not decision.approve else Phase.delivering,
-                    f"{'approved' if decision.approve else 'rejected'} by {decision.reviewer or 'a reviewer'}")
+                    f"{'approved' if decision.approve else 'rejected'} by {md_escape(decision.reviewer or 'a reviewer')}")
         return decision
 
     async def _deliver(self, req: SwarmRequest) -> SwarmResult:

@@ -126,8 +126,8 @@ def from_status(status: SwarmStatus, elapsed_s: float) -> RunReport:
 
 def report(run_id: str, lines: list[dict[str, Any]]) -> RunReport:
     lanes: dict[str, LaneFigures] = {}
-    spans: list[tuple[float, float]] = []
-    opened: dict[tuple[str, str], float] = {}
+    spans: dict[int, list[tuple[float, float, str]]] = defaultdict(list)  # round -> (start, end, lane)
+    opened: dict[tuple[str, str], tuple[float, int]] = {}
     first_merge: dict[str, bool] = {}
     changesets = resolutions = validations = 0
     last_check: CheckFigures | None = None
@@ -142,12 +142,12 @@ def report(run_id: str, lines: list[dict[str, Any]]) -> RunReport:
             retries_by_activity[f"{e.get('workflow_id')}/{e.get('activity_id')}"] = e["attempt"] - 1
         if event == "helper_spawn":
             lane(e["lane"]).dispatches += 1
-            opened[(e["lane"], e.get("workflow_id", ""))] = ts
+            opened[(e["lane"], e.get("workflow_id", ""))] = (ts, int(e.get("round") or 1))
         elif event == "lane_end":
-            start = opened.pop((e["lane"], e.get("workflow_id", "")), None)
-            if start is not None:
-                lane(e["lane"]).seconds += ts - start
-                spans.append((start, ts))
+            began = opened.pop((e["lane"], e.get("workflow_id", "")), None)
+            if began is not None:
+                lane(e["lane"]).seconds += ts - began[0]
+                spans[began[1]].append((began[0], ts, e["lane"]))
         elif event == "model_call" and e.get("agent") not in ("planner", "converger"):
             f = lane(e["agent"])
             f.model_calls += 1
@@ -158,6 +158,7 @@ def report(run_id: str, lines: list[dict[str, Any]]) -> RunReport:
             f = lane(e["lane"])
             f.tool_calls += 1
             f.refusals += e.get("outcome") == "refused"
+            f.tool_errors += e.get("outcome") == "error"
         elif event == "merge":
             first_merge.setdefault(e["lane"], bool(e.get("merged")))
             changesets += bool(e.get("merged"))
@@ -178,16 +179,18 @@ def report(run_id: str, lines: list[dict[str, Any]]) -> RunReport:
 
     times = [float(e["ts"]) for e in lines]
     elapsed = (max(times) - min(times)) if times else 0.0
-    efficiency = None
-    if spans:
-        phase = max(end for _, end in spans) - min(start for start, _ in spans)
-        busy = sum(end - start for start, end in spans)
-        efficiency = round(busy / (len(lanes) * phase), 3) if phase > 0 and lanes else None
+    rounds = []
+    for round_no, round_spans in sorted(spans.items()):
+        running = _union([(start, end) for start, end, _ in round_spans])
+        busy = sum(end - start for start, end, _ in round_spans)
+        n = len({name for _, _, name in round_spans})
+        rounds.append(RoundFigures(round=round_no, lanes=n, lanes_s=round(running, 3), busy_s=round(busy, 3),
+                                   parallel_efficiency=round(busy / (n * running), 3) if running > 0 else None))
     model_lines = [e for e in lines if e["event"] == "model_call"]
     return RunReport(
         run_id=run_id, elapsed_s=round(elapsed, 3), changesets=changesets,
         changesets_per_hour=round(changesets / (elapsed / 3600), 2) if elapsed > 0 else 0.0,
-        parallel_efficiency=efficiency,
+        parallel_efficiency=_pooled(rounds),
         first_pass_merge_rate=round(sum(first_merge.values()) / len(first_merge), 3) if first_merge else None,
         tokens_in=sum(e.get("input_tokens") or 0 for e in model_lines),
         tokens_out=sum(e.get("output_tokens") or 0 for e in model_lines),
@@ -196,8 +199,18 @@ def report(run_id: str, lines: list[dict[str, Any]]) -> RunReport:
         retries=sum(retries_by_activity.values()), validations=validations, resolutions=resolutions,
         lanes=[f.model_copy(update={"seconds": round(f.seconds, 3), "cost_usd": round(f.cost_usd, 6)})
                for f in lanes.values()],
-        last_check=last_check,
+        last_check=last_check, tool_errors=sum(f.tool_errors for f in lanes.values()), rounds=rounds,
     )
+
+
+def _union(spans: list[tuple[float, float]]) -> float:
+    """How long at least one of the spans was open: the time lanes were running."""
+    total, end = 0.0, float("-inf")
+    for start, stop in sorted(spans):
+        if stop > end:
+            total += stop - max(start, end)
+            end = stop
+    return total
 
 
 def _n(value: int | None) -> str:
