@@ -132,6 +132,7 @@ async def start(client: Client, req: SwarmRequest) -> None:
     )
 
 
+WORKER_START_S = 20  # how long `demo` waits for a worker starting beside it
 NOT_AFTER_S = 20  # a decision no worker takes within this is refused by the run if it arrives later
 
 
@@ -256,7 +257,11 @@ async def cmd_run(args: argparse.Namespace) -> int:
 
 async def cmd_demo(args: argparse.Namespace) -> int:
     client = await client_or_die()
-    if not await worker_polling(client, task_queue()):
+    for _ in range(int(WORKER_START_S)):  # `make demo` starts its worker a moment before this
+        if await worker_polling(client, task_queue()):
+            break
+        await asyncio.sleep(1)
+    else:
         raise NoWorker(task_queue(), "the demo cannot run (make demo starts one)")
     repo = make_demo_repo()
     print(f"demo repository: {repo}")
