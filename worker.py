@@ -29,7 +29,14 @@ from activities.failure_ledger import FailureLedgerInterceptor
 from activities.heartbeat import HeartbeatInterceptor
 from activities.model import model_turn, plan_round
 from activities.publish import publish_review
-from activities.repo import checkpoint_lane, create_lane_worktree, describe_lane, merge_lane, prepare_run
+from activities.repo import (
+    checkpoint_lane,
+    create_lane_worktree,
+    describe_lane,
+    look_at_base,
+    merge_lane,
+    prepare_run,
+)
 from activities.tool_call import run_tool
 from activities.trials import prepare_trial_clone, score_trial
 from activities.validate import attribute_failures, rollback_integration, validate
@@ -40,7 +47,7 @@ from workflows.swarm import SwarmWorkflow
 from workflows.trial import TrialWorkflow
 
 WORKFLOWS = [SwarmWorkflow, LaneWorkflow, TrialWorkflow]
-ACTIVITIES: list[Callable[..., Any]] = [prepare_run, create_lane_worktree, checkpoint_lane, describe_lane, merge_lane, deliver,
+ACTIVITIES: list[Callable[..., Any]] = [prepare_run, look_at_base, create_lane_worktree, checkpoint_lane, describe_lane, merge_lane, deliver,
               model_turn, plan_round, run_tool, validate, resolve_conflict, attribute_failures,
               rollback_integration, publish_review, prepare_trial_clone, score_trial]
 

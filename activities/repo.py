@@ -27,6 +27,8 @@ from reposwarm.agent.slice import stage_slice
 from reposwarm.branches import integration_branch
 from reposwarm.client import lane_queue
 from reposwarm.contracts import (
+    BaseInput,
+    BaseMove,
     CheckpointInput,
     CheckpointResult,
     HelperTask,
@@ -90,6 +92,25 @@ def prepare_run(req: PrepareInput) -> PrepareResult:
         g.branch(branch, base)
     ledger.record_activity(req.run_id, "prepare", repo=req.repo_path, base_sha=base, integration_branch=branch)
     return PrepareResult(base_sha=base, integration_branch=branch)
+
+
+@activity.defn
+def look_at_base(req: BaseInput) -> BaseMove:
+    """Where the run's base branch is now. When it has moved, its head is held under refs/reposwarm/<run>/base
+    (never a branch of the user's touched) for the merge, with the commits since the run started and the files
+    both the base and the run's change touched."""
+    g = open_repo(req.repo_path)
+    head = next((sha for ref in (f"refs/heads/{req.base_branch}", f"refs/remotes/{req.base_branch}", req.base_branch)
+                 if (sha := rev(g, ref)) is not None), None)
+    if head is None or head == req.start_sha:
+        return BaseMove(head_sha=head or "")
+    ref = f"refs/reposwarm/{req.run_id}/base"
+    g.update_ref(ref, head)
+    commits = int(g.rev_list("--count", f"{req.start_sha}..{head}") or 0)
+    theirs = set(g.diff("--name-only", req.start_sha, head).splitlines())
+    ours = set(g.diff("--name-only", req.start_sha, req.integration_sha).splitlines())
+    ledger.record_activity(req.run_id, "base_moved", branch=req.base_branch, head=head, commits=commits)
+    return BaseMove(head_sha=head, ref=ref, commits=commits, files_both=sorted(theirs & ours))
 
 
 @activity.defn
@@ -274,7 +295,7 @@ def merge_lane(req: MergeInput) -> MergeResult:
     g = open_repo(req.repo_path)
     integ_ref = f"refs/heads/{req.integration_branch}"
     integ = rev(g, integ_ref)
-    lane_head = rev(g, f"refs/heads/{req.lane_branch}")
+    lane_head = rev(g, req.lane_ref or f"refs/heads/{req.lane_branch}")
     if integ is None or lane_head is None:
         raise ApplicationError(f"cannot merge {req.lane_branch} into {req.integration_branch}: branch missing",
                                non_retryable=True)

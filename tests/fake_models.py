@@ -32,6 +32,10 @@ class FakeModelServer:
     requests: list[Seen] = field(default_factory=list)
     rate_limit_first: int = 0  # answer this many requests with 429 and Retry-After: 1 first
     delay_s: float = 0.0  # latency of every answer, as a real model has
+    outage_after: int | None = None  # after this many answers, the provider is down (503) for outage_s seconds
+    outage_s: float = 0.0
+    answered: list[dict[str, Any]] = field(default_factory=list)  # the requests answered 200, in order
+    refused: int = 0  # requests answered 503 during the outage
 
     def __post_init__(self) -> None:
         server = self
@@ -51,12 +55,16 @@ class FakeModelServer:
                     server.rate_limit_first -= 1
                     return self._send(429, {"error": {"type": "rate_limit_error", "message": "slow down"}},
                                       {"retry-after": "1"})
+                if server.in_outage():
+                    server.refused += 1
+                    return self._send(503, {"error": {"type": "overloaded_error", "message": "down for a while"}})
                 if server.delay_s:
                     time.sleep(server.delay_s)
                 try:
                     reply = server.reply_for(body)
                 except LookupError as err:
                     return self._send(400, {"error": {"type": "invalid_request_error", "message": str(err)}})
+                server.answered.append(body)
                 self._send(200, reply)
 
             def _send(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
@@ -71,6 +79,16 @@ class FakeModelServer:
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+
+    _outage_began: float | None = None
+
+    def in_outage(self) -> bool:
+        """Down from the moment `outage_after` answers were given, for `outage_s` seconds."""
+        if self.outage_after is None or len(self.answered) < self.outage_after:
+            return False
+        if self._outage_began is None:
+            self._outage_began = time.monotonic()
+        return time.monotonic() - self._outage_began < self.outage_s
 
     @property
     def base_url(self) -> str:

@@ -146,7 +146,7 @@ class LaneWorkflow:
             ModelTurnInput(run_id=task.run_id, agent=task.lane, round=task.round, attempt=task.attempt,
                            turn=r.turn, model=task.model, transcript_ref=r.transcript_ref, new_messages=r.pending,
                            context_tokens=role.context_tokens, price=task.price, record=task.record),
-            **options.MODEL,
+            **options.model(task.outage_s),
         )
         r.transcript_ref, r.usage, r.pending = result.transcript_ref, r.usage + result.usage, []
         r.turn += 1

@@ -61,3 +61,14 @@ def scoring(profile: CheckProfile | None) -> dict[str, Any]:
     """Scoring a trial: the commit's own tests run once on the swarm's result, then a diff."""
     return dict(start_to_close_timeout=timedelta(seconds=(profile.timeout_s if profile else 0) + 300),
                 heartbeat_timeout=HEARTBEAT, retry_policy=RetryPolicy(maximum_attempts=3))
+
+
+def model(outage_s: float) -> dict[str, Any]:
+    """A model call (a lane's turn, a planning round): retried while the provider does not answer, with backoff
+    capped at a minute, for the run's outage window (swarm.model_outage_s, 30 minutes by default); a failure
+    that is not an outage is not retried (reposwarm/models/outage.py). The window bounds every attempt, so a
+    call that starts just before it closes still has its own start-to-close time."""
+    return dict(start_to_close_timeout=timedelta(minutes=10), heartbeat_timeout=HEARTBEAT,
+                schedule_to_close_timeout=timedelta(seconds=outage_s) + timedelta(minutes=10),
+                retry_policy=RetryPolicy(initial_interval=timedelta(seconds=2), backoff_coefficient=2.0,
+                                         maximum_interval=timedelta(seconds=60), maximum_attempts=0))

@@ -51,7 +51,7 @@ def lane_task(req: SwarmRequest, plan: Plan, lane: str, goal: str, round_no: int
         model=role.model or req.model, max_loops=req.config.swarm.max_helper_loops,
         checkpoint_key=f"{req.run_id}/{lane}/r{round_no}",
         price=req.config.prices.get(role.model or req.model), record=req.record, sparse=req.config.swarm.sparse,
-        host_timeout_s=req.config.swarm.host_timeout_s,
+        host_timeout_s=req.config.swarm.host_timeout_s, outage_s=req.config.swarm.model_outage_s,
         check_profiles=req.config.validation.profiles,
         default_profile=req.test_profile or req.config.validation.profile,
     )

@@ -33,6 +33,7 @@ with workflow.unsafe.imports_passed_through():
         Plan,
         PlanInput,
         PrepareInput,
+        ProviderWait,
         PublishInput,
         ReviewDecision,
         ReviewPackage,
@@ -46,6 +47,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from reposwarm.webui import md_escape, review_call
     from workflows import options
+    from workflows.base import BaseTracker
     from workflows.failures import root_cause
     from workflows.merging import MergeQueue
     from workflows.review import review_package
@@ -92,6 +94,9 @@ class SwarmWorkflow:
         self._review_ref: str | None = resume.review_ref if resume else None
         self._lane_names = list(req.config.swarm.lanes)  # what a reviewer's plan may name
         self._memo_phase: Phase | None = None
+        self._base: BaseTracker | None = None
+        self._waits: dict[str, ProviderWait] = {}  # model calls waiting for their provider, by agent
+        self._details = ""
         self._record: RoundRecord | None = None
 
     # --- queries, the review Update and its Signal twin ---
@@ -136,6 +141,25 @@ class SwarmWorkflow:
             raise ApplicationError(why, non_retryable=True)
 
     @workflow.signal
+    def provider_wait(self, wait: ProviderWait) -> None:
+        """A model call waiting for its provider (or answered again): said once for the run (reposwarm/models/
+        outage.py), in its status and its current details, not as a failure per lane."""
+        if wait.cleared:
+            self._waits.pop(wait.agent, None)
+        else:
+            self._waits[wait.agent] = wait
+        waits = list(self._waits.values())
+        if not waits:
+            self._status.provider_wait = ""
+        else:
+            since = min(w.since for w in waits)
+            providers = ", ".join(sorted({w.provider for w in waits}))
+            self._status.provider_wait = (
+                f"waiting for {providers} since {since[11:16]} UTC (retry {max(w.attempt for w in waits)}, next in "
+                f"{min(w.next_retry_s for w in waits):.0f} s; {len(waits)} call(s) waiting): {waits[-1].error[:160]}")
+        self._show()
+
+    @workflow.signal
     def review_signal(self, decision: ReviewDecision) -> None:
         """The same decision as a Signal, which the Web UI can send; an invalid one is ignored with its reason."""
         if (why := self._refusal(decision)) is not None:
@@ -152,6 +176,8 @@ class SwarmWorkflow:
             self._status.started_at = self._status.started_at or workflow.now().isoformat()
             self._status.base_branch = req.base_branch
             base_sha = await self._prepare(req)
+            self._base = BaseTracker(req=req, status=self._status, start_sha=base_sha,
+                                     head=req.resume.base_head or base_sha if req.resume else base_sha)
             plan, rounds = req.resume.plan if req.resume else req.plan, req.config.swarm.max_review_rounds
             round_no = req.resume.next_round if req.resume else 1
             given = req.resume.next_plan if req.resume else req.plan  # a plan file, or a reviewer's plan
@@ -170,7 +196,7 @@ class SwarmWorkflow:
                     self._phase(Phase.expired, "no review decision in time: nothing delivered, branches kept")
                     return SwarmResult(run_id=req.run_id, expired=True, rounds=round_no, usage=self._status.usage)
                 if decision.approve:
-                    return await self._deliver(req)
+                    return await self._deliver(req, plan)
                 if req.auto_approve:  # unattended (trials): a red result ends the run, kept for scoring
                     self._phase(Phase.not_approved, "automatic review: validation failed, nothing delivered")
                     return SwarmResult(run_id=req.run_id, rounds=round_no, usage=self._status.usage,
@@ -217,7 +243,7 @@ class SwarmWorkflow:
                           round=round_no, task=req.task, model=req.model, lanes=req.config.swarm.lanes,
                           feedback=self._feedback, previous_plan=plan, price=req.config.prices.get(req.model),
                           record=req.record),
-                **options.PLAN)
+                **options.model(req.config.swarm.model_outage_s))
         except ActivityError as err:
             if self._status.review is None or req.auto_approve:
                 raise  # nothing reviewed yet to fall back to
@@ -239,6 +265,7 @@ class SwarmWorkflow:
         goals = {lp.lane: lp.goal for lp in plan.lanes}
         results = await self._lanes(req, plan, round_no, queue, goals)
         if gate is None:
+            await self._refreshed(plan, round_no)
             return self._ended(Round(results=results, report=None,
                                      nothing_merged=self._status.integration_sha == round_start))
         report = await self._check(gate, round_no, f"running check profile {gate.profile_name!r}")
@@ -250,6 +277,8 @@ class SwarmWorkflow:
             results.update(await self._lanes(req, plan, round_no, queue,
                                              {lane: goals[lane] + repair_note(f) for lane, f in repairs.items()}))
             report = await self._check(gate, round_no, "checking again")
+        if await self._refreshed(plan, round_no):
+            report = await self._check(gate, round_no, "checking on the moved base")
         self._status.validations = list(gate.history)
         return self._ended(Round(results=results, report=report,
                                  nothing_merged=self._status.integration_sha == round_start))
@@ -282,6 +311,7 @@ class SwarmWorkflow:
         """The round's package published, then the human gate; None when the review timeout passes first."""
         package = review_package(req, self._status, plan, base_sha, outcome.results, outcome.report, self._feedback)
         package.nothing_merged = outcome.nothing_merged
+        package.base_moved = self._status.base_moved
         published = await workflow.execute_activity(
             publish_review, PublishInput(run_id=req.run_id, repo_path=req.repo_path, package=package,
                                          previous_sha=self._reviewed_sha), **options.GIT)
@@ -337,8 +367,23 @@ class SwarmWorkflow:
                     f"{'approved' if decision.approve else 'rejected'} by {md_escape(decision.reviewer or 'a reviewer')}")
         return decision
 
-    async def _deliver(self, req: SwarmRequest) -> SwarmResult:
+    async def _refreshed(self, plan: Plan, round_no: int) -> bool:
+        """The base's new commits merged into the integration branch (workflows/base.py); True when it moved."""
+        if self._base is None or not self._base.tracking or not workflow.patched("moving-base"):
+            return False
+        return await self._base.refresh(round_no, plan.interface_contract)
+
+    async def _deliver(self, req: SwarmRequest, plan: Plan | None) -> SwarmResult:
         branch = _swarm_branch(req)
+        reviewed = self._status.integration_sha
+        if plan is not None and await self._refreshed(plan, self._status.round):
+            gate = self._gate_state
+            report = await self._check(gate, self._status.round, "checking on the moved base before delivery") \
+                if gate is not None else None
+            if report is not None and not report.passed:
+                self._status.integration_sha = reviewed
+                self._status.base_moved += (f"; the refreshed tree failed its checks, so the reviewed state "
+                                            f"{reviewed[:12]} is delivered: merge {req.base_branch} into it yourself")
         self._phase(Phase.delivering, f"delivering {branch}")
         delivered = await workflow.execute_activity(
             deliver, DeliverInput(run_id=req.run_id, repo_path=req.repo_path,
@@ -375,7 +420,7 @@ class SwarmWorkflow:
         workflow.continue_as_new(req.model_copy(update={"resume": SwarmResume(
             status=self._status, base_sha=base_sha, next_round=next_round, plan=plan, feedback=self._feedback,
             reviewed_sha=self._reviewed_sha, review_ref=self._review_ref, dispatches=self._dispatches,
-            next_plan=next_plan, baseline=baseline, last_green=gate.last_green if gate else None,
+            next_plan=next_plan, base_head=self._base.head if self._base else None, baseline=baseline, last_green=gate.last_green if gate else None,
             consecutive_fails=gate.consecutive_fails if gate else 0, checks=gate.checks if gate else 0)}))
 
     def _restore_gate(self, req: SwarmRequest, resume: SwarmResume) -> None:
@@ -406,11 +451,17 @@ class SwarmWorkflow:
         head = f"**{phase.value}** (round {self._status.round}): {details}"
         if phase == Phase.review:  # what a person must act on comes first
             head = f"{details}\n\nround {self._status.round}"
-        workflow.set_current_details(f"{head}{warnings}\n\n{lanes}")
+        self._details = f"{head}{warnings}\n\n{lanes}"
+        self._show()
         if self._use_search_attributes:
             workflow.upsert_search_attributes([STATUS_ATTR.value_set(phase.value)])
         if phase != self._memo_phase:
             self._memo_status()
+
+    def _show(self) -> None:
+        """The run's current details (the Web UI's): a provider outage first, while it lasts."""
+        waiting = f"**{md_escape(self._status.provider_wait)}**\n\n" if self._status.provider_wait else ""
+        workflow.set_current_details(waiting + self._details)
 
     # --- the run's record on the server (memo), for clients with no worker at hand ---
 

@@ -76,6 +76,8 @@ def table(v: RunView, notes: list[str]) -> Group:
         rows.add_row(lane.lane, str(lane.state), step_text(lane, now), str(lane.turns), str(lane.tool_calls),
                      f"{lane.tokens:,}")
     parts: list[Any] = [Text(headline(v), style="bold")]
+    if v.status.provider_wait:
+        parts.append(Text(f"  {v.status.provider_wait}", style="yellow"))
     parts += [Text(f"  {note}", style="dim") for note in notes]
     parts.append(rows)
     return Group(*parts)
@@ -85,7 +87,8 @@ def line(v: RunView) -> str:
     """The run in one line; a change in it is worth a new line."""
     lanes = "  ".join(f"{lane.lane}:{lane.state}" + (f"({lane.step})" if lane.state == "running" and lane.step
                                                       else "") for lane in v.status.lanes)
-    return f"[{v.status.phase.value} r{v.status.round}] {lanes}".rstrip()
+    waiting = f"  ({v.status.provider_wait.split(';')[0]})" if v.status.provider_wait else ""
+    return f"[{v.status.phase.value} r{v.status.round}] {lanes}{waiting}".rstrip()
 
 
 def next_step(v: RunView) -> str:

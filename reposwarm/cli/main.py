@@ -51,6 +51,8 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--plan", help="a Plan as YAML or JSON; skips the planning model in round 1")
     run.add_argument("--model", help="provider:name, e.g. replay:script.yaml (default: REPOSWARM_MODEL)")
     run.add_argument("--wait", action="store_true", help="show progress until the run waits for review")
+    run.add_argument("--pin-base", action="store_true",
+                     help="work from the commit the run starts on, even as its branch moves (default: follow it)")
     run.add_argument("--dry-run", action="store_true",
                      help="show the plan and each lane's estimated tokens and cost; dispatch nothing")
     run.add_argument("--record", action="store_true",

@@ -79,6 +79,8 @@ def build_request(args: argparse.Namespace, *, auto_approve: bool = False) -> Sw
         if role.model:
             role.model = resolve_model(role.model, lanes_path.parent.resolve(), f"{lanes_path}: swarm.lanes.{name}.model")
     plan = load_plan_file(args.plan, config) if args.plan else None
+    if getattr(args, "pin_base", False):
+        config.swarm.pin_base = True
     base_ref = os.environ.get("BASE_BRANCH") or "HEAD"
     try:
         base_branch = os.environ.get("BASE_BRANCH") or git_out(repo, "symbolic-ref", "--short", "-q", "HEAD")

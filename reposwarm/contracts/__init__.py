@@ -46,7 +46,15 @@ from reposwarm.contracts.lane import (
     LaneState,
     LaneWorktree,
 )
-from reposwarm.contracts.merge import ConflictInput, MergeInput, MergeResult, Overlap, Resolution
+from reposwarm.contracts.merge import (
+    BaseInput,
+    BaseMove,
+    ConflictInput,
+    MergeInput,
+    MergeResult,
+    Overlap,
+    Resolution,
+)
 from reposwarm.contracts.plan import LaneEstimate, LanePlan, Plan, PlanInput, PlanOutcome
 from reposwarm.contracts.review import (
     LaneReview,
@@ -78,7 +86,15 @@ from reposwarm.contracts.trial import (
     TrialScore,
     TrialSpec,
 )
-from reposwarm.contracts.turns import Finish, ModelTurnInput, ModelTurnResult, ToolCall, ToolInput, ToolOutcome
+from reposwarm.contracts.turns import (
+    Finish,
+    ModelTurnInput,
+    ModelTurnResult,
+    ProviderWait,
+    ToolCall,
+    ToolInput,
+    ToolOutcome,
+)
 from reposwarm.contracts.validation import (
     AttributeInput,
     Attribution,
@@ -91,12 +107,13 @@ from reposwarm.contracts.validation import (
 )
 
 __all__ = [
+    "BaseInput", "BaseMove",
     "AttributeInput", "Attribution", "ChangeSet", "CheckProfile", "CheckpointInput", "CheckpointResult",
     "CommandResult", "ConflictInput", "Contract", "Delivered", "DeliverInput", "DeliveryConfig", "ExitClass",
     "FileEdit",
     "Finish", "HelperRole", "HelperTask", "LaneDescription", "LaneEstimate", "LanePhase", "LanePlan", "LaneResult",
     "LaneResume", "LaneReview", "LaneState", "LaneStatus", "LaneWorktree", "LanesFile", "MergeInput", "MergeResult",
-    "ModelPrice", "ModelTurnInput", "ModelTurnResult", "Overlap", "Phase", "Plan", "PlanInput", "PlanOutcome",
+    "ModelPrice", "ModelTurnInput", "ModelTurnResult", "ProviderWait", "Overlap", "Phase", "Plan", "PlanInput", "PlanOutcome",
     "LaneRecord", "RoundRecord", "PrepareInput", "PrepareResult", "PublishInput", "Published", "Resolution", "ReviewDecision", "ReviewPackage",
     "ReviewReceipt", "RollbackInput", "RollbackResult", "ScoreInput", "SwarmConfig", "SwarmRequest", "SwarmResult",
     "SwarmResume", "SwarmStatus", "TestFailure", "TestReport", "ToolCall", "ToolInput", "ToolOutcome",

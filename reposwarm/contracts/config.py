@@ -70,6 +70,12 @@ class SwarmConfig(Contract):
     # Lane worktrees check out only the lane's folders (cone mode, sparse index); None: when the repo is big.
     sparse: bool | None = None
     on_red: Literal["review", "fail"] = "review"  # after a rollback: go to review with the report, or fail
+    # A model provider that does not answer (timeouts, refused connections, 429, 5xx) is retried with capped
+    # backoff this long before a lane gives up: provider incidents last minutes to an hour.
+    model_outage_s: float = Field(default=1800, gt=0)
+    # The run follows its base branch as the team keeps merging: before each review and delivery, the branch's new
+    # commits are merged into the integration branch and checked. true keeps the commit the run started from.
+    pin_base: bool = False
     model: str | None = None
     lanes: dict[str, HelperRole] = Field(min_length=1)
 

@@ -69,6 +69,7 @@ class HelperTask(Contract):
     record: bool = False
     sparse: bool | None = None
     host_timeout_s: float = 60
+    outage_s: float = 1800  # how long its model calls are retried while the provider does not answer
     resume: LaneResume | None = None
 
 

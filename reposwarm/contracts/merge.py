@@ -13,8 +13,26 @@ class MergeInput(Contract):
     lane_branch: str
     integration_branch: str
     message: str
+    lane_ref: str | None = None  # merge this ref instead of refs/heads/<lane_branch> (the base's new commits)
     goal: str = ""
     interface_contract: str = ""  # frozen at plan time; a lane changing its declared surface is flagged
+
+
+class BaseInput(Contract):
+    run_id: str
+    repo_path: str
+    base_branch: str
+    start_sha: str  # the commit the run started from
+    integration_sha: str
+
+
+class BaseMove(Contract):
+    """Where the base branch is now, against where the run started: what a refresh merges."""
+
+    head_sha: str = ""  # "" when the branch cannot be read (gone, or not a branch here)
+    ref: str = ""  # a ref of the run's holding that head (refs/reposwarm/<run>/base)
+    commits: int = 0  # commits on the base since the run started
+    files_both: list[str] = []  # files the base's new commits and the run's change both touched
 
 
 class MergeResult(Contract):

@@ -58,6 +58,7 @@ class ReviewPackage(Contract):
     ui_url: str = ""
     nothing_merged: bool = False  # no lane's work reached the merged tree this round: nothing to approve
     warnings: list[str] = []  # said first, in plain words (checks that ran unsandboxed...)
+    base_moved: str = ""  # the base moved since the run started: by how much, where it was refreshed, files both touched
     planning_error: str = ""  # the next round's planning failed: this round is back at review, still decidable
 
 

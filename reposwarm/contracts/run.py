@@ -88,6 +88,8 @@ class SwarmStatus(Contract):
     first_pass_merge_rate: float | None = None
     validations: list[str] = []  # one line per check of the round, and any rollback
     warnings: list[str] = []  # what a person must know about this run (checks that ran unsandboxed...)
+    base_moved: str = ""  # "the base main moved by 3 commits since the run started; refreshed at <sha>"
+    provider_wait: str = ""  # "waiting for openai since 14:02 UTC (retry 7, next in 60 s)", while it lasts
     rounds: list[RoundRecord] = []  # every round so far, for report and explain from anywhere
     started_at: str = ""  # ISO 8601, workflow time
     updated_at: str = ""  # when this status was last written to the run's memo
@@ -106,6 +108,7 @@ class SwarmResume(Contract):
     review_ref: str | None = None
     dispatches: dict[str, int] = {}
     next_plan: Plan | None = None  # the plan a reviewer handed in with the rejection
+    base_head: str | None = None  # the base branch's head last merged into the integration branch
     baseline: TestReport | None = None
     last_green: str | None = None
     consecutive_fails: int = 0

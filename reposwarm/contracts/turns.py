@@ -72,3 +72,16 @@ class ToolOutcome(Contract):
     malformed: bool = False
     output_chars: int = 0
     edit: FileEdit | None = None
+
+
+class ProviderWait(Contract):
+    """A model provider that does not answer now: what a model call tells its run (a Signal), so the run says
+    "waiting for openai since 14:02" once, rather than every lane failing. `cleared`: it answered again."""
+
+    provider: str
+    agent: str  # the lane (or planner, converger) whose call waits
+    since: str = ""  # ISO 8601: when this call was first tried
+    attempt: int = 1
+    next_retry_s: float = 0.0
+    error: str = ""
+    cleared: bool = False

@@ -127,10 +127,15 @@ class ModelReply(BaseModel):
 class ModelError(Exception):
     """A model call that failed; `retryable` says whether another attempt may help."""
 
-    def __init__(self, message: str, *, retryable: bool, retry_after: float | None = None) -> None:
+    def __init__(self, message: str, *, retryable: bool, retry_after: float | None = None,
+                 unavailable: bool = False) -> None:
         super().__init__(message)
         self.retryable = retryable
         self.retry_after = retry_after  # seconds the API asked us to wait (Retry-After), if it said
+        # The provider did not answer, or answered that it cannot now (a timeout, a refused connection, 429, 5xx):
+        # an outage, retried for the run's whole outage window. A retryable failure that is not one (a malformed
+        # reply) gets a few attempts only.
+        self.unavailable = unavailable
 
 
 class Provider(Protocol):

@@ -16,7 +16,6 @@ import hashlib
 import json
 import re
 import time
-from datetime import timedelta
 from typing import Any
 
 from opentelemetry import trace
@@ -31,6 +30,7 @@ from reposwarm.models import (
     ModelReply,
     ModelRequest,
     json_depth,
+    outage,
     provider_for,
     too_deep,
     value_depth,
@@ -81,9 +81,13 @@ async def complete(run_id: str, model_name: str, *, agent: str, round_no: int, t
             reply = bounded(await provider.complete(request), f"{model_name.partition(':')[0]} model")
         except ModelError as err:
             ledger_line(outcome="error", error=str(err)[:300], latency_s=round(time.monotonic() - started, 3))
-            delay = timedelta(seconds=err.retry_after) if err.retry_after else None
-            raise ApplicationError(str(err), type="ModelError", non_retryable=not err.retryable,
-                                   next_retry_delay=delay) from err
+            final = outage.gives_up(err, outage.activity_attempt())
+            if err.unavailable and not final:
+                await outage.tell_run(run_id, outage.waiting(model_name, agent, err))
+            raise ApplicationError(str(err), type="ModelError", non_retryable=final,
+                                   next_retry_delay=outage.next_delay(err)) from err
+        if outage.activity_attempt() > 1:
+            await outage.tell_run(run_id, outage.answered(model_name, agent))
         usage = _estimate(messages, reply)
         if price is not None:
             usage = usage.model_copy(update={"cost_usd": price.cost(usage.input_tokens, usage.output_tokens)})

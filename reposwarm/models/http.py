@@ -128,7 +128,7 @@ def status_error(response: httpx.Response, text: str, *, where: str, key_env: st
         wait = _retry_after(response.headers)
         why = "rate limited" if status == 429 else "overloaded" if status == 529 else "server error"
         after = f", retry after {wait:g}s" if wait is not None else ""
-        return ModelError(f"{head} ({why}{after}): {api}", retryable=True, retry_after=wait)
+        return ModelError(f"{head} ({why}{after}): {api}", retryable=True, retry_after=wait, unavailable=True)
     if status in (401, 403):
         detail = f": {api}" if status == 403 else ""  # a 401 body may echo part of the key
         return ModelError(f"{head}: bad or missing API key (check {key_env}){detail}", retryable=False)
@@ -187,12 +187,13 @@ async def post(
     except httpx.TimeoutException as err:
         limit = timeout.connect if isinstance(err, httpx.ConnectTimeout) else timeout.read
         raise ModelError(f"{where}: {type(err).__name__}: no answer from {url} within {limit:g}s "
-                         f"(REPOSWARM_MODEL_TIMEOUT_S sets the read timeout)", retryable=True) from None
+                         f"(REPOSWARM_MODEL_TIMEOUT_S sets the read timeout)", retryable=True,
+                         unavailable=True) from None
     except httpx.UnsupportedProtocol:
         raise ModelError(f"{where}: {url} is not an http(s) URL (check the base URL)", retryable=False) from None
     except httpx.TransportError as err:
         raise ModelError(f"{where}: could not reach {url}: {type(err).__name__}: "
-                         f"{_scrub(str(err), secret)}", retryable=True) from None
+                         f"{_scrub(str(err), secret)}", retryable=True, unavailable=True) from None
     if not response.is_success:
         raise status_error(response, content.decode("utf-8", "replace"), where=where, key_env=key_env,
                            secret=secret)

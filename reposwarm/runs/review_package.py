@@ -72,6 +72,8 @@ def render_review(pkg: ReviewPackage, ui_url: str = "") -> str:
 
 def render_status(status: SwarmStatus) -> str:
     lines = [f"run {status.run_id}: {status.phase.value} (round {status.round})", f"repo {status.repo_path}"]
+    if status.provider_wait:
+        lines.append(status.provider_wait)
     lines += [f"WARNING: {w}" for w in status.warnings]
     if status.review is not None and status.review.nothing_merged and status.phase.value == "review":
         lines.append("nothing merged in this round: approving is refused; reject with a comment to plan again")
