@@ -1,9 +1,22 @@
-"""Record the workflow histories that tests/test_replay.py replays (`make record-history`).
+"""Record the workflow histories that tests/test_replay.py replays (`make record-history VERSION=name`).
 
-Runs one swarm with two lanes, a dependency, a rejection, a model-planned
-second round and an approval on a fresh dev server, then saves the history of
-the swarm and of every lane. Re-record only when a workflow change is meant to
-be incompatible with runs already in flight (and say so in the commit).
+One invocation runs several scenarios, each a real run on a fresh dev server with an in-process worker, and
+saves the history of its swarm and of every lane into tests/histories/<version>/ as
+`<scenario>.<workflow>.json` (`<scenario>.swarm.json`, `<scenario>.api.r1.json`, ...); a workflow that
+continued as new has one file per run, oldest first: `<scenario>.<workflow>.run1.json`, `.run2.json`, ...
+
+    happy     two lanes, a dependency, a rejection, a model-planned round 2, an approval
+    repair    a red check caused by one lane's change goes back to that lane (a second dispatch), then green
+    converge  two lanes edit the same lines; the converger resolves the conflict
+    can       a lane continues as new mid-lane, the swarm continues as new between review rounds (a dev server
+              of its own that suggests continue-as-new early)
+    expire    no review decision within swarm.review_timeout_s: the run expires
+    moving    commits land on main while the lane works and after the review: the run refreshes from its
+              base before the review and before delivery
+    replan    a rejection whose planning fails: back to review; a rejection with the reviewer's plan; an approval
+
+Re-record only when a workflow change is meant to be incompatible with runs already in flight (and say so in
+the commit), into a new folder: never rewrite an earlier version's folder.
 """
 
 from __future__ import annotations
@@ -13,20 +26,62 @@ import json
 import os
 import sys
 import tempfile
+import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from reposwarm.contracts import Phase, ReviewDecision  # noqa: E402
-from tests.helpers import finish, make_repo, start_dev_server, start_run, turn, wait_for_phase, write_yaml  # noqa: E402
+from temporalio.api.enums.v1 import EventType  # noqa: E402
+from temporalio.client import Client, WorkflowHistory  # noqa: E402
+
+from reposwarm.contracts import LanePlan, Phase, Plan, ReviewDecision, ReviewPackage, SwarmResult  # noqa: E402
+from tests.helpers import (  # noqa: E402
+    finish,
+    git,
+    make_repo,
+    start_dev_server,
+    start_run,
+    turn,
+    wait_for_phase,
+    write_yaml,
+)
 from worker import make_worker  # noqa: E402
 from workflows.swarm import SwarmWorkflow  # noqa: E402
 
 OUT = ROOT / "tests" / "histories" / (sys.argv[1] if len(sys.argv) > 1 else "latest")
+PY = sys.executable
+# The dev server of the continue-as-new scenario suggests it after this many events (a real one: 4K+ events):
+# a lane of a few turns and a swarm after one round both pass it.
+SUGGEST_CAN_AFTER = 40
+# A check that fails, naming api/app.py, while that file says BROKEN (the base commit passes it).
+BROKEN_FAILS = "import sys; sys.exit('api/app.py is BROKEN' if 'BROKEN' in open('api/app.py').read() else 0)"
+
+Scenario = Callable[[Client, Path], Awaitable[str]]  # drives one run to its end; returns its run id
 
 
-def scenario(tmp: Path) -> tuple[Path, Path, Path, Path]:
+def _check_profile(*commands: list[str], **profiles: dict) -> dict:
+    return {"profiles": {"default": {"commands": list(commands), "timeout_s": 60}, **profiles}}
+
+
+async def _decide(client: Client, run_id: str, decision: ReviewDecision, *, round_no: int | None = None) -> None:
+    """Wait for the run's review (of round `round_no`), then send the decision as the review Update."""
+    status = await wait_for_phase(client, run_id, Phase.review, timeout=180)
+    if round_no is not None and status.round != round_no:
+        raise AssertionError(f"{run_id}: review of round {status.round}, expected round {round_no}")
+    handle = client.get_workflow_handle_for(SwarmWorkflow.run, run_id)
+    await handle.execute_update(SwarmWorkflow.review, decision)
+
+
+async def _result(client: Client, run_id: str) -> SwarmResult:
+    return await asyncio.wait_for(client.get_workflow_handle_for(SwarmWorkflow.run, run_id).result(), 300)
+
+
+# --- the scenarios ---
+
+
+async def happy(client: Client, tmp: Path) -> str:
     repo = make_repo(tmp / "repo", {"api/app.py": "VERSION = 1\n", "web/client.js": "export const v = 1;\n"})
     lanes = write_yaml(tmp / "lanes.yaml", {
         "swarm": {"max_parallel": 2, "lanes": {
@@ -49,33 +104,253 @@ def scenario(tmp: Path) -> tuple[Path, Path, Path, Path]:
         "web": {1: [turn(("w1", "write_file", {"path": "web/client.js", "content": "export const v = 2;\n",
                                                "reason": "Use NAME in the client"})), finish("w2")]},
     }})
-    return repo, lanes, plan, script
+    run_id = await start_run(client, repo, lanes, script, plan=plan)
+    await _decide(client, run_id, ReviewDecision(approve=False, comment="add OWNER"), round_no=1)
+    await _decide(client, run_id, ReviewDecision(approve=True, reviewer="recorder"), round_no=2)
+    await _result(client, run_id)
+    return run_id
+
+
+async def repair(client: Client, tmp: Path) -> str:
+    """api breaks the check (its output names api/app.py, so api alone is blamed); its second dispatch fixes it."""
+    repo = make_repo(tmp / "repo", {"api/app.py": "VERSION = 1\n", "web/client.js": "export const v = 1;\n"})
+    lanes = write_yaml(tmp / "lanes.yaml", {
+        "swarm": {"max_parallel": 2, "lanes": {"api": {"allowed_paths": ["api/"]}, "web": {"allowed_paths": ["web/"]}}},
+        "validation": _check_profile([PY, "-c", BROKEN_FAILS])})
+    plan = write_yaml(tmp / "plan.yaml", {"interface_contract": "api/app.py exports VERSION.", "lanes": [
+        {"lane": "api", "goal": "Set VERSION to 2."}, {"lane": "web", "goal": "Set the client's v to 2."}]})
+    script = write_yaml(tmp / "replay.yaml", {"version": 1, "lanes": {
+        "api": {1: [turn(("a1", "write_file", {"path": "api/app.py", "content": "VERSION = 'BROKEN'\n",
+                                               "reason": "A first try at the new version"})), finish("a2")],
+                "1.2": [turn(("r1", "write_file", {"path": "api/app.py", "content": "VERSION = 2\n",
+                                                   "reason": "Set VERSION to 2, fixing the failing check"})),
+                        finish("r2", "VERSION is 2")]},
+        "web": {1: [turn(("w1", "write_file", {"path": "web/client.js", "content": "export const v = 2;\n",
+                                               "reason": "Set v to 2"})), finish("w2")]},
+    }})
+    run_id = await start_run(client, repo, lanes, script, plan=plan)
+    status = await wait_for_phase(client, run_id, Phase.review, timeout=180)
+    assert isinstance(status.review, ReviewPackage)
+    if not (status.review.test_report and status.review.test_report.passed) or \
+            not any(s.lane == "api" and s.attempt == 2 for s in status.lanes):
+        raise AssertionError(f"repair: no green repair by api: {status.review.validations}")
+    await _decide(client, run_id, ReviewDecision(approve=True, reviewer="recorder"), round_no=1)
+    await _result(client, run_id)
+    return run_id
+
+
+GREET = 'def greet(name):\n    return "hello " + name\n'
+GREET_BOTH = 'def greet(name):\n    return "hello, " + name.title() + "!"\n'
+
+
+async def converge(client: Client, tmp: Path) -> str:
+    """Both lanes edit greet's return line; b (reading first) finishes second, conflicts, and the converger
+    resolves it (tests/test_converge.py)."""
+    def edit(call_id: str, old: str, new: str, reason: str) -> dict:
+        return turn((call_id, "edit_file", {"path": "app/greet.py", "old": old, "new": new, "reason": reason}))
+
+    repo = make_repo(tmp / "repo", {"app/greet.py": GREET})
+    lanes = write_yaml(tmp / "lanes.yaml", {"swarm": {"max_parallel": 2, "lanes": {
+        "a": {"allowed_paths": ["app/"]}, "b": {"allowed_paths": ["app/"]}}},
+        "validation": _check_profile(["python3", "-c", "import app.greet"])})
+    plan = write_yaml(tmp / "plan.yaml", {"interface_contract": "app/greet.py keeps greet(name) -> str.", "lanes": [
+        {"lane": "a", "goal": "Greet with a comma and title case."},
+        {"lane": "b", "goal": "End the greeting with an exclamation mark."}]})
+    resolve = {"tool_calls": [{"id": "c1", "name": "resolve", "arguments": {
+        "files": [{"path": "app/greet.py", "content": GREET_BOTH}],
+        "explanation": "Kept a's comma and title case and b's exclamation mark."}}]}
+    reads = [turn((f"b_read{i}", "read_file", {"path": "app/greet.py"})) for i in range(4)]
+    script = write_yaml(tmp / "replay.yaml", {"version": 1, "converger": {1: [resolve]}, "lanes": {
+        "a": {1: [edit("a1", '"hello " + name\n', '"hello, " + name.title()\n', "Greet with a comma, in title case"),
+                  finish("a2", "comma and title case")]},
+        "b": {1: [*reads, edit("b1", '"hello " + name\n', '"hello " + name + "!"\n', "End the greeting with a bang"),
+                  finish("b2", "exclamation mark")]}}})
+    run_id = await start_run(client, repo, lanes, script, plan=plan)
+    status = await wait_for_phase(client, run_id, Phase.review, timeout=180)
+    if not any("converger resolved" in r for r in status.resolutions):
+        raise AssertionError(f"converge: the converger resolved nothing: {status.resolutions}")
+    await _decide(client, run_id, ReviewDecision(approve=True, reviewer="recorder"), round_no=1)
+    await _result(client, run_id)
+    return run_id
+
+
+async def can(client: Client, tmp: Path) -> str:
+    """On the dev server that suggests continue-as-new early: round 1's lane of many turns continues as new
+    mid-lane; the rejection continues the swarm as new; round 2 (model-planned) runs in the new history."""
+    repo = make_repo(tmp / "repo", {f"api/f{i}.py": f"X{i} = {i}\n" for i in range(4)})
+    lanes = write_yaml(tmp / "lanes.yaml", {"swarm": {"lanes": {"api": {"allowed_paths": ["api/"]}}},
+                                            "validation": _check_profile([PY, "-c", "import api.f0"])})
+    plan = write_yaml(tmp / "plan.yaml", {"interface_contract": "api/f0.py exports X0.",
+                                          "lanes": [{"lane": "api", "goal": "Read the api files, then mark them."}]})
+    round2 = {"interface_contract": "api/f0.py exports X0.", "lanes": [{"lane": "api", "goal": "Mark it again."}]}
+    reads = [turn(*[(f"r{t}_{i}", "read_file", {"path": f"api/f{i}.py"}) for i in range(4)]) for t in range(8)]
+    script = write_yaml(tmp / "replay.yaml", {"version": 1, "planner": {2: {"content": json.dumps(round2)}}, "lanes": {
+        "api": {1: [*reads, turn(("w1", "write_file", {"path": "api/done.txt", "content": "read\n",
+                                                       "reason": "Mark the reading as done"})), finish("f1")],
+                2: [turn(("w2", "write_file", {"path": "api/done.txt", "content": "again\n",
+                                               "reason": "Mark it again"})), finish("f2")]}}})
+    run_id = await start_run(client, repo, lanes, script, plan=plan)
+    await _decide(client, run_id, ReviewDecision(approve=False, comment="mark it again"), round_no=1)
+    await _decide(client, run_id, ReviewDecision(approve=True, reviewer="recorder"), round_no=2)
+    await _result(client, run_id)
+    return run_id
+
+
+async def expire(client: Client, tmp: Path) -> str:
+    repo = make_repo(tmp / "repo", {"api/app.py": "VERSION = 1\n"})
+    lanes = write_yaml(tmp / "lanes.yaml", {
+        "swarm": {"review_timeout_s": 2, "lanes": {"api": {"allowed_paths": ["api/"]}}},
+        "validation": _check_profile([PY, "-c", "import api.app"])})
+    plan = write_yaml(tmp / "plan.yaml", {"interface_contract": "-",
+                                          "lanes": [{"lane": "api", "goal": "Set VERSION to 2."}]})
+    script = write_yaml(tmp / "replay.yaml", {"version": 1, "lanes": {"api": {1: [
+        turn(("w1", "write_file", {"path": "api/app.py", "content": "VERSION = 2\n", "reason": "Set VERSION to 2"})),
+        finish("f1")]}}})
+    run_id = await start_run(client, repo, lanes, script, plan=plan)
+    result = await _result(client, run_id)
+    if not result.expired:
+        raise AssertionError(f"expire: the run did not expire: {result}")
+    return run_id
+
+
+def _team_commit(repo: Path, path: str, text: str, message: str) -> None:
+    (repo / path).write_text(text)
+    git(repo, "add", path)
+    git(repo, "commit", "-q", "-m", message)
+
+
+async def moving(client: Client, tmp: Path) -> str:
+    """A teammate commits to main while the lane runs a slow check (refreshed before the review), and again
+    after the review (refreshed before delivery) (tests/test_moving_base.py)."""
+    repo = make_repo(tmp / "repo", {"api/__init__.py": "", "api/app.py": "VERSION = 1\n",
+                                    "api/util.py": "def helper():\n    return 1\n", "README.md": "x\n"})
+    lanes = write_yaml(tmp / "lanes.yaml", {"swarm": {"lanes": {"api": {"allowed_paths": ["api/"]}}},
+                                            "validation": _check_profile([PY, "-c", "import api.app, api.util"], slow={
+                                                "commands": [[PY, "-c", "import time; time.sleep(4)"]],
+                                                "timeout_s": 60})})
+    plan = write_yaml(tmp / "plan.yaml", {"interface_contract": "api/app.py exports NAME.",
+                                          "lanes": [{"lane": "api", "goal": "Add NAME to api/app.py."}]})
+    script = write_yaml(tmp / "replay.yaml", {"version": 1, "lanes": {"api": {1: [
+        turn(("a1", "edit_file", {"path": "api/app.py", "old": "VERSION = 1\n", "new": "VERSION = 1\nNAME = 'swarm'\n",
+                                  "reason": "Add NAME as the contract says"})),
+        turn(("a2", "run_checks", {"profile": "slow"})),  # the lane works a while: the team commits meanwhile
+        finish("a3", "added NAME")]}}})
+    run_id = await start_run(client, repo, lanes, script, plan=plan)
+    await wait_for_phase(client, run_id, Phase.running_lanes, timeout=120)
+    await asyncio.sleep(1)
+    _team_commit(repo, "api/app.py", "# owned by the api team\nVERSION = 1\n", "team: header")
+    status = await wait_for_phase(client, run_id, Phase.review, timeout=180)
+    assert isinstance(status.review, ReviewPackage)
+    if "refreshed at" not in status.review.base_moved:
+        raise AssertionError(f"moving: not refreshed before the review: {status.review.base_moved!r}")
+    _team_commit(repo, "api/util.py", "def helper():\n    return 2\n", "team: helper returns 2")
+    await _decide(client, run_id, ReviewDecision(approve=True, reviewer="recorder"), round_no=1)
+    await _result(client, run_id)
+    final = await client.get_workflow_handle_for(SwarmWorkflow.run, run_id).query(SwarmWorkflow.status)
+    if "moved by 2 commit(s)" not in final.base_moved:
+        raise AssertionError(f"moving: not refreshed before delivery: {final.base_moved!r}")
+    return run_id
+
+
+async def replan(client: Client, tmp: Path) -> str:
+    """No planner reply for round 2: the planning fails and round 1 is back at review; the reviewer rejects
+    with a plan of their own; round 3 runs it and is approved (tests/test_anywhere.py)."""
+    repo = make_repo(tmp / "repo", {"api/app.py": "VERSION = 1\n"})
+    lanes = write_yaml(tmp / "lanes.yaml", {"swarm": {"lanes": {"api": {"allowed_paths": ["api/"]}}},
+                                            "validation": _check_profile([PY, "-c", "import api.app"])})
+    plan = write_yaml(tmp / "plan.yaml", {"interface_contract": "api/app.py exports NAME.",
+                                          "lanes": [{"lane": "api", "goal": "Add NAME to api/app.py."}]})
+    script = write_yaml(tmp / "replay.yaml", {"version": 1, "lanes": {"api": {r: [
+        turn(("a1", "edit_file", {"path": "api/app.py", "old": "VERSION = 1\n", "new": f"VERSION = 1\nNAME = 'r{r}'\n",
+                                  "reason": f"Add NAME, as round {r} asks"})),
+        finish("a2", "added NAME")] for r in (1, 3)}}})
+    run_id = await start_run(client, repo, lanes, script, plan=plan)
+    print("replan: round 2's planning fails on purpose (the worker logs its traceback)", flush=True)
+    await _decide(client, run_id, ReviewDecision(approve=False, comment="Name it better.", reviewer="recorder"),
+                  round_no=1)
+    status = await wait_for_phase(client, run_id, Phase.review, timeout=180)
+    assert isinstance(status.review, ReviewPackage)
+    if status.round != 2 or "planning round 2 failed" not in status.review.planning_error:
+        raise AssertionError(f"replan: round 2's planning did not fail back to review: {status.review.planning_error}")
+    given = Plan(interface_contract="api/app.py exports NAME = 'r3'.",
+                 lanes=[LanePlan(lane="api", goal="Set NAME in api/app.py to the round's name.")])
+    await _decide(client, run_id, ReviewDecision(approve=False, comment="Use my plan.", reviewer="recorder",
+                                                 plan=given), round_no=2)
+    await _decide(client, run_id, ReviewDecision(approve=True, reviewer="recorder"), round_no=3)
+    await _result(client, run_id)
+    return run_id
+
+
+# On the shared dev server, run side by side; `can` on a dev server of its own.
+SCENARIOS: dict[str, Scenario] = {"happy": happy, "repair": repair, "converge": converge, "expire": expire,
+                                  "moving": moving, "replan": replan}
+CAN_SCENARIOS: dict[str, Scenario] = {"can": can}
+
+
+# --- saving the histories ---
+
+
+async def runs_of(client: Client, workflow_id: str) -> list[WorkflowHistory]:
+    """Every run of a workflow id, oldest first: the latest run, then back along its continued-as-new chain."""
+    chain: list[WorkflowHistory] = []
+    run_id: str | None = None
+    while True:
+        history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
+        chain.append(history)
+        run_id = history.events[0].workflow_execution_started_event_attributes.continued_execution_run_id
+        if not run_id:
+            return chain[::-1]
+
+
+async def histories(client: Client, run_id: str) -> dict[str, list[WorkflowHistory]]:
+    """The swarm's runs and each of its lanes' runs (the children its histories started), by name."""
+    swarm = await runs_of(client, run_id)
+    children = [e.child_workflow_execution_started_event_attributes.workflow_execution.workflow_id
+                for h in swarm for e in h.events
+                if e.event_type == EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_STARTED]
+    found = {"swarm": swarm}
+    for child in dict.fromkeys(children):
+        found[child.removeprefix(run_id + ".")] = await runs_of(client, child)
+    return found
+
+
+async def record(client: Client, name: str, scenario: Scenario, tmp: Path) -> dict[str, str]:
+    """Run one scenario (its repository and files under tmp/name); its files' names and texts."""
+    began = time.monotonic()
+    run_id = await scenario(client, tmp / name)
+    files = {}
+    for workflow, chain in (await histories(client, run_id)).items():
+        for i, history in enumerate(chain, start=1):
+            suffix = f".run{i}" if len(chain) > 1 else ""
+            files[f"{name}.{workflow}{suffix}.json"] = history.to_json()
+    print(f"{name}: run {run_id} in {time.monotonic() - began:.0f}s, {len(files)} histories", flush=True)
+    return files
+
+
+async def on_server(scenarios: dict[str, Scenario], tmp: Path, extra_args: list[str] | None = None) -> dict[str, str]:
+    env = await start_dev_server(extra_args)
+    try:
+        async with make_worker(env.client):
+            recorded = await asyncio.gather(*(record(env.client, n, s, tmp) for n, s in scenarios.items()))
+        return {name: text for files in recorded for name, text in files.items()}
+    finally:
+        await env.shutdown()
 
 
 async def main() -> None:
-    os.environ["REPOSWARM_HOME"] = tempfile.mkdtemp(prefix="reposwarm-record-")
-    env = await start_dev_server()
-    try:
-        client = env.client
-        async with make_worker(client):
-            repo, lanes, plan, script = scenario(Path(tempfile.mkdtemp(prefix="reposwarm-record-repo-")))
-            run_id = await start_run(client, repo, lanes, script, plan=plan)
-            handle = client.get_workflow_handle_for(SwarmWorkflow.run, run_id)
-            await wait_for_phase(client, run_id, Phase.review)
-            await handle.execute_update(SwarmWorkflow.review, ReviewDecision(approve=False, comment="add OWNER"))
-            await wait_for_phase(client, run_id, Phase.review)
-            await handle.execute_update(SwarmWorkflow.review, ReviewDecision(approve=True, reviewer="recorder"))
-            await handle.result()
-            OUT.mkdir(parents=True, exist_ok=True)
-            for old in OUT.glob("*.json"):
-                old.unlink()
-            async for wf in client.list_workflows(f"WorkflowId STARTS_WITH '{run_id}'"):
-                history = await client.get_workflow_handle(wf.id).fetch_history()
-                name = "swarm" if wf.id == run_id else wf.id.removeprefix(run_id + ".")
-                (OUT / f"{name}.json").write_text(history.to_json())
-                print(f"recorded {wf.workflow_type} {wf.id} -> {OUT.relative_to(ROOT)}/{name}.json")
-    finally:
-        await env.shutdown()
+    suggest = ["--dynamic-config-value", f"limit.historyCount.suggestContinueAsNew={SUGGEST_CAN_AFTER}"]
+    with tempfile.TemporaryDirectory(prefix="reposwarm-record-") as name:
+        tmp = Path(name)
+        os.environ["REPOSWARM_HOME"] = str(tmp / "home")
+        shared, continued = await asyncio.gather(on_server(SCENARIOS, tmp),
+                                                 on_server(CAN_SCENARIOS, tmp, suggest))
+    # written only once every scenario is recorded: a failed recording leaves the folder as it was
+    OUT.mkdir(parents=True, exist_ok=True)
+    for old in OUT.glob("*.json"):
+        old.unlink()
+    for name, text in sorted({**shared, **continued}.items()):
+        (OUT / name).write_text(text)
+        print(f"recorded {OUT.relative_to(ROOT)}/{name} ({len(text)} bytes)")
 
 
 if __name__ == "__main__":
