@@ -52,11 +52,13 @@ typecheck: venv
 
 # the benchmarks, on generated monorepos kept in $TMPDIR/reposwarm-bench:
 #   bench_index.py  the symbol index on 1M lines: bench/results_index.json
+#   bench_warm.py   a repair on a warm lane against a cold re-dispatch: tokens and seconds: bench/results_warm.json
 #   bench_swarm.py  the swarm on a local Temporal dev server (lane set-up on 4M lines, step overhead, parallel
 #                   efficiency, recovery, history size): bench/results.json; --quick (the default when CI=true)
 bench: venv
 	$(PY) bench/bench_index.py $(BENCH_ARGS)
 	$(PY) bench/bench_swarm.py $(BENCH_SWARM_ARGS)
+	$(PY) bench/bench_warm.py
 
 # record this version's workflow histories into tests/histories/$(VERSION)/ (keep the older folders)
 record-history: venv

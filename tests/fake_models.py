@@ -130,7 +130,20 @@ class FakeModelServer:
                 raise LookupError("cannot tell which lane is asking")
             agent = match.group(1)
             said = re.search(r"^Round (\d+)\.", first_text, re.M)
-            replies = self.script["lanes"][agent][int(said.group(1)) if said else 1]
+            key: int | str = int(said.group(1)) if said else 1
+            # A warm lane's later assignment (reposwarm/agent/prompts.py: lane_next_message) goes on in the same
+            # conversation: its round and dispatch are in that message, its turns are the replies after it.
+            nexts = [i for i, m in enumerate(messages) if m["role"] == "user" and isinstance(m["content"], str)
+                     and m["content"].startswith(f"Next assignment for lane {agent} ")]
+            if nexts:
+                head = re.match(r"Next assignment for lane \S+ \(round (\d+), dispatch (\d+)\)",
+                                messages[nexts[-1]]["content"])
+                assert head is not None
+                round_no, dispatch = int(head.group(1)), int(head.group(2))
+                key = round_no if f"{round_no}.{dispatch}" not in self.script["lanes"][agent] else \
+                    f"{round_no}.{dispatch}"
+                turn = sum(1 for m in messages[nexts[-1]:] if m["role"] == "assistant")
+            replies = self.script["lanes"][agent][key]
         if turn >= len(replies):
             raise LookupError(f"the script has no turn {turn + 1} for {agent}")
         return self._wire(replies[turn], body["model"])

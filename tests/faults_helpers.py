@@ -621,7 +621,7 @@ async def run_scenario(out: Outcome, client: Client, address: str, mp: pytest.Mo
         out.commits = await asyncio.to_thread(delivered_commits, repo, base, out.result.delivered_branch)
         out.review = json.loads((home / "runs" / req.run_id / "review" / "latest.json").read_text(encoding="utf-8"))
         if fault == "quick_tool":  # did the kill land inside the workflow task that ran the edit?
-            history = await client.get_workflow_handle(f"{req.run_id}.api.r1").fetch_history()
+            history = await client.get_workflow_handle(f"{req.run_id}.api").fetch_history()
             out.lost_workflow_tasks = sum(e.event_type in (EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT,
                                                            EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED)
                                           for e in history.events)

@@ -140,3 +140,37 @@ class WorkerProcess:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+
+
+async def lane_assignments(client: Client, run_id: str, lane: str) -> list[str]:
+    """The task ids a warm lane was given (`<run>.<lane>.r1`, a repair's `<run>.<lane>.r1.a2`...), read from its
+    workflow's history: the task it started with, then each `assign` Signal (every run of a continue-as-new
+    chain sees its own; this reads the latest run and the first)."""
+    from reposwarm.contracts import HelperTask
+
+    ids: list[str] = []
+    handle = client.get_workflow_handle(f"{run_id}.{lane}")
+    async for event in handle.fetch_history_events():
+        if event.HasField("workflow_execution_started_event_attributes"):
+            payloads = event.workflow_execution_started_event_attributes.input.payloads
+            ids.append((await client.data_converter.decode(payloads, [HelperTask]))[0].task_id)
+        elif event.HasField("workflow_execution_signaled_event_attributes"):
+            attrs = event.workflow_execution_signaled_event_attributes
+            if attrs.signal_name == "assign":
+                ids.append((await client.data_converter.decode(attrs.input.payloads, [HelperTask]))[0].task_id)
+    return ids
+
+
+def assignment_spans(run_id: str) -> dict[str, list[tuple[float, float]]]:
+    """Each lane's assignments as (start, end) times from the run's ledger (helper_spawn to lane_end), for a
+    worker in this process: a warm lane's workflow lives for the whole run, its assignments do not."""
+    from reposwarm.runs import ledger
+
+    spans: dict[str, list[tuple[float, float]]] = {}
+    opened: dict[str, float] = {}
+    for e in ledger.read(run_id):
+        if e["event"] == "helper_spawn":
+            opened[e["lane"]] = float(e["ts"])
+        elif e["event"] == "lane_end" and e["lane"] in opened:
+            spans.setdefault(e["lane"], []).append((opened.pop(e["lane"]), float(e["ts"])))
+    return spans

@@ -531,7 +531,8 @@ async def test_lane_code_cannot_escape_its_box(client, temporal_address, tmp_pat
           and any(k.startswith("review/") for k in places),
           f"the run's store, ledger or review package is missing: {sorted(places)[:20]}")
     temporal = await histories(client, run_id)
-    check(any(k.startswith(f"{run_id}.api.") for k in temporal), f"no history of the api lane: {sorted(temporal)}")
+    check(any(k.startswith(f"{run_id}.api/") or k.startswith(f"{run_id}.api.") for k in temporal),
+          f"no history of the api lane: {sorted(temporal)}")
     places.update({f"temporal history {k}": v for k, v in temporal.items()})
     for where, data in places.items():
         for label, needle in NEEDLES.items():

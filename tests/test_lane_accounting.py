@@ -111,7 +111,7 @@ async def test_the_progress_query_says_what_the_lane_is_doing(client, tmp_path):
     script = write_yaml(tmp_path / "replay.yaml", {"version": 1, "lanes": {"api": {1: [
         turn(("c1", "run_checks", {})), finish("f1", "checked")]}}})
     run_id = await start_run(client, repo, lanes, script, plan=plan)
-    lane = client.get_workflow_handle_for(LaneWorkflow.run, f"{run_id}.api.r1")
+    lane = client.get_workflow_handle_for(LaneWorkflow.run, f"{run_id}.api")
     seen: list[LaneState] = []
     for _ in range(150):
         try:
@@ -156,7 +156,7 @@ async def test_the_account_survives_continue_as_new(suggesting_client, tmp_path)
     run_id = await start_run(client, repo, lanes, script, plan=plan)
     status = await wait_for_phase(client, run_id, Phase.review, timeout=300)
     await client.get_workflow_handle_for(SwarmWorkflow.run, run_id).terminate("test done")
-    executions = [w async for w in client.list_workflows(f"WorkflowId = '{run_id}.api.r1'")]
+    executions = [w async for w in client.list_workflows(f"WorkflowId = '{run_id}.api'")]
     assert len(executions) > 1, "the lane never continued as new"
     api = status.review.lanes[0]
     assert api.status == LaneStatus.done, api.reason

@@ -70,7 +70,7 @@ def _run_files(tmp_path: Path) -> tuple[Path, Path, Path, Path]:
 
 async def _lane_history(client, run_id: str) -> tuple[list[str], list[str], int]:
     """The lane's activity types and their task queues, and how many local activities it recorded."""
-    history = await client.get_workflow_handle(f"{run_id}.src.r1").fetch_history()
+    history = await client.get_workflow_handle(f"{run_id}.src").fetch_history()
     scheduled = [e.activity_task_scheduled_event_attributes for e in history.events
                  if e.event_type == ET.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED]
     markers = sum(e.event_type == ET.EVENT_TYPE_MARKER_RECORDED for e in history.events)

@@ -20,6 +20,7 @@ from reposwarm.runs.store import Store
 from tests.helpers import (
     HINT_PYTHON,
     ROOT,
+    assignment_spans,
     finish,
     git,
     make_repo,
@@ -128,9 +129,8 @@ async def test_depends_on_lane_sees_its_dependency(client, tmp_path):
     lanes_by_name = {lane.lane: lane for lane in status.review.lanes}
     assert status.lanes[0].state == "merged" and status.lanes[1].state == "merged"
 
-    api_done = (await client.get_workflow_handle(f"{run_id}.api.r1").describe()).close_time
-    web_start = (await client.get_workflow_handle(f"{run_id}.web.r1").describe()).start_time
-    assert web_start >= api_done, "the dependent lane started before its dependency finished"
+    spans = assignment_spans(run_id)
+    assert spans["web"][0][0] >= spans["api"][0][1], "the dependent lane started before its dependency finished"
 
     # The dependent lane read the dependency's edit in its own worktree, and could not change it.
     tool_lines = [e for e in ledger.read(run_id) if e["event"] == "tool_call" and e["lane"] == "web"]
@@ -276,10 +276,8 @@ async def test_never_more_than_max_parallel_lanes_and_signal_review(client, tmp_
     run_id = await start_run(client, repo, lanes, script, plan=plan)
     status = await wait_for_phase(client, run_id, Phase.review)
     assert status.test_report is None  # no check profile configured: nothing run, and the package says so
-    spans = []
-    for n in "abc":
-        desc = await client.get_workflow_handle(f"{run_id}.{n}.r1").describe()
-        spans.append((desc.start_time, desc.close_time))
+    spans = [span for n in "abc" for span in assignment_spans(run_id)[n]]
+    assert len(spans) == 3
     for t, _ in spans:  # at any lane's start, at most max_parallel lanes are open
         assert sum(1 for s, e in spans if s <= t < e) <= 2
     handle = client.get_workflow_handle_for(SwarmWorkflow.run, run_id)

@@ -11,6 +11,7 @@ it, carrying their state (transcript and edits by reference).
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
@@ -20,7 +21,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.model import model_turn
     from activities.repo import checkpoint_lane, create_lane_worktree, describe_lane
     from activities.tool_call import run_tool
-    from reposwarm.agent.prompts import lane_first_message
+    from reposwarm.agent.prompts import lane_first_message, lane_next_message
     from reposwarm.contracts import (
         ChangeSet,
         CheckpointInput,
@@ -56,6 +57,19 @@ CLAIMS_GREEN = re.compile(r"tests? pass|all (tests|checks) pass|checks? (pass|gr
 CHECKS_FLAG = "the summary says the checks pass, but the lane's last run_checks failed"
 
 
+# A warm lane no run has asked anything of in this long ends (its run was terminated, or its reviewer is slow: the
+# next assignment then starts a fresh lane). A waiting lane holds no worker and no slot.
+IDLE = timedelta(hours=24)
+
+
+def _reassigned(task: HelperTask, r: LaneResume, now: float) -> LaneResume:
+    """A warm lane's state for its next assignment: the same conversation, worktree and host; fresh counters and
+    budgets; the assignment as the next message."""
+    return LaneResume(turn=0, transcript_ref=r.transcript_ref, usage=Usage(), started_at=now,
+                      pending=[{"role": "user", "content": lane_next_message(task)}], host_queue=r.host_queue,
+                      shared_queue=r.shared_queue, rebuilt=r.rebuilt, reassigned=True)
+
+
 class HostLost(Exception):
     """The worker host holding the lane's worktree did not pick up its work in time."""
 
@@ -64,6 +78,8 @@ class HostLost(Exception):
 class LaneWorkflow:
     def __init__(self) -> None:
         self._state = LaneState(lane="", state=LanePhase.starting)
+        self._next: HelperTask | None = None
+        self._retired = False
 
     @workflow.query
     def progress(self) -> LaneState:
@@ -71,11 +87,41 @@ class LaneWorkflow:
 
     @workflow.run
     async def run(self, task: HelperTask) -> LaneResult:
-        role = task.role
         r = task.resume or LaneResume(
             turn=0, transcript_ref=None, usage=Usage(), started_at=workflow.now().timestamp(),
             pending=[{"role": "user", "content": lane_first_message(task)}],
         )
+        while True:
+            result = await self._assignment(task, r)
+            if not task.warm:
+                return result
+            # A warm lane reports to its run and waits for its next assignment (or to be retired).
+            await workflow.get_external_workflow_handle(task.run_id).signal("lane_done", result)
+            self._next, self._retired = None, False
+            try:
+                await workflow.wait_condition(lambda: self._next is not None or self._retired, timeout=IDLE)
+            except TimeoutError:
+                return result
+            if self._next is None:
+                return result
+            task, r = self._next, _reassigned(self._next, r, workflow.now().timestamp())
+            if workflow.info().is_continue_as_new_suggested():
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                workflow.continue_as_new(task.model_copy(update={"resume": r}))
+
+    @workflow.signal
+    def assign(self, task: HelperTask) -> None:
+        """A warm lane's next assignment, from its run."""
+        self._next = task
+
+    @workflow.signal
+    def retire(self) -> None:
+        """The run has ended: nothing more to do."""
+        self._retired = True
+
+    async def _assignment(self, task: HelperTask, r: LaneResume) -> LaneResult:
+        """One assignment: turns until finish or a budget, then the lane's result."""
+        role = task.role
         self._state = LaneState(lane=task.lane, state=LanePhase.running, goal=task.goal, turns=r.turn,
                                 tool_calls=r.tool_calls, tokens=r.usage.total_tokens)
         edits = {e.path: e for e in r.edits}
@@ -83,6 +129,14 @@ class LaneWorkflow:
             self._step("making the worktree")
             made = await workflow.execute_activity(create_lane_worktree, task, **options.GIT)
             r.host_queue, r.shared_queue = made.host_queue, made.shared_queue
+        elif r.reassigned:  # a warm lane's next assignment: its worktree and branch on the new base
+            self._step("bringing the worktree to the new base")
+            try:
+                made = await self._on_host(task, r, create_lane_worktree, task, **options.GIT)
+                r.host_queue, r.shared_queue = made.host_queue, made.shared_queue
+            except HostLost:
+                await self._rebuild(task, r, edits)
+            r.reassigned = False
         finish: Finish | None = None
         status, reason = LaneStatus.budget_exhausted, f"turn budget of {role.max_turns} used up"
         next_input = 0  # tokens the next call is expected to send

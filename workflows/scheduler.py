@@ -16,7 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from temporalio import workflow
-from temporalio.exceptions import ChildWorkflowError, WorkflowAlreadyStartedError
+from temporalio.exceptions import ChildWorkflowError, FailureError, WorkflowAlreadyStartedError
+from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
     from reposwarm.branches import lane_branch
@@ -58,6 +59,63 @@ def lane_task(req: SwarmRequest, plan: Plan, lane: str, goal: str, round_no: int
 
 
 @dataclass
+class WarmLanes:
+    """The run's warm lanes: one LaneWorkflow per lane for the whole run (id <run>.<lane>), started at its first
+    dispatch and sent each later one (a repair, a redo after a conflict, the next round's goal) as a Signal; it
+    answers each with a Signal (`lane_done`). Workflows cannot send each other Updates, so Signals both ways.
+    The lanes outlive a continue-as-new of the run (ParentClosePolicy.ABANDON) and are retired at its end."""
+
+    run_id: str
+    started: set[str] = field(default_factory=set)
+    handles: dict[str, workflow.ChildWorkflowHandle] = field(default_factory=dict)
+    results: dict[str, LaneResult] = field(default_factory=dict)  # by task id, until its dispatch takes it
+
+    def done(self, result: LaneResult) -> None:
+        self.results[result.changeset.task_id] = result
+
+    def workflow_id(self, lane: str) -> str:
+        return f"{self.run_id}.{lane}"
+
+    async def dispatch(self, task: HelperTask) -> LaneResult:
+        handle = self.handles.get(task.lane)
+        if task.lane in self.started:
+            try:
+                await workflow.get_external_workflow_handle(self.workflow_id(task.lane)).signal(
+                    LaneWorkflow.assign, task)
+            except FailureError:  # the lane has ended (idle too long): a fresh one
+                self.started.discard(task.lane)
+        if task.lane not in self.started:
+            self.started.add(task.lane)
+            handle = self.handles[task.lane] = await workflow.start_child_workflow(
+                LaneWorkflow.run, task, id=self.workflow_id(task.lane), parent_close_policy=ParentClosePolicy.ABANDON)
+        answered = asyncio.ensure_future(workflow.wait_condition(lambda: task.task_id in self.results))
+        waits: list[asyncio.Future] = [answered] + ([handle] if handle is not None and not handle.done() else [])
+        await workflow.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        if not answered.done():  # the lane's workflow ended without answering: its failure is the result
+            answered.cancel()
+            try:
+                result = await handle  # type: ignore[misc]
+                self.handles.pop(task.lane, None)
+                self.started.discard(task.lane)
+                return result
+            except ChildWorkflowError as err:
+                self.handles.pop(task.lane, None)
+                self.started.discard(task.lane)
+                return LaneResult(lane=task.lane, status=LaneStatus.failed, reason=short_reason(err),
+                                  changeset=ChangeSet(task_id=task.task_id))
+        return self.results.pop(task.task_id)
+
+    async def retire(self) -> None:
+        """Tell every warm lane the run has ended, and wait until the server has the Signals."""
+        for lane in sorted(self.started):
+            try:
+                await workflow.get_external_workflow_handle(self.workflow_id(lane)).signal(LaneWorkflow.retire)
+            except FailureError:
+                pass  # already ended
+        self.started.clear()
+
+
+@dataclass
 class LaneScheduler:
     """One dispatch of lanes within a round (the round's lanes, or the lanes a red check sends back)."""
 
@@ -75,6 +133,7 @@ class LaneScheduler:
     results: dict[str, LaneResult] = field(default_factory=dict)  # settled lanes only
     merged: set[str] = field(default_factory=set)
     redo: dict[str, str] = field(default_factory=dict)  # lane -> the conflict note for its next dispatch
+    warm: WarmLanes | None = None  # the run's warm lanes; None: a fresh LaneWorkflow per dispatch
 
     def __post_init__(self) -> None:
         self.waiting = list(self.goals)
@@ -125,9 +184,15 @@ class LaneScheduler:
         state.attempt += 1
         task = lane_task(self.req, self.plan, name, self.goals[name] + self.redo.pop(name, ""), self.round_no,
                          self.status.integration_sha, self.feedback, attempt=state.attempt)
+        if self.warm is not None:
+            task.warm, state.workflow_id = True, self.warm.workflow_id(name)
+        else:
+            state.workflow_id = task.task_id
         self.running[name] = asyncio.create_task(self._lane(task))
 
     async def _lane(self, task: HelperTask) -> LaneResult:
+        if self.warm is not None:
+            return await self.warm.dispatch(task)
         try:
             return await workflow.execute_child_workflow(LaneWorkflow.run, task, id=task.task_id)
         except (ChildWorkflowError, WorkflowAlreadyStartedError) as err:  # a lane that fails is a result

@@ -51,7 +51,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.failures import root_cause
     from workflows.merging import MergeQueue
     from workflows.review import review_package
-    from workflows.scheduler import LaneScheduler, lane_task
+    from workflows.scheduler import LaneScheduler, WarmLanes, lane_task
     from workflows.validation import Gate, repair_note
 
 REPO_ATTR = SearchAttributeKey.for_keyword("RepoSwarmRepo")
@@ -95,6 +95,7 @@ class SwarmWorkflow:
         self._lane_names = list(req.config.swarm.lanes)  # what a reviewer's plan may name
         self._memo_phase: Phase | None = None
         self._base: BaseTracker | None = None
+        self._warm = WarmLanes(run_id=req.run_id, started=set(resume.warm_lanes) if resume else set())
         self._waits: dict[str, ProviderWait] = {}  # model calls waiting for their provider, by agent
         self._details = ""
         self._record: RoundRecord | None = None
@@ -160,6 +161,11 @@ class SwarmWorkflow:
         self._show()
 
     @workflow.signal
+    def lane_done(self, result: LaneResult) -> None:
+        """A warm lane's answer to its assignment (workflows/scheduler.py: WarmLanes)."""
+        self._warm.done(result)
+
+    @workflow.signal
     def review_signal(self, decision: ReviewDecision) -> None:
         """The same decision as a Signal, which the Web UI can send; an invalid one is ignored with its reason."""
         if (why := self._refusal(decision)) is not None:
@@ -172,47 +178,54 @@ class SwarmWorkflow:
     @workflow.run
     async def run(self, req: SwarmRequest) -> SwarmResult:
         try:
-            self._use_search_attributes = bool(workflow.info().typed_search_attributes.get(REPO_ATTR))
-            self._status.started_at = self._status.started_at or workflow.now().isoformat()
-            self._status.base_branch = req.base_branch
-            base_sha = await self._prepare(req)
-            self._base = BaseTracker(req=req, status=self._status, start_sha=base_sha,
-                                     head=req.resume.base_head or base_sha if req.resume else base_sha)
-            plan, rounds = req.resume.plan if req.resume else req.plan, req.config.swarm.max_review_rounds
-            round_no = req.resume.next_round if req.resume else 1
-            given = req.resume.next_plan if req.resume else req.plan  # a plan file, or a reviewer's plan
-            while True:
-                self._status.round = round_no
-                planned = await self._plan(req, plan, round_no, given)
-                if isinstance(planned, Plan):
-                    plan = planned
-                    if req.dry_run:
-                        return self._dry_run(req, plan)
-                    outcome = await self._round(req, plan, round_no, base_sha)
-                    decision = await self._review(req, plan, base_sha, outcome)
-                else:  # the planner failed after a rejection: the reviewed round goes back to review
-                    decision = await self._review_again(req, planned)
-                if decision is None:
-                    self._phase(Phase.expired, "no review decision in time: nothing delivered, branches kept")
-                    return SwarmResult(run_id=req.run_id, expired=True, rounds=round_no, usage=self._status.usage)
-                if decision.approve:
-                    return await self._deliver(req, plan)
-                if req.auto_approve:  # unattended (trials): a red result ends the run, kept for scoring
-                    self._phase(Phase.not_approved, "automatic review: validation failed, nothing delivered")
-                    return SwarmResult(run_id=req.run_id, rounds=round_no, usage=self._status.usage,
-                                       final_sha=self._status.integration_sha)
-                self._feedback.append(decision.comment)
-                given = decision.plan
-                if round_no >= rounds:
-                    break
-                round_no += 1
-                if workflow.info().is_continue_as_new_suggested():
-                    await self._continue_as_new(req, base_sha, round_no, plan, given)
-            raise ApplicationError(f"rejected {rounds} times; the review round limit is reached", non_retryable=True)
+            result = await self._run(req)
         except (ActivityError, ChildWorkflowError, ApplicationError) as err:
             self._status.error = root_cause(err)
             self._phase(Phase.failed, f"failed: {md_escape(self._status.error)}")
+            await self._warm.retire()
             raise
+        await self._warm.retire()
+        return result
+
+    async def _run(self, req: SwarmRequest) -> SwarmResult:
+        """The run's steps, round after round, to a delivered branch (or an end said in its status)."""
+        self._use_search_attributes = bool(workflow.info().typed_search_attributes.get(REPO_ATTR))
+        self._status.started_at = self._status.started_at or workflow.now().isoformat()
+        self._status.base_branch = req.base_branch
+        base_sha = await self._prepare(req)
+        self._base = BaseTracker(req=req, status=self._status, start_sha=base_sha,
+                                 head=req.resume.base_head or base_sha if req.resume else base_sha)
+        plan, rounds = req.resume.plan if req.resume else req.plan, req.config.swarm.max_review_rounds
+        round_no = req.resume.next_round if req.resume else 1
+        given = req.resume.next_plan if req.resume else req.plan  # a plan file, or a reviewer's plan
+        while True:
+            self._status.round = round_no
+            planned = await self._plan(req, plan, round_no, given)
+            if isinstance(planned, Plan):
+                plan = planned
+                if req.dry_run:
+                    return self._dry_run(req, plan)
+                outcome = await self._round(req, plan, round_no, base_sha)
+                decision = await self._review(req, plan, base_sha, outcome)
+            else:  # the planner failed after a rejection: the reviewed round goes back to review
+                decision = await self._review_again(req, planned)
+            if decision is None:
+                self._phase(Phase.expired, "no review decision in time: nothing delivered, branches kept")
+                return SwarmResult(run_id=req.run_id, expired=True, rounds=round_no, usage=self._status.usage)
+            if decision.approve:
+                return await self._deliver(req, plan)
+            if req.auto_approve:  # unattended (trials): a red result ends the run, kept for scoring
+                self._phase(Phase.not_approved, "automatic review: validation failed, nothing delivered")
+                return SwarmResult(run_id=req.run_id, rounds=round_no, usage=self._status.usage,
+                                   final_sha=self._status.integration_sha)
+            self._feedback.append(decision.comment)
+            given = decision.plan
+            if round_no >= rounds:
+                break
+            round_no += 1
+            if workflow.info().is_continue_as_new_suggested():
+                await self._continue_as_new(req, base_sha, round_no, plan, given)
+        raise ApplicationError(f"rejected {rounds} times; the review round limit is reached", non_retryable=True)
 
     # --- its steps ---
 
@@ -294,7 +307,8 @@ class SwarmWorkflow:
         results = await LaneScheduler(
             req=req, plan=plan, round_no=round_no, status=self._status, queue=queue, dispatches=self._dispatches,
             feedback=self._feedback, progress=lambda details: self._phase(Phase.running_lanes, details),
-            goals=goals).run()
+            goals=goals, warm=self._warm if req.config.swarm.warm_lanes and workflow.patched("warm-lanes") else None,
+        ).run()
         if (record := self._record) is not None:
             record.lanes_s = round(record.lanes_s + (workflow.now() - started).total_seconds(), 3)
             for name, result in results.items():
@@ -420,7 +434,8 @@ class SwarmWorkflow:
         workflow.continue_as_new(req.model_copy(update={"resume": SwarmResume(
             status=self._status, base_sha=base_sha, next_round=next_round, plan=plan, feedback=self._feedback,
             reviewed_sha=self._reviewed_sha, review_ref=self._review_ref, dispatches=self._dispatches,
-            next_plan=next_plan, base_head=self._base.head if self._base else None, baseline=baseline, last_green=gate.last_green if gate else None,
+            next_plan=next_plan, base_head=self._base.head if self._base else None,
+            warm_lanes=sorted(self._warm.started), baseline=baseline, last_green=gate.last_green if gate else None,
             consecutive_fails=gate.consecutive_fails if gate else 0, checks=gate.checks if gate else 0)}))
 
     def _restore_gate(self, req: SwarmRequest, resume: SwarmResume) -> None:

@@ -40,6 +40,23 @@ def lane_first_message(task: HelperTask) -> str:
     ])
 
 
+def lane_next_message(task: HelperTask) -> str:
+    """A warm lane's next assignment (a repair, the next round's goal): it keeps its conversation so far."""
+    return "\n".join([
+        f"Next assignment for lane {task.lane} (round {task.round}, dispatch {task.attempt}).",
+        f"Your worktree now holds the integration branch at {task.base_sha[:12]}: your earlier work as it was "
+        "merged, and the other lanes' work. Files you read before may have changed: read again what you need.",
+        "",
+        f"Goal for lane {task.lane}:",
+        task.goal,
+        "",
+        "Interface contract:",
+        task.interface_contract,
+        *(["", "The reviewer's comments, oldest first:", *[f"- {c}" for c in task.feedback]]
+          if task.feedback else []),
+    ])
+
+
 def planner_message(task: str, lanes: dict[str, HelperRole], feedback: list[str], previous: Plan | None,
                     repo_files: list[str], repo_map: str = "") -> str:
     """The planner's first message; the repository map (definitions ranked toward the task) comes before the files."""

@@ -40,8 +40,8 @@ async def with_lane_progress(client: Client, status: SwarmStatus) -> None:
     """Running lanes' live progress (turns, tokens, current step), asked of the lanes themselves."""
     async def one(lane: LaneState) -> None:
         try:
-            live = await client.get_workflow_handle(lane_workflow_id(status.run_id, lane, status.round)).query(
-                LaneWorkflow.progress)
+            wid = lane.workflow_id or lane_workflow_id(status.run_id, lane, status.round)
+            live = await client.get_workflow_handle(wid).query(LaneWorkflow.progress)
         except RPCError:
             return
         lane.turns, lane.tool_calls, lane.tokens, lane.cost_usd = live.turns, live.tool_calls, live.tokens, \

@@ -76,6 +76,9 @@ class SwarmConfig(Contract):
     # The run follows its base branch as the team keeps merging: before each review and delivery, the branch's new
     # commits are merged into the integration branch and checked. true keeps the commit the run started from.
     pin_base: bool = False
+    # A lane is one workflow for the whole run: a repair and the next round's goal reach it as its next assignment,
+    # and it goes on with its conversation, its worktree and its branch. false: a fresh lane per dispatch.
+    warm_lanes: bool = True
     model: str | None = None
     lanes: dict[str, HelperRole] = Field(min_length=1)
 

@@ -36,6 +36,7 @@ class LaneResume(Contract):
     host_queue: str = ""
     shared_queue: bool = False  # host_queue is the shared queue (REPOSWARM_AFFINITY): quick tools run locally
     rebuilt: int = 0  # times the worktree was rebuilt on another host
+    reassigned: bool = False  # a warm lane's next assignment: its worktree is brought to the new base first
     tool_errors: int = 0
     failed_calls: list[str] = []
     last_checks_ok: bool | None = None  # how the lane's last run_checks call went; None: it ran none
@@ -70,6 +71,9 @@ class HelperTask(Contract):
     sparse: bool | None = None
     host_timeout_s: float = 60
     outage_s: float = 1800  # how long its model calls are retried while the provider does not answer
+    # The lane stays for the run (workflows/lane.py): after this assignment it reports by a Signal and waits for
+    # the next (a repair, the next round's goal), keeping its conversation, worktree and branch.
+    warm: bool = False
     resume: LaneResume | None = None
 
 
@@ -111,6 +115,7 @@ class LaneState(Contract):
     tokens: int = 0
     cost_usd: float = 0.0
     reason: str = ""
+    workflow_id: str = ""  # the lane's workflow (a warm lane keeps one for the run)
     step: str = ""  # what the lane is doing right now: "model turn 4", "run_checks", "edit_file calc/x.py"
     step_since: float | None = None  # when that step began (epoch seconds, workflow time)
 

@@ -109,6 +109,7 @@ class SwarmResume(Contract):
     dispatches: dict[str, int] = {}
     next_plan: Plan | None = None  # the plan a reviewer handed in with the rejection
     base_head: str | None = None  # the base branch's head last merged into the integration branch
+    warm_lanes: list[str] = []  # lanes whose warm workflow this run started (<run>.<lane>), still waiting for work
     baseline: TestReport | None = None
     last_green: str | None = None
     consecutive_fails: int = 0
