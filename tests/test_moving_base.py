@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from reposwarm.contracts import Phase, ReviewDecision
+from reposwarm.runs import ledger
 from tests.helpers import finish, git, make_repo, start_run, turn, wait_for_phase, write_yaml
 from workflows.swarm import SwarmWorkflow
 
@@ -94,3 +95,31 @@ async def test_a_pinned_base_stays_where_the_run_started(client, tmp_path):
     assert git(repo, "merge-base", result.delivered_branch, "main") == start
     assert subprocess.run(["git", "-C", str(repo), "merge-base", "--is-ancestor", moved,
                            result.delivered_branch]).returncode == 1
+
+
+async def test_a_base_that_conflicts_goes_to_the_converger_with_the_base_side_respected(client, tmp_path):
+    """The team changes the very line the lane changes: the converger is asked (its prompt names the base's new
+    commits as the side to respect: workflows/base.py BASE_GOAL), and its resolution lands on the integration
+    branch before the review, checked."""
+    repo, lanes, plan, _ = setup(tmp_path)
+    resolve = {"tool_calls": [{"id": "r1", "name": "resolve", "arguments": {
+        "files": [{"path": "api/app.py", "content": "VERSION = 2\nNAME = 'swarm'\n"}],
+        "explanation": "kept the team's VERSION 2 and the lane's NAME"}}]}
+    script = write_yaml(tmp_path / "replay.yaml", {"version": 1, "converger": {1: [resolve]}, "lanes": {"api": {1: [
+        turn(("a1", "edit_file", {"path": "api/app.py", "old": "VERSION = 1\n", "new": "VERSION = 1\nNAME = 'swarm'\n",
+                                  "reason": "Add NAME as the contract says"})),
+        turn(("a2", "run_checks", {"profile": "slow"})),
+        finish("a3", "added NAME")]}}})
+    run_id = await start_run(client, repo, lanes, script, plan=plan)
+    await wait_for_phase(client, run_id, Phase.running_lanes)
+    await asyncio.sleep(1)
+    team = team_commit(repo, "api/app.py", "VERSION = 2\n", "team: version 2")
+    status = await wait_for_phase(client, run_id, Phase.review)
+    assert "refreshed at" in status.review.base_moved, status.review.base_moved
+    assert any(r.startswith("base main: api/app.py: kept the team's VERSION 2") for r in status.review.resolutions)
+    assert git(repo, "show", f"{status.integration_sha}:api/app.py") == "VERSION = 2\nNAME = 'swarm'"
+    assert git(repo, "merge-base", "--is-ancestor", team, status.integration_sha) == ""
+    assert status.review.test_report is not None and status.review.test_report.passed
+    asked = [e for e in ledger.read(run_id) if e["event"] == "model_call" and e.get("agent") == "converger"]
+    assert len(asked) == 1 and asked[0]["outcome"] == "ok"  # asked once, answered
+    await client.get_workflow_handle(run_id).terminate("test done")
