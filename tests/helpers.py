@@ -42,7 +42,8 @@ async def start_dev_server(extra_args: list[str] | None = None) -> WorkflowEnvir
         dev_server_existing_path=temporal_binary(),
         search_attributes=[REPO_ATTR, STATUS_ATTR],
         dev_server_extra_args=["--sqlite-pragma", "journal_mode=wal", "--sqlite-pragma", "synchronous=normal",
-                               *(extra_args or [])],
+                               # a run's record is its memo (a few KB and up): warn at 512 KB, not the 2 KB default
+                               "--dynamic-config-value", "limit.memoSize.warn=524288", *(extra_args or [])],
         dev_server_startup_timeout=timedelta(seconds=60),
     )
 
