@@ -47,6 +47,9 @@ from workflows.swarm import SwarmWorkflow
 from workflows.trial import TrialWorkflow
 
 WORKFLOWS = [SwarmWorkflow, LaneWorkflow, TrialWorkflow]
+# The SDK sends an activity's heartbeats at most once per min(0.8 x its heartbeat timeout, this): one a second,
+# as the interceptor beats (activities/heartbeat.py EVERY_S); README, Benchmarks, counts what that costs.
+HEARTBEAT_THROTTLE = timedelta(seconds=1)
 ACTIVITIES: list[Callable[..., Any]] = [prepare_run, look_at_base, create_lane_worktree, checkpoint_lane, describe_lane, merge_lane, deliver,
               model_turn, plan_round, run_tool, validate, resolve_conflict, attribute_failures,
               rollback_integration, publish_review, prepare_trial_clone, score_trial]
@@ -100,8 +103,10 @@ def make_worker(client: Client, queue: str | None = None, *, serve: str = "all",
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=1),
         max_concurrent_activities=concurrency,
         interceptors=[HeartbeatInterceptor(), FailureLedgerInterceptor()],
-        # forward heartbeats every 5 s (not 0.8 x the 30 s timeout): a dead worker is still noticed in 30 s
-        max_heartbeat_throttle_interval=timedelta(seconds=5),
+        # send every beat on (one a second, activities/heartbeat.py), not one per 0.8 x the 4 s heartbeat timeout:
+        # the server hears from a healthy activity every second (3 s of slack, not 0.8 s), and from a dead
+        # worker's at most a second before it died, so their attempts time out 3-4 s after the kill
+        max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
         workflow_failure_exception_types=WORKFLOW_FAILURES,
     )
     if serve == "workflows":
@@ -109,7 +114,7 @@ def make_worker(client: Client, queue: str | None = None, *, serve: str = "all",
     own = Worker(client, task_queue=host_queue(queue or task_queue()), activities=ACTIVITIES,
                  activity_executor=executor, max_concurrent_activities=concurrency,
                  interceptors=[HeartbeatInterceptor(), FailureLedgerInterceptor()],
-                 max_heartbeat_throttle_interval=timedelta(seconds=5))
+                 max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE)
     return Workers([shared, own])
 
 

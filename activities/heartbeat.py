@@ -1,18 +1,21 @@
 """Every activity heartbeats while it runs, so a worker that dies mid-activity is noticed in seconds.
 
 Temporal retries an activity whose worker died only when one of its timeouts
-expires; with a heartbeat timeout of 30 s that is half a minute, not the
-activity's whole start-to-close timeout. One worker interceptor does it for all
-activities: an asyncio task beside async ones, a thread beside the ones that run
-in the worker's thread pool.
+expires; with a heartbeat timeout of 4 s (workflows/options.py HEARTBEAT) and a
+beat every second, that is 3-4 s after the kill, not the activity's whole
+start-to-close timeout. One worker interceptor does it for all activities: an
+asyncio task on the worker's event loop beside each, async or sync (a sync
+activity busy in its pool thread, running git, a check or a parser, leaves the
+loop free, and the SDK sends every heartbeat from the loop anyway). What would
+cost a healthy activity its attempt is the loop stalling for longer than the
+heartbeat timeout minus a beat (a step run on the loop, or one C call holding
+the GIL that long), so such work goes to a thread or a process (the symbol
+index parses in a process pool; README, Benchmarks, has the measured stalls).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextvars
-import inspect
-import threading
 from typing import Any
 
 from temporalio import activity
@@ -23,7 +26,9 @@ from temporalio.worker import (
     Interceptor,
 )
 
-EVERY_S = 5.0
+# Seconds between beats. worker.py forwards each (max_heartbeat_throttle_interval) rather than one per 0.8 x the
+# heartbeat timeout, so the server's last beat is at most this old when a worker dies.
+EVERY_S = 1.0
 
 
 class _KeepDetails(ActivityOutboundInterceptor):
@@ -42,38 +47,26 @@ class _KeepDetails(ActivityOutboundInterceptor):
 
 class _Beating(ActivityInboundInterceptor):
     def init(self, outbound: ActivityOutboundInterceptor) -> None:
-        super().init(_KeepDetails(outbound))
+        self.outbound = _KeepDetails(outbound)
+        super().init(self.outbound)
 
     async def execute_activity(self, input: ExecuteActivityInput) -> Any:
         if activity.info().is_local:  # a local activity keeps its workflow task alive instead; nothing to beat
             return await self.next.execute_activity(input)
-        if inspect.iscoroutinefunction(input.fn):
-            async def beat() -> None:
-                while True:
-                    activity.heartbeat()
-                    await asyncio.sleep(EVERY_S)
 
-            task = asyncio.create_task(beat())
-            try:
-                return await self.next.execute_activity(input)
-            finally:
-                task.cancel()
-        # A sync activity: this runs in its pool thread; beat from a side thread in the same activity context.
-        context = contextvars.copy_context()
-        stop = threading.Event()
+        async def beat() -> None:
+            while True:  # (no beat at the start: the heartbeat timeout counts from it)
+                await asyncio.sleep(EVERY_S)
+                # Straight to the SDK's outbound heartbeat, on this loop, for sync activities too: their own
+                # activity.heartbeat() hands the beat to this loop and waits for it (up to 10 s), so a beat
+                # thread beside them would reach the server no sooner, and could block on the loop.
+                self.outbound.heartbeat()
 
-        def beat_thread() -> None:
-            while not stop.wait(EVERY_S):
-                context.run(activity.heartbeat)
-
-        thread = threading.Thread(target=beat_thread, daemon=True, name="reposwarm-heartbeat")
-        activity.heartbeat()
-        thread.start()
+        task = asyncio.create_task(beat())
         try:
             return await self.next.execute_activity(input)
         finally:
-            stop.set()
-            thread.join()
+            task.cancel()
 
 
 class HeartbeatInterceptor(Interceptor):

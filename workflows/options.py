@@ -1,9 +1,13 @@
 """Every activity's options, in one place: timeouts, heartbeats and retry policies.
 
 Temporal owns retries (no retry loops of our own around model or git calls),
-so every attempt is visible in the history. Activities that can run long
-heartbeat (activities/heartbeat.py), so a dead worker's attempt is retried
-after the 30 s heartbeat timeout rather than after its whole timeout.
+so every attempt is visible in the history. Every activity heartbeats every
+second (activities/heartbeat.py; worker.py sends each beat on), so when its
+worker dies, its attempt times out 3-4 s later (the 4 s heartbeat timeout,
+counted from the last beat) and runs again on another worker a second after
+that (the retry policies' first interval), rather than after its whole
+timeout: bench/bench_swarm.py measures it (recovery), and README, Benchmarks,
+says why these values.
 """
 
 from __future__ import annotations
@@ -16,25 +20,33 @@ from temporalio.common import RetryPolicy
 if TYPE_CHECKING:
     from reposwarm.contracts import CheckProfile
 
-HEARTBEAT = timedelta(seconds=30)
+# An attempt is taken for lost (its worker dead) after this long without a heartbeat. The beats come every
+# second (activities/heartbeat.py EVERY_S), so three in a row may be lost, or the worker's event loop stall for
+# three seconds, before a healthy attempt is given up: the longest gap the server saw between beats was 1.0-1.2 s,
+# at 32 lanes and while plan_round indexed 4M lines (README, Benchmarks).
+HEARTBEAT = timedelta(seconds=4)
+# The first retry of an attempt that failed, timed out or died with its worker (Temporal's default is 1 s too):
+# a dead worker's call goes on elsewhere this long after its heartbeat timeout. A model call's later retries back
+# off from it, doubling up to a minute; a provider's Retry-After overrides it (reposwarm/models/outage.py).
+FIRST_RETRY = timedelta(seconds=1)
 
 # Git and file activities: quick and idempotent (prepare, worktrees, checkpoints, merges, publishing...).
 GIT: dict[str, Any] = dict(start_to_close_timeout=timedelta(minutes=5), heartbeat_timeout=HEARTBEAT,
                            retry_policy=RetryPolicy(maximum_attempts=5))
 # A model call (a lane's turn, a planning round): rate limits and 5xx answers are retried, honouring Retry-After.
 MODEL: dict[str, Any] = dict(start_to_close_timeout=timedelta(minutes=10), heartbeat_timeout=HEARTBEAT,
-                             retry_policy=RetryPolicy(initial_interval=timedelta(seconds=2), maximum_attempts=6))
+                             retry_policy=RetryPolicy(initial_interval=FIRST_RETRY, maximum_attempts=6))
 PLAN = MODEL
 # The converger: a model call and a merge; fewer attempts, since a lane redone is the fallback.
 CONVERGE: dict[str, Any] = dict(start_to_close_timeout=timedelta(minutes=10), heartbeat_timeout=HEARTBEAT,
-                                retry_policy=RetryPolicy(initial_interval=timedelta(seconds=2), maximum_attempts=4))
+                                retry_policy=RetryPolicy(initial_interval=FIRST_RETRY, maximum_attempts=4))
 # Delivery: git and, where configured, a push and the forge's API.
 DELIVER: dict[str, Any] = dict(start_to_close_timeout=timedelta(minutes=5), heartbeat_timeout=HEARTBEAT,
-                               retry_policy=RetryPolicy(maximum_attempts=5, initial_interval=timedelta(seconds=2)))
+                               retry_policy=RetryPolicy(maximum_attempts=5, initial_interval=FIRST_RETRY))
 # A lane's quick tools, run as local activities where the lane's worktree is on the workflow's own host.
 QUICK: dict[str, Any] = dict(start_to_close_timeout=timedelta(seconds=60), retry_policy=RetryPolicy(maximum_attempts=3))
 # A trial batch's bare clone of the repository (objects shared, so quick but for a huge repository).
-TRIAL_CLONE: dict[str, Any] = dict(start_to_close_timeout=timedelta(minutes=30),
+TRIAL_CLONE: dict[str, Any] = dict(start_to_close_timeout=timedelta(minutes=30), heartbeat_timeout=HEARTBEAT,
                                    retry_policy=RetryPolicy(maximum_attempts=3))
 
 
@@ -70,5 +82,5 @@ def model(outage_s: float) -> dict[str, Any]:
     call that starts just before it closes still has its own start-to-close time."""
     return dict(start_to_close_timeout=timedelta(minutes=10), heartbeat_timeout=HEARTBEAT,
                 schedule_to_close_timeout=timedelta(seconds=outage_s) + timedelta(minutes=10),
-                retry_policy=RetryPolicy(initial_interval=timedelta(seconds=2), backoff_coefficient=2.0,
+                retry_policy=RetryPolicy(initial_interval=FIRST_RETRY, backoff_coefficient=2.0,
                                          maximum_interval=timedelta(seconds=60), maximum_attempts=0))
