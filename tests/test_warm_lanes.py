@@ -90,3 +90,35 @@ async def test_a_cold_lane_starts_each_dispatch_afresh(client, tmp_path, monkeyp
     assert len(firsts) >= 2
     assert '"b1"' not in firsts[1] and "The merged tree fails these checks" in firsts[1]
     await client.get_workflow_handle(run_id).terminate("test done")
+
+
+async def test_a_warm_lane_continues_as_new_and_keeps_its_conversation(tmp_path, monkeypatch):
+    """On a server that suggests continue-as-new after 40 events, the warm lane continues as new mid-assignment
+    and between assignments; its repair still reaches the model with the earlier conversation."""
+    from tests.helpers import start_dev_server
+
+    env = await start_dev_server(["--dynamic-config-value", "limit.historyCount.suggestContinueAsNew=40"])
+    try:
+        client = env.client
+        repo = repo_with_tests(tmp_path)
+        lanes = lanes_yaml(tmp_path)
+        reads = [turn((f"r{i}", "read_file", {"path": "calc/ops.py"})) for i in range(4)]
+        script = {"lanes": {"calc": {1: [*reads, BREAK, finish("b2", "sub added (or so I think)")],
+                                     "1.2": [FIX, finish("f2", "mul fixed, sub added")]}}}
+        monkeypatch.setenv("REPOSWARM_TASK_QUEUE", "warm-can")
+        with FakeModelServer("openai", script) as fake:
+            monkeypatch.setenv("OPENAI_BASE_URL", fake.base_url)
+            monkeypatch.setenv("OPENAI_API_KEY", "sk-warm-lanes-test")
+            async with make_worker(client, "warm-can"):
+                req = build_request(argparse.Namespace(repo=str(repo), task="Add sub", lanes=str(lanes),
+                                                       plan=str(plan(tmp_path)), model="openai:fake"))
+                await start(client, req)
+                status = await wait_for_phase(client, req.run_id, Phase.review, timeout=180)
+                assert status.review.test_report.passed and status.lanes[0].attempt == 2
+                runs = [w async for w in client.list_workflows(f"WorkflowId = '{req.run_id}.calc'")]
+                assert len(runs) > 1, "the lane never continued as new"
+                repair = requests_for(fake, "Next assignment for lane calc (round 1, dispatch 2)")
+                assert repair and '"r0"' in repair[0] and '"b1"' in repair[0]  # its whole earlier conversation
+                await client.get_workflow_handle(req.run_id).terminate("test done")
+    finally:
+        await env.shutdown()
