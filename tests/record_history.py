@@ -2,14 +2,18 @@
 
 One invocation runs several scenarios, each a real run on a fresh dev server with an in-process worker, and
 saves the history of its swarm and of every lane into tests/histories/<version>/ as
-`<scenario>.<workflow>.json` (`<scenario>.swarm.json`, `<scenario>.api.r1.json`, ...); a workflow that
+`<scenario>.<workflow>.json` (`<scenario>.swarm.json`, `<scenario>.api.json`, ...); a workflow that
 continued as new has one file per run, oldest first: `<scenario>.<workflow>.run1.json`, `.run2.json`, ...
+With warm lanes (the default, `swarm.warm_lanes`) a lane is one workflow for the whole run, `<run>.<lane>`
+(`api`), sent each later dispatch as an `assign` Signal and retired at the run's end; with cold lanes (the
+folders recorded before them) each dispatch was a workflow of its own (`api.r1`, `api.r1.a2`, `api.r2`).
 
     happy     two lanes, a dependency, a rejection, a model-planned round 2, an approval
     repair    a red check caused by one lane's change goes back to that lane (a second dispatch), then green
     converge  two lanes edit the same lines; the converger resolves the conflict
     can       a lane continues as new mid-lane, the swarm continues as new between review rounds (a dev server
-              of its own that suggests continue-as-new early)
+              of its own that suggests continue-as-new early); a warm lane outlives the swarm's continue-as-new
+              and continues as new again between its two assignments
     expire    no review decision within swarm.review_timeout_s: the run expires
     moving    commits land on main while the lane works and after the review: the run refreshes from its
               base before the review and before delivery
@@ -34,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from temporalio.api.enums.v1 import EventType  # noqa: E402
-from temporalio.client import Client, WorkflowHistory  # noqa: E402
+from temporalio.client import Client, WorkflowFailureError, WorkflowHistory  # noqa: E402
 
 from reposwarm.contracts import LanePlan, Phase, Plan, ReviewDecision, ReviewPackage, SwarmResult  # noqa: E402
 from tests.helpers import (  # noqa: E402
@@ -55,6 +59,11 @@ PY = sys.executable
 # The dev server of the continue-as-new scenario suggests it after this many events (a real one: 4K+ events):
 # a lane of a few turns and a swarm after one round both pass it.
 SUGGEST_CAN_AFTER = 40
+LANE_CLOSE_TIMEOUT_S = 60  # how long a lane may stay open after its run has ended
+# Round 1 of the `can` lane: this many turns of reads, then a write and finish. With 5 (at SUGGEST_CAN_AFTER=40)
+# the warm lane continues as new mid-assignment (after turn 4), then again between its assignments (the next
+# round's `assign` arrives past 40 events): both paths are recorded. Re-check after a change to a lane's events.
+CAN_READ_TURNS = 5
 # A check that fails, naming api/app.py, while that file says BROKEN (the base commit passes it).
 BROKEN_FAILS = "import sys; sys.exit('api/app.py is BROKEN' if 'BROKEN' in open('api/app.py').read() else 0)"
 
@@ -176,14 +185,16 @@ async def converge(client: Client, tmp: Path) -> str:
 
 async def can(client: Client, tmp: Path) -> str:
     """On the dev server that suggests continue-as-new early: round 1's lane of many turns continues as new
-    mid-lane; the rejection continues the swarm as new; round 2 (model-planned) runs in the new history."""
+    mid-lane; the rejection continues the swarm as new; round 2 (model-planned) runs in the new history, and its
+    `assign` reaches the warm lane past the limit: the lane continues as new between assignments."""
     repo = make_repo(tmp / "repo", {f"api/f{i}.py": f"X{i} = {i}\n" for i in range(4)})
     lanes = write_yaml(tmp / "lanes.yaml", {"swarm": {"lanes": {"api": {"allowed_paths": ["api/"]}}},
                                             "validation": _check_profile([PY, "-c", "import api.f0"])})
     plan = write_yaml(tmp / "plan.yaml", {"interface_contract": "api/f0.py exports X0.",
                                           "lanes": [{"lane": "api", "goal": "Read the api files, then mark them."}]})
     round2 = {"interface_contract": "api/f0.py exports X0.", "lanes": [{"lane": "api", "goal": "Mark it again."}]}
-    reads = [turn(*[(f"r{t}_{i}", "read_file", {"path": f"api/f{i}.py"}) for i in range(4)]) for t in range(8)]
+    reads = [turn(*[(f"r{t}_{i}", "read_file", {"path": f"api/f{i}.py"}) for i in range(4)])
+             for t in range(CAN_READ_TURNS)]
     script = write_yaml(tmp / "replay.yaml", {"version": 1, "planner": {2: {"content": json.dumps(round2)}}, "lanes": {
         "api": {1: [*reads, turn(("w1", "write_file", {"path": "api/done.txt", "content": "read\n",
                                                        "reason": "Mark the reading as done"})), finish("f1")],
@@ -302,15 +313,37 @@ async def runs_of(client: Client, workflow_id: str) -> list[WorkflowHistory]:
             return chain[::-1]
 
 
+async def closed(client: Client, workflow_id: str, run_id: str) -> None:
+    """Wait until a workflow, and the runs it continued as new into, has closed (a warm lane completes only after
+    its run's `retire` Signal, a moment after the swarm itself)."""
+    handle = client.get_workflow_handle(workflow_id, run_id=run_id)
+    try:
+        await asyncio.wait_for(handle.result(follow_runs=True), LANE_CLOSE_TIMEOUT_S)
+    except WorkflowFailureError:
+        pass  # closed all the same: a failed lane is recorded as it is
+    except TimeoutError:
+        raise AssertionError(f"{workflow_id} still open {LANE_CLOSE_TIMEOUT_S}s after its run ended "
+                             "(a warm lane never retired?)") from None
+
+
 async def histories(client: Client, run_id: str) -> dict[str, list[WorkflowHistory]]:
     """The swarm's runs and each of its lanes' runs (the children its histories started), by name."""
     swarm = await runs_of(client, run_id)
-    children = [e.child_workflow_execution_started_event_attributes.workflow_execution.workflow_id
-                for h in swarm for e in h.events
-                if e.event_type == EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_STARTED]
+    started: dict[str, list[str]] = {}  # lane workflow id -> the runs the swarm started of it
+    for h in swarm:
+        for e in h.events:
+            if e.event_type == EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_STARTED:
+                execution = e.child_workflow_execution_started_event_attributes.workflow_execution
+                started.setdefault(execution.workflow_id, []).append(execution.run_id)
     found = {"swarm": swarm}
-    for child in dict.fromkeys(children):
-        found[child.removeprefix(run_id + ".")] = await runs_of(client, child)
+    for child, run_ids in started.items():
+        await asyncio.gather(*(closed(client, child, r) for r in run_ids))
+        chain = await runs_of(client, child)
+        # one execution per lane id (a chain of runs): a lane started afresh under the same id would be lost here
+        recorded = {h.events[0].workflow_execution_started_event_attributes.original_execution_run_id for h in chain}
+        if set(run_ids) - recorded:
+            raise AssertionError(f"{child}: started more than once ({run_ids}); the recorder keeps one execution")
+        found[child.removeprefix(run_id + ".")] = chain
     return found
 
 

@@ -95,9 +95,10 @@ class LaneWorkflow:
             result = await self._assignment(task, r)
             if not task.warm:
                 return result
-            # A warm lane reports to its run and waits for its next assignment (or to be retired).
-            await workflow.get_external_workflow_handle(task.run_id).signal("lane_done", result)
+            # A warm lane reports to its run and waits for its next assignment (or to be retired). Cleared before the
+            # report: the next assignment may arrive in the same workflow task as the report's confirmation.
             self._next, self._retired = None, False
+            await workflow.get_external_workflow_handle(task.run_id).signal("lane_done", result)
             try:
                 await workflow.wait_condition(lambda: self._next is not None or self._retired, timeout=IDLE)
             except TimeoutError:
