@@ -103,7 +103,7 @@ def make_worker(client: Client, queue: str | None = None, *, serve: str = "all",
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=1),
         max_concurrent_activities=concurrency,
         interceptors=[HeartbeatInterceptor(), FailureLedgerInterceptor()],
-        # send every beat on (one a second, activities/heartbeat.py), not one per 0.8 x the 4 s heartbeat timeout:
+        # send every beat on (one a second, activities/heartbeat.py), not one per 0.8 x the 5 s heartbeat timeout:
         # the server hears from a healthy activity every second (3 s of slack, not 0.8 s), and from a dead
         # worker's at most a second before it died, so their attempts time out 3-4 s after the kill
         max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,

@@ -1348,7 +1348,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--raw-n", type=int, help="raw activity round trips per probe (default 100; --quick: 50)")
     parser.add_argument("--recovery-in-flight", action=argparse.BooleanOptionalAction, default=True,
                         help="also kill workers during a model call and during a tool call (their recoveries wait for "
-                             "the 4 s heartbeat timeout: about 15 s each; default: yes)")
+                             "the 5 s heartbeat timeout: about 15 s each; default: yes)")
     parser.add_argument("--sections", type=lambda s: s.split(","),
                         default=["steps", "parallel", "lane_setup", "recovery", "tuning"],
                         help="which parts to run (default all: steps,parallel,lane_setup,recovery,tuning)")

@@ -4,7 +4,7 @@ seconds, and no completed model call is made again; while a healthy activity, ho
 - A real kill: a lane on a `python worker.py` process, its model on a fake OpenAI-wire server that takes 3 s per
   request; the worker's process group SIGKILLed 1.5 s into the lane's second model request (after the
   activity's first beats), a second worker started at once. The retried request must reach the model server
-  within RESUMED_WITHIN_S of the kill (Temporal retries the attempt when its 4 s heartbeat timeout expires,
+  within RESUMED_WITHIN_S of the kill (Temporal retries the attempt when its 5 s heartbeat timeout expires,
   counted from its last beat, one retry interval later: about 5 s), through a heartbeat timeout (not the
   call's 10-minute start-to-close), and the run must go on to review with every other model request made
   exactly once (the retried one asks what the first attempt asked).

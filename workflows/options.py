@@ -3,7 +3,7 @@
 Temporal owns retries (no retry loops of our own around model or git calls),
 so every attempt is visible in the history. Every activity heartbeats every
 second (activities/heartbeat.py; worker.py sends each beat on), so when its
-worker dies, its attempt times out 3-4 s later (the 4 s heartbeat timeout,
+worker dies, its attempt times out 4-5 s later (the 5 s heartbeat timeout,
 counted from the last beat) and runs again on another worker a second after
 that (the retry policies' first interval), rather than after its whole
 timeout: bench/bench_swarm.py measures it (recovery), and README, Benchmarks,
