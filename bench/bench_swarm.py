@@ -91,6 +91,7 @@ from tests.faults_helpers import free_port  # noqa: E402
 from tests.helpers import (  # noqa: E402
     WorkerProcess,
     finish,
+    lane_workflow,
     make_repo,
     start_dev_server,
     start_run,
@@ -294,15 +295,7 @@ def purge_refs(repo: Path, run_id: str = "") -> None:
 
 
 async def lane_id(client: Client, run_id: str, lane: str) -> str:
-    """The workflow id of a lane's first round: <run>.<lane> for a warm lane (one workflow for the whole run),
-    <run>.<lane>.r1 for a lane run as one child workflow per round (workflows/scheduler.py)."""
-    for wf in (f"{run_id}.{lane}", f"{run_id}.{lane}.r1"):
-        try:
-            await client.get_workflow_handle(wf).describe()
-            return wf
-        except RPCError:
-            continue
-    raise LookupError(f"no workflow for lane {lane} of {run_id}")
+    return await lane_workflow(client, run_id, lane)
 
 
 async def lane_ids(client: Client, run_id: str, lanes: list[str]) -> list[str]:

@@ -175,3 +175,17 @@ def assignment_spans(run_id: str) -> dict[str, list[tuple[float, float]]]:
         elif e["event"] == "lane_end" and e["lane"] in opened:
             spans.setdefault(e["lane"], []).append((opened.pop(e["lane"]), float(e["ts"])))
     return spans
+
+
+async def lane_workflow(client: Client, run_id: str, lane: str) -> str:
+    """The workflow id of a lane: <run>.<lane> for a warm lane (one workflow for the whole run), or
+    <run>.<lane>.r1, its first round's, for a lane run as a child workflow per dispatch (workflows/scheduler.py)."""
+    from temporalio.service import RPCError
+
+    for wf in (f"{run_id}.{lane}", f"{run_id}.{lane}.r1"):
+        try:
+            await client.get_workflow_handle(wf).describe()
+            return wf
+        except RPCError:
+            continue
+    raise LookupError(f"no workflow for lane {lane} of {run_id}")

@@ -41,7 +41,7 @@ with workflow.unsafe.imports_passed_through():  # the sandbox imports this modul
     from reposwarm.cli.runs import build_request, start
     from reposwarm.contracts import LaneStatus, Phase
     from tests.faults_helpers import SlowModelServer, kill_group
-    from tests.helpers import WorkerProcess, finish, make_repo, turn, wait_for_phase, write_yaml
+    from tests.helpers import WorkerProcess, finish, lane_workflow, make_repo, turn, wait_for_phase, write_yaml
     from worker import HEARTBEAT_THROTTLE
     from workflows import options
 
@@ -55,17 +55,6 @@ SCRIPT: dict[str, Any] = {"lanes": {"api": {1: [
     finish("a3", "read the API twice"),
 ]}}}
 KILLED = ("api", 1, 1)  # (agent, round, turn) of the request in flight at the kill: the lane's second
-
-
-async def _lane_workflow(client: Client, run_id: str, lane: str) -> str:
-    """A warm lane's workflow id (<run>.<lane>), or a lane's first round's (<run>.<lane>.r1)."""
-    for wf in (f"{run_id}.{lane}", f"{run_id}.{lane}.r1"):
-        try:
-            await client.get_workflow_handle(wf).describe()
-            return wf
-        except RPCError:
-            continue
-    raise AssertionError(f"no workflow for lane {lane} of {run_id}")
 
 
 async def _until(predicate: Any, timeout: float, what: str) -> None:
@@ -111,7 +100,7 @@ async def test_model_call_in_flight_on_a_killed_worker_goes_on_within_seconds(
             await _until(lambda: any(c.key == KILLED for c in fake.calls), 120, "the lane's second model request")
             asked = next(c for c in fake.calls if c.key == KILLED)
             await asyncio.sleep(max(0.0, asked.started + KILL_AFTER_S - time.time()))
-            lane_wf = await _lane_workflow(client, run_id, "api")
+            lane_wf = await lane_workflow(client, run_id, "api")
             pending = (await client.get_workflow_handle(lane_wf).describe()).raw_description.pending_activities
             assert [(p.activity_type.name, p.attempt) for p in pending] == [("model_turn", 1)], pending
             assert pending[0].HasField("last_heartbeat_time"), "the model call had not beaten before the kill"
