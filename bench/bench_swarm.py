@@ -81,7 +81,8 @@ from temporalio.service import RPCError  # noqa: E402
 from temporalio.testing import WorkflowEnvironment  # noqa: E402
 from temporalio.worker import Worker  # noqa: E402
 
-from activities.heartbeat import EVERY_S  # noqa: E402
+from activities.failure_ledger import FailureLedgerInterceptor  # noqa: E402
+from activities.heartbeat import EVERY_S, HeartbeatInterceptor  # noqa: E402
 from bench.gen_monorepo import generate  # noqa: E402
 from bench.swarm_probe import ProbeAfterSignal, ProbeRoundTrips, probe_noop  # noqa: E402
 from reposwarm.cli.runs import build_request, start  # noqa: E402
@@ -100,7 +101,7 @@ from tests.helpers import (  # noqa: E402
     wait_for_phase,
     write_yaml,
 )
-from worker import make_worker  # noqa: E402
+from worker import HEARTBEAT_THROTTLE, make_worker  # noqa: E402
 from workflows import options  # noqa: E402
 
 TARGETS = {"lane_setup_speedup": 10.0, "lane_setup_sparse_s": 1.0, "step_overhead_ratio": 2.0,
@@ -413,13 +414,19 @@ async def bench_setup(client: Client, queue: str, home: Path, repo: Path, tmp: P
 # --- 2 and 5. step overhead, history events ------------------------------------------------------------------
 
 
+PRODUCT_WORKER: dict[str, Any] = dict(  # the options worker.py gives the product's workers
+    interceptors=[HeartbeatInterceptor(), FailureLedgerInterceptor()],
+    max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE, sticky_queue_schedule_to_start_timeout=timedelta(seconds=1))
+
+
 async def raw_round_trips(client: Client, n: int, cross_queue: bool = False) -> dict[str, Any]:
-    """N no-op activities in a row; with cross_queue, on a second worker's task queue (as a lane's host queue)."""
+    """N no-op activities in a row, on a worker configured as the product's (interceptors, heartbeat throttle,
+    sticky timeout); with cross_queue, on a second worker's task queue (as a lane's host queue)."""
     queue = f"bench-probe-{uuid.uuid4().hex[:8]}"
     other = f"{queue}-other" if cross_queue else ""
     async with contextlib.AsyncExitStack() as stack:
         await stack.enter_async_context(Worker(client, task_queue=queue, workflows=[ProbeRoundTrips],
-                                               activities=[probe_noop]))
+                                               activities=[probe_noop], **PRODUCT_WORKER))
         if cross_queue:
             await stack.enter_async_context(Worker(client, task_queue=other, activities=[probe_noop]))
         wf_id = f"bench-probe-{uuid.uuid4().hex[:8]}"
@@ -490,6 +497,14 @@ async def bench_steps(client: Client, queue: str, repo: Path, tmp: Path, args: a
     raw_before = await raw_round_trips(client, args.raw_n)
     cross_before = await raw_round_trips(client, args.raw_n, cross_queue=True)
     step = await step_lane(client, queue, repo, tmp, args.steps, "shared")
+    # The step and the raw round trip drift with the machine: measured again, interleaved (raw, step, raw, ...),
+    # each step against the mean of the raw trips either side of it; the headline is the median of those ratios.
+    raws, steps_s, step_runs = [raw_before["per_round_trip_s"]], [step["per_step_s"]], [step["run_id"]]
+    for _ in range(args.step_repeats - 1):
+        raws.append((await raw_round_trips(client, args.raw_n))["per_round_trip_s"])
+        again = await step_lane(client, queue, repo, tmp, args.steps, "shared")
+        steps_s.append(again["per_step_s"])
+        step_runs.append(again["run_id"])
     previous = os.environ.get("REPOSWARM_AFFINITY")
     os.environ["REPOSWARM_AFFINITY"] = "host"
     try:
@@ -520,9 +535,16 @@ async def bench_steps(client: Client, queue: str, repo: Path, tmp: Path, args: a
             "schedule_to_start_ms": ms(st["schedule_to_start_mean_s"]), "run_id": st["run_id"],
         }
 
-    results["step_overhead_ratio"] = _r(step["per_step_s"] / raw, 2)
+    raws.append(raw_after["per_round_trip_s"])
+    ratios = [st / ((raws[i] + raws[i + 1]) / 2) for i, st in enumerate(steps_s)]
+    results["step_overhead_ratio"] = _r(statistics.median(ratios), 2)
     results["step"] = {
         **detail(step),
+        "ratio_median": _r(statistics.median(ratios), 2), "ratio_spread": [_r(min(ratios), 2), _r(max(ratios), 2)],
+        "ratios": [_r(r, 3) for r in ratios], "per_step_ms_all": [_r(x * 1000, 2) for x in steps_s],
+        "step_runs": step_runs,
+        "raw_round_trip_ms_all": [ms(x) for x in raws], "repeats": args.step_repeats,
+        "probe_worker": "the product's worker options (interceptors, heartbeat throttle, sticky timeout)",
         "affinity": "shared (REPOSWARM_AFFINITY=auto on a loopback dev server)",
         "raw_round_trip_ms": ms(raw),
         "raw_round_trip_ms_before_after": [ms(raw_before["per_round_trip_s"]), ms(raw_after["per_round_trip_s"])],
@@ -544,7 +566,8 @@ async def bench_steps(client: Client, queue: str, repo: Path, tmp: Path, args: a
                           "host_affinity_events_per_tool_call": _r(host["history_events"] / host["steps"], 2)}
     s = results["step"]
     log(f"step: {s['per_step_ms']} ms per step; raw round trip {s['raw_round_trip_ms']} ms (same queue), "
-        f"{s['raw_cross_queue_round_trip_ms']} ms (another queue) -> ratio {results['step_overhead_ratio']}; "
+        f"{s['raw_cross_queue_round_trip_ms']} ms (another queue) -> ratio {results['step_overhead_ratio']} "
+        f"(median of {s['repeats']}, spread {s['ratio_spread'][0]}-{s['ratio_spread'][1]}); "
         f"with host affinity {s['host_affinity']['per_step_ms']} ms ({s['host_affinity']['ratio']}x); "
         f"{results['history_events_per_tool_call']} events per tool call")
 
@@ -1338,6 +1361,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--turns", type=int, default=10, help="turns per lane in the parallel runs")
     parser.add_argument("--model-delay", type=float, default=1.0, help="seconds per fake model turn")
     parser.add_argument("--steps", type=int, help="tool-calling turns of the step lane (default 40; --quick: 20)")
+    parser.add_argument("--step-repeats", type=int, default=3,
+                        help="the step and the raw round trip, measured this many times, interleaved (default 3)")
     parser.add_argument("--raw-n", type=int, help="raw activity round trips per probe (default 100; --quick: 50)")
     parser.add_argument("--recovery-in-flight", action=argparse.BooleanOptionalAction, default=True,
                         help="also kill workers during a model call and during a tool call (their recoveries wait for "
