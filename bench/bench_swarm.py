@@ -22,9 +22,10 @@ otherwise dominate. Prints a table and writes bench/results.json.
    (lane activities on the host's own queue, as with workers on several machines) and the same probe with the
    activity on a second worker's queue are measured beside it.
 3. parallel efficiency for 1, 4, 8 and 32 lanes of ten 1-second turns (tests.fake_models.FakeModelServer on
-   the OpenAI wire, lanes on a `python worker.py` process): sum of lane spans / (lanes x elapsed), from the
-   lanes' histories and from `starter.py report RUN --json` (the ledger); the one-lane time / elapsed, which
-   shows the throughput lost; CPU used by the worker and the dev server. The most lanes run again on a worker
+   the OpenAI wire, lanes on a `python worker.py` process): the headline is throughput, the one-lane time /
+   the N lanes' elapsed on the same work per lane; beside it the overlap, sum of lane spans / (lanes x
+   elapsed), from the lanes' histories and from `starter.py report RUN --json` (which flatters: a lane waiting
+   for a slot counts as working); CPU used by the worker and the dev server. The most lanes run again on a worker
    of another concurrency (REPOSWARM_WORKER_CONCURRENCY): a slot per lane if the default has fewer, else
    half as many slots as lanes.
 4. recovery: a worker process SIGKILLed (its process group) mid-run and a new one started at once (same home,
@@ -105,7 +106,7 @@ from worker import HEARTBEAT_THROTTLE, make_worker  # noqa: E402
 from workflows import options  # noqa: E402
 
 TARGETS = {"lane_setup_speedup": 10.0, "lane_setup_sparse_s": 1.0, "step_overhead_ratio": 2.0,
-           "parallel_efficiency_8": 0.9, "parallel_efficiency_32": 0.75,
+           "parallel_efficiency_8": 0.9, "parallel_efficiency_32": 0.9,  # throughput (issue 21)
            "recovery_in_model_call_s": 10.0, "recovery_in_tool_call_s": 10.0}
 USAGE = {"input_tokens": 100, "output_tokens": 10}  # fixed usage: token budgets never end a bench lane
 DEFAULT_CONCURRENCY = 32  # worker.make_worker's default (REPOSWARM_WORKER_CONCURRENCY unset)
@@ -922,9 +923,11 @@ async def bench_parallel(client: Client, home: Path, repo: Path, tmp: Path, args
     one = detail.get("1", {}).get("lane_mean_s")
     for row in [*detail.values(), *(v for v in compared.values() if isinstance(v, dict))]:
         row["efficiency_vs_one_lane"] = _r(one / row["elapsed_s"]) if one else None
-    results["parallel_efficiency"] = {n: row["efficiency"] for n, row in detail.items()}
-    results["parallel_efficiency_ledger"] = {n: row["efficiency_ledger"] for n, row in detail.items()}
-    results["parallel_efficiency_vs_one_lane"] = {n: row["efficiency_vs_one_lane"] for n, row in detail.items()}
+    # The headline is throughput: N lanes of the same work against one lane's time. The span-based figure (lanes'
+    # own spans over lanes x elapsed) counts a lane waiting for a slot as work: kept beside it as "overlap".
+    results["parallel_efficiency"] = {n: row["efficiency_vs_one_lane"] for n, row in detail.items()}
+    results["parallel_overlap"] = {n: row["efficiency"] for n, row in detail.items()}
+    results["parallel_overlap_ledger"] = {n: row["efficiency_ledger"] for n, row in detail.items()}
     results["parallel"] = {"turns_per_lane": turns, "model_delay_s": args.model_delay,
                            "worker_concurrency": DEFAULT_CONCURRENCY, "runs": detail}
     results["parallel"]["other_concurrency"] = compared
@@ -1239,8 +1242,8 @@ def merge(old: dict[str, Any], new: dict[str, Any], sections: list[str]) -> dict
 
 def _parallel_text(row: dict[str, Any]) -> str:
     cores = row["cpu_cores_used"]
-    return (f"{row['efficiency']} history, {row['efficiency_ledger']} ledger, {row['efficiency_vs_one_lane']} vs one "
-            f"lane (elapsed {row['elapsed_s']} s, lane mean {row['lane_mean_s']} s, <= "
+    return (f"throughput {row['efficiency_vs_one_lane']} (vs one lane); overlap {row['efficiency']} (histories), "
+            f"{row['efficiency_ledger']} (report) (elapsed {row['elapsed_s']} s, lane mean {row['lane_mean_s']} s, <= "
             f"{row['max_concurrent_model_calls']} model calls at once; cores: worker {cores['worker']}, dev server "
             f"{cores.get('dev_server')}, machine {row['machine_cpu_busy']:.0%} busy)")
 
