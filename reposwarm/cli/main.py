@@ -18,7 +18,7 @@ import asyncio
 import os
 import sys
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from reposwarm.cli import host, runs
 from reposwarm.cli.common import UserError
@@ -61,15 +61,18 @@ def parser() -> argparse.ArgumentParser:
     w = sub.add_parser("watch", help="a live view of a run until it waits for review or ends")
     w.add_argument("run")
     w.set_defaults(handler=runs.cmd_watch)
-    st = sub.add_parser("status", help="show a run's status")
-    st.add_argument("run")
-    st.add_argument("--json", action="store_true")
-    st.set_defaults(handler=runs.cmd_status)
-    rv = sub.add_parser("review", help="show a run's review package")
-    rv.add_argument("run")
-    rv.add_argument("--json", action="store_true")
-    rv.add_argument("--home", metavar="DIR", help=HOME_HELP + " (a run gone from Temporal: its saved package)")
-    rv.set_defaults(handler=runs.cmd_review)
+    def answer(name: str, help: str, handler: Any, home: str | None = None) -> argparse.ArgumentParser:
+        """A command that answers about one run, from anywhere (with --home: from a worker host's files)."""
+        cmd = sub.add_parser(name, help=help)
+        cmd.add_argument("run")
+        cmd.add_argument("--json", action="store_true")
+        if home:
+            cmd.add_argument("--home", metavar="DIR", help=f"{HOME_HELP} ({home})")
+        cmd.set_defaults(handler=handler)
+        return cmd
+
+    answer("status", "show a run's status", runs.cmd_status)
+    answer("review", "show a run's review package", runs.cmd_review, "a run gone from Temporal: its saved package")
     queue_help = ("with no worker running, leave the decision queued in Temporal (it applies when a worker runs) "
                   "instead of refusing it")
     approve = sub.add_parser("approve", help="approve a run waiting for review; waits for the delivered branch")
@@ -116,11 +119,8 @@ def parser() -> argparse.ArgumentParser:
                      help="serve streamable HTTP at http://127.0.0.1:PORT/mcp instead of stdio")
     mcp.set_defaults(handler=host.cmd_mcp)
 
-    rep = sub.add_parser("report", help="a run's figures: tokens, cost, parallel efficiency per round, checks")
-    rep.add_argument("run")
-    rep.add_argument("--json", action="store_true")
-    rep.add_argument("--home", metavar="DIR", help=HOME_HELP + " (its ledger: adds retries)")
-    rep.set_defaults(handler=host.cmd_report)
+    answer("report", "a run's figures: tokens, cost, parallel efficiency per round, checks", host.cmd_report,
+           "its ledger: adds retries")
     exp = sub.add_parser("explain", help="which lane changed a file, in which round and turn, and why")
     exp.add_argument("run")
     exp.add_argument("path")
