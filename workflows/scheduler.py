@@ -91,16 +91,13 @@ class WarmLanes:
         answered = asyncio.ensure_future(workflow.wait_condition(lambda: task.task_id in self.results))
         waits: list[asyncio.Future] = [answered] + ([handle] if handle is not None and not handle.done() else [])
         await workflow.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-        if not answered.done():  # the lane's workflow ended without answering: its failure is the result
+        if not answered.done():  # the lane's workflow ended without answering: its end is the result
             answered.cancel()
+            self.handles.pop(task.lane, None)
+            self.started.discard(task.lane)
             try:
-                result = await handle  # type: ignore[misc]
-                self.handles.pop(task.lane, None)
-                self.started.discard(task.lane)
-                return result
+                return await handle  # type: ignore[misc]
             except ChildWorkflowError as err:
-                self.handles.pop(task.lane, None)
-                self.started.discard(task.lane)
                 return LaneResult(lane=task.lane, status=LaneStatus.failed, reason=short_reason(err),
                                   changeset=ChangeSet(task_id=task.task_id))
         return self.results.pop(task.task_id)

@@ -194,7 +194,7 @@ class SwarmWorkflow:
         self._status.base_branch = req.base_branch
         base_sha = await self._prepare(req)
         self._base = BaseTracker(req=req, status=self._status, start_sha=base_sha,
-                                 head=req.resume.base_head or base_sha if req.resume else base_sha)
+                                 head=(req.resume.base_head if req.resume else None) or base_sha)
         plan, rounds = req.resume.plan if req.resume else req.plan, req.config.swarm.max_review_rounds
         round_no = req.resume.next_round if req.resume else 1
         given = req.resume.next_plan if req.resume else req.plan  # a plan file, or a reviewer's plan
@@ -312,9 +312,7 @@ class SwarmWorkflow:
         if (record := self._record) is not None:
             record.lanes_s = round(record.lanes_s + (workflow.now() - started).total_seconds(), 3)
             for name, result in results.items():
-                lane = record.lane(name)
-                lane.add(result)
-                lane.dispatches += self._dispatches.get(name, 0) - dispatched.get(name, 0) - 1
+                record.lane(name).add(result, self._dispatches.get(name, 0) - dispatched.get(name, 0))
         return results
 
     async def _check(self, gate: Gate, round_no: int, what: str) -> TestReport:
@@ -337,7 +335,8 @@ class SwarmWorkflow:
     async def _review_again(self, req: SwarmRequest, error: str) -> ReviewDecision | None:
         """The last reviewed round, back at review with the planner's failure said first."""
         why = f"planning round {self._status.round} failed: {error}"
-        assert self._status.review is not None
+        if self._status.review is None:  # _plan answers an error only after a reviewed round
+            raise ApplicationError(why, non_retryable=True)
         self._status.review = self._status.review.model_copy(update={"planning_error": why})
         self._record = RoundRecord(round=self._status.round, planning_error=why)
         self._status.rounds.append(self._record)

@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -57,8 +56,8 @@ async def cmd_mcp(args: argparse.Namespace) -> int:
     return 0
 
 
-def _ledger_lines(run_id: str, home_dir: str) -> list[dict]:
-    os.environ["REPOSWARM_HOME"] = str(Path(home_dir).expanduser().resolve())  # ledger.read looks there
+def _ledger_lines(run_id: str) -> list[dict]:
+    """The run's ledger under --home (main.py has made it this command's REPOSWARM_HOME)."""
     lines = ledger.read(run_id)
     if not lines:
         raise UserError(f"no ledger for run {run_id} under {ledger.ledger_path(run_id)} (--home must be the "
@@ -69,7 +68,7 @@ def _ledger_lines(run_id: str, home_dir: str) -> list[dict]:
 async def cmd_report(args: argparse.Namespace) -> int:
     """A run's figures: from its record on the Temporal server, or with --home from a worker host's ledger."""
     if args.home:
-        figures = metrics.report(args.run, _ledger_lines(args.run, args.home))
+        figures = metrics.report(args.run, _ledger_lines(args.run))
     else:
         v = await answers.view(await client_or_die(), args.run)
         elapsed = (answers.ended_at(v.description) - v.description.start_time).total_seconds()
@@ -86,7 +85,7 @@ async def cmd_explain(args: argparse.Namespace) -> int:
     repository is on this machine."""
     path = args.path.removeprefix("./")
     if args.home:
-        repo = _explain_from_ledger(args.run, path, _ledger_lines(args.run, args.home))
+        repo = _explain_from_ledger(args.run, path, _ledger_lines(args.run))
     else:
         v = await answers.view(await client_or_die(), args.run)
         found = [(rec.round, lane.lane, edit) for rec in v.status.rounds for lane in rec.lanes

@@ -144,6 +144,8 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
+        if getattr(args, "home", None):  # --home: read that worker host's files, where store.home() looks
+            os.environ["REPOSWARM_HOME"] = str(Path(args.home).expanduser().resolve())
         if args.command == "worker":
             import worker
 

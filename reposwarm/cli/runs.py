@@ -62,7 +62,7 @@ from reposwarm.contracts import (
     SwarmResult,
 )
 from reposwarm.runs.review_package import render_review, render_status
-from reposwarm.runs.store import check_run_id
+from reposwarm.runs.store import run_dir
 from workflows.failures import root_cause
 from workflows.swarm import REPO_ATTR, STATUS_ATTR, SwarmWorkflow, search_attributes
 
@@ -179,10 +179,10 @@ async def decide(client: Client, run_id: str, decision: ReviewDecision, *, queue
                 f"{receipt.phase.value}: {prog()} watch {run_id}")
     if not wait:
         return f"approved round {receipt.round} of {run_id}; it is {receipt.phase.value}: {prog()} status {run_id}"
-    return f"approved round {receipt.round} of {run_id}; " + await delivered(client, run_id)
+    return f"approved round {receipt.round} of {run_id}; " + await delivered(client, run_id, v.status.repo_path)
 
 
-async def delivered(client: Client, run_id: str) -> str:
+async def delivered(client: Client, run_id: str, repo_path: str) -> str:
     """Wait for the run to end after an approval, saying so if no worker is there to deliver it."""
     handle = client.get_workflow_handle_for(SwarmWorkflow.run, run_id)
     while True:
@@ -197,8 +197,7 @@ async def delivered(client: Client, run_id: str) -> str:
         except WorkflowFailureError as err:
             raise UserError(f"run {run_id} failed while delivering: {root_cause(err)}") from None
         pr = f" and {result.pull_request_url}" if result.pull_request_url else ""
-        status = await view(client, run_id, live=False)
-        return f"delivered {result.delivered_branch}{pr} in {status.status.repo_path}"
+        return f"delivered {result.delivered_branch}{pr} in {repo_path}"
 
 
 def make_demo_repo() -> Path:
@@ -316,9 +315,8 @@ async def cmd_status(args: argparse.Namespace) -> int:
 
 
 async def cmd_review(args: argparse.Namespace) -> int:
-    if args.home:
-        folder = Path(args.home).expanduser() / "runs" / check_run_id(args.run) / "review"
-        saved = folder / ("latest.json" if args.json else "latest.md")
+    if args.home:  # (main.py has made it this command's REPOSWARM_HOME)
+        saved = run_dir(args.run) / "review" / ("latest.json" if args.json else "latest.md")
         if not saved.is_file():
             raise UserError(f"no saved review package at {saved}")
         print(saved.read_text(encoding="utf-8"), end="")

@@ -29,8 +29,9 @@ class LaneRecord(Contract):
     tool_errors: int = 0
     edits: list[FileEdit] = []  # what its branch changed, with the reasons (its last dispatch's account)
 
-    def add(self, result: LaneResult) -> None:
-        self.status, self.dispatches = result.status, self.dispatches + 1
+    def add(self, result: LaneResult, dispatches: int) -> None:
+        """Count `dispatches` more runs of the lane, `result` being the last one's."""
+        self.status, self.dispatches = result.status, self.dispatches + dispatches
         self.seconds = round(self.seconds + result.elapsed_s, 3)
         self.usage, self.turns = self.usage + result.usage, self.turns + result.turns
         self.tool_calls += result.tool_calls
