@@ -19,7 +19,7 @@ import git
 from pydantic import BaseModel, Field, ValidationError
 from temporalio import activity
 
-from activities.repo import open_repo
+from activities.repo import synced
 from reposwarm import gitcmd
 from reposwarm.contracts import ConflictInput, Resolution, Usage
 from reposwarm.gitcmd import IDENTITY, rev, show, try_git
@@ -100,7 +100,9 @@ def _check(answer: _Resolve, conflicted: list[str]) -> dict[str, str | None]:
 @activity.defn
 async def resolve_conflict(req: ConflictInput) -> Resolution:
     """Ask the converger once; land its resolution, or say why it was refused (the lane is then redone)."""
-    g = open_repo(req.repo_path)
+    repo = synced(req.repo_path, req.run_id)
+    repo.have(req.integration_sha, req.lane_sha)
+    g = repo.git
     integ_ref = f"refs/heads/{req.integration_branch}"
     current = rev(g, integ_ref)
     if current != req.integration_sha and current is not None and rev(g, f"{current}^^2") == req.lane_sha:
@@ -141,6 +143,7 @@ async def resolve_conflict(req: ConflictInput) -> Resolution:
                          answer.explanation, "", json.dumps({"lane": req.lane, "files": req.files})])
     resolution = g.execute(["git", *IDENTITY, "commit-tree", resolved_tree, "-p", merge, "-m", message])
     g.update_ref(integ_ref, resolution, req.integration_sha)
+    repo.push(integ_ref)
     ledger.record_activity(req.run_id, "resolution", lane=req.lane, files=req.files, resolved=True,
                            sha=resolution, how=answer.explanation[:500])
     return Resolution(lane=req.lane, resolved=True, integration_sha=resolution, files=req.files,

@@ -12,7 +12,7 @@ import git
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.repo import open_repo
+from activities.repo import synced
 from reposwarm import forge
 from reposwarm.contracts import Delivered, DeliverInput
 from reposwarm.gitcmd import is_ancestor, rev, try_git
@@ -28,8 +28,11 @@ def deliver(req: DeliverInput) -> Delivered:
     the delivered commit (merged); any other is kept under swarm-kept/<run>/.
     Worktrees of the run are removed, never the user's own.
     """
-    g = open_repo(req.repo_path)
+    repo = synced(req.repo_path, req.run_id)
+    repo.have(req.integration_sha)
+    g = repo.git
     target = f"refs/heads/{req.branch}"
+    repo.fetch(target)  # a branch of that name on the remote is as much in the way as a local one
     existing = rev(g, target)
     if existing is not None and existing != req.integration_sha:
         raise ApplicationError(f"branch {req.branch!r} already exists in {req.repo_path}", non_retryable=True)
@@ -39,18 +42,28 @@ def deliver(req: DeliverInput) -> Delivered:
             g.worktree("remove", "--force", line[9:])
     g.worktree("prune")
     prefix = f"refs/heads/swarm/{req.run_id}/"
+    # on a remote, every lane's branch as its host pushed it: those not merged are kept, like local ones
+    repo.fetch(f"{prefix}*")
+    kept, gone = [], []
     for line in g.for_each_ref("--format=%(refname) %(objectname)", prefix).splitlines():
         ref, sha = line.split()
         if not is_ancestor(g, sha, req.integration_sha):
-            g.update_ref(f"refs/heads/swarm-kept/{req.run_id}/{ref[len(prefix):]}", sha)
+            kept.append(f"refs/heads/swarm-kept/{req.run_id}/{ref[len(prefix):]}")
+            g.update_ref(kept[-1], sha)
         g.update_ref("-d", ref, sha)
+        gone.append(ref)
     # Validated and rolled-back states: kept while their commits are not in the delivered one.
     for line in g.for_each_ref("--format=%(refname) %(objectname)", f"refs/reposwarm/{req.run_id}/").splitlines():
         ref, sha = line.split()
         if is_ancestor(g, sha, req.integration_sha):
             g.update_ref("-d", ref, sha)
+            gone.append(ref)
+    # the remote as here: kept branches first, then the merged ones go, then the delivered branch comes
+    # (swarm/<run> can only be made once no swarm/<run>/... is left)
+    repo.push(*kept, delete=tuple(gone))
     if existing is None:
         g.update_ref(target, req.integration_sha, "0" * 40)
+    repo.push(new=(target,))
     ledger.record_activity(req.run_id, "delivery", branch=req.branch, sha=req.integration_sha)
     return Delivered(branch=req.branch, pushed_to=_push(g, req), pull_request_url=_pull_request(g, req))
 

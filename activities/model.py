@@ -40,6 +40,7 @@ from reposwarm.intel.repomap import repo_map
 from reposwarm.intel.symbols import SymbolIndexError
 from reposwarm.models import ModelReply
 from reposwarm.models.calls import MAX_ERROR_CHARS, as_text, complete
+from reposwarm.remote import open_repository
 from reposwarm.runs.store import Store
 
 
@@ -56,6 +57,25 @@ def _assistant_message(reply: ModelReply) -> dict[str, Any]:
 INLINE_ARGS = 1024  # tool-call arguments larger than this ride in the store, not in history
 MAX_SUMMARY_CHARS = 20_000  # a finish summary rides in history (the lane's result, the review)
 KEEP_RECENT = 6  # assistant turns kept whole when a transcript is compacted
+
+
+LOST_RESULT = "(no result: the machine running this call was lost before it reported; run it again if needed)"
+
+
+def answer_open_calls(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every tool call gets its answer before the conversation goes on (providers refuse a transcript with an
+    unanswered call): a call whose result was lost with its machine says so."""
+    out: list[dict[str, Any]] = []
+    open_ids: list[str] = []
+    for message in messages:
+        role = message.get("role")
+        if role == "tool":
+            open_ids = [i for i in open_ids if i != message.get("tool_call_id")]
+        else:
+            out += [{"role": "tool", "tool_call_id": i, "content": LOST_RESULT} for i in open_ids]
+            open_ids = [c["id"] for c in message.get("tool_calls") or []] if role == "assistant" else []
+        out.append(message)
+    return out
 
 
 def _tokens(messages: list[dict[str, Any]]) -> int:
@@ -174,13 +194,21 @@ async def model_turn(req: ModelTurnInput) -> ModelTurnResult:
     """One turn of a lane: append the new messages, ask the model, store the transcript."""
     lane_worktree(req.run_id, req.agent)  # its transcript is in the same worker's store
     store = Store(req.run_id)
-    messages: list[dict[str, Any]] = store.get_json(req.transcript_ref) if req.transcript_ref else []
-    for message in req.new_messages:
+    new_messages = req.new_messages
+    try:
+        messages: list[dict[str, Any]] = store.get_json(req.transcript_ref) if req.transcript_ref else []
+    except FileNotFoundError:
+        if not req.if_lost:
+            raise
+        # The lane moved off a lost host whose transcript no store here holds (no shared object store): it
+        # starts afresh from its goal and its committed work.
+        messages, new_messages = [], req.if_lost
+    for message in new_messages:
         message = dict(message)
         if "content_ref" in message:
             message["content"] = store.get(message.pop("content_ref")).decode("utf-8")
         messages.append(message)
-    messages, compacted = compact(messages, req.context_tokens)
+    messages, compacted = compact(answer_open_calls(messages), req.context_tokens)
     reply = await complete(req.run_id, req.model, agent=req.agent, round_no=req.round, turn=req.turn,
                            attempt=req.attempt, system=req.system or LANE_SYSTEM, messages=messages,
                            tools=tool_specs(), price=req.price, record=req.record)
@@ -246,13 +274,19 @@ def _repo_map(repo_path: str, base_sha: str, focus: str, progress: Callable[[str
 @activity.defn
 async def plan_round(req: PlanInput) -> PlanOutcome:
     """Ask the model for a Plan; an invalid plan goes back to it once with the error, then fails the run."""
-    listing = await asyncio.to_thread(gitcmd.repo(req.repo_path).ls_tree, "-r", "--name-only", req.base_sha)
+    def local() -> str:  # where git opens the repository on this host (a remote's clone, with the base in it)
+        repo = open_repository(req.repo_path)
+        repo.have(req.base_sha)
+        return str(repo.path)
+
+    repo_path = await asyncio.to_thread(local)
+    listing = await asyncio.to_thread(gitcmd.repo(repo_path).ls_tree, "-r", "--name-only", req.base_sha)
     loop = asyncio.get_running_loop()
 
     def progress(message: str) -> None:  # from the map's thread: heartbeat details, shown by `starter.py watch`
         loop.call_soon_threadsafe(activity.heartbeat, message)
 
-    map_text = await asyncio.to_thread(_repo_map, req.repo_path, req.base_sha,
+    map_text = await asyncio.to_thread(_repo_map, repo_path, req.base_sha,
                                        "\n".join([req.task, *req.feedback]), progress)
     files = _listing(listing.splitlines(), REPO_LISTING_TOKENS if map_text else REPO_LISTING_ONLY_TOKENS)
     lanes = LanesFile(swarm=SwarmConfig(lanes=req.lanes))

@@ -40,6 +40,7 @@ from reposwarm.contracts import (
     PrepareResult,
 )
 from reposwarm.gitcmd import IDENTITY, is_ancestor, rev, try_git
+from reposwarm.remote import Repository, open_repository
 from reposwarm.runs import ledger
 from reposwarm.runs.store import home, run_dir
 
@@ -64,24 +65,29 @@ def lane_worktree(run_id: str, lane: str) -> Path:
 
 
 def open_repo(path: str) -> git.Git:
-    p = Path(path)
-    if not p.is_dir():
-        raise ApplicationError(f"repository {path} does not exist", non_retryable=True)
-    try:
-        git.Repo(p)
-    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
-        raise ApplicationError(f"{path} is not a git repository", non_retryable=True) from None
-    return _git(p)
+    """The repository's git on this host (a URL's is this host's clone of it; reposwarm/remote.py)."""
+    return open_repository(path).git
+
+
+def synced(spec: str, run_id: str, *refs: str) -> Repository:
+    """The repository with the run's integration branch and states (and `refs`) as the remote has them.
+
+    Never all lane branches: a lane on this host may have committed and not pushed yet."""
+    repo = open_repository(spec)
+    repo.fetch(*repo.run_refs(run_id), *refs)
+    return repo
 
 
 @activity.defn
 def prepare_run(req: PrepareInput) -> PrepareResult:
     """Resolve the base commit and create the integration branch on it."""
-    g = open_repo(req.repo_path)
-    base = rev(g, req.base_ref)
+    repo = open_repository(req.repo_path)
+    g = repo.git
+    base = rev(g, req.base_ref) if repo.url is None else repo.base(req.base_ref)
     if base is None:
         raise ApplicationError(f"base {req.base_ref!r} is not a commit in {req.repo_path}", non_retryable=True)
     branch = integration_branch(req.run_id)
+    repo.fetch(f"refs/heads/{branch}", *([f"refs/heads/{req.swarm_branch}"] if req.swarm_branch else []))
     existing = rev(g, f"refs/heads/{branch}")
     if existing is None and req.create_branch:
         if rev(g, f"refs/heads/{req.swarm_branch}") is not None:
@@ -90,6 +96,7 @@ def prepare_run(req: PrepareInput) -> PrepareResult:
                 non_retryable=True,
             )
         g.branch(branch, base)
+    repo.push(f"refs/heads/{branch}")
     ledger.record_activity(req.run_id, "prepare", repo=req.repo_path, base_sha=base, integration_branch=branch)
     return PrepareResult(base_sha=base, integration_branch=branch)
 
@@ -99,13 +106,14 @@ def look_at_base(req: BaseInput) -> BaseMove:
     """Where the run's base branch is now. When it has moved, its head is held under refs/reposwarm/<run>/base
     (never a branch of the user's touched) for the merge, with the commits since the run started and the files
     both the base and the run's change touched."""
-    g = open_repo(req.repo_path)
-    head = next((sha for ref in (f"refs/heads/{req.base_branch}", f"refs/remotes/{req.base_branch}", req.base_branch)
-                 if (sha := rev(g, ref)) is not None), None)
+    repo = open_repository(req.repo_path)
+    g = repo.git
+    head = repo.base(req.base_branch)
     if head is None or head == req.start_sha:
         return BaseMove(head_sha=head or "")
     ref = f"refs/reposwarm/{req.run_id}/base"
     g.update_ref(ref, head)
+    repo.push(ref)
     commits = int(g.rev_list("--count", f"{req.start_sha}..{head}") or 0)
     theirs = set(g.diff("--name-only", req.start_sha, head).splitlines())
     ours = set(g.diff("--name-only", req.start_sha, req.integration_sha).splitlines())
@@ -123,15 +131,20 @@ def create_lane_worktree(task: HelperTask) -> LaneWorktree:
     base are first kept under <branch>-kept-<sha>, so nothing is lost.
     A worktree that exists is recycled (cheaper than remove + add).
     """
-    g = open_repo(task.repo_path)
+    repo = open_repository(task.repo_path)
+    g = repo.git
     path = lane_worktree_path(task.run_id, task.lane)
     branch = task.branch
+    # On a remote, the lane's branch as its last host pushed it (this host's own is kept when it is ahead)
+    repo.fetch(*repo.run_refs(task.run_id), f"refs/heads/{branch}", keep_ahead=(f"refs/heads/{branch}",))
     current = rev(g, f"refs/heads/{branch}")
+    kept = []
     if current is not None and is_ancestor(g, task.base_sha, current):
         start = current  # this assignment's own work: keep it
     else:
         if current is not None and not is_ancestor(g, current, task.base_sha):
             g.branch("-f", f"{branch}-kept-{current[:10]}", current)
+            kept.append(f"refs/heads/{branch}-kept-{current[:10]}")
         start = task.base_sha
     if (path / ".git").exists() and not _healthy(path):
         # A checkout that died half-way (its activity was killed): nothing of the lane's is only there (its
@@ -158,6 +171,7 @@ def create_lane_worktree(task: HelperTask) -> LaneWorktree:
             wt.sparse_checkout("set", "--cone", "--sparse-index", *cone)
             wt.checkout("-f", "-q", branch)
     head = rev(_git(path), "HEAD") or start
+    repo.push(*kept, f"refs/heads/{branch}")
     # "helper_spawn": the reference design's name for a lane's start, kept in the ledger (metrics read it)
     ledger.record_activity(task.run_id, "helper_spawn" if task.resume is None else "checkpoint_restore",
                            lane=task.lane, round=task.round, branch=branch, base_sha=task.base_sha, head=head,
@@ -225,6 +239,8 @@ def checkpoint_lane(req: CheckpointInput) -> CheckpointResult:
     if status == 1:
         wt.execute(["git", *IDENTITY, "commit", "-q", "--no-verify", "-m", req.message])
     head = wt.rev_parse("HEAD")
+    if req.repo_path:  # on a remote, the checkpoint is where another host can take the lane up from
+        open_repository(req.repo_path).push(f"refs/heads/{wt.rev_parse('--abbrev-ref', 'HEAD')}")
     if refused:  # the tools cannot write there, so a check's leftovers: run_checks already reverted and reported
         ledger.record_activity(req.run_id, "slice_refused", lane=req.lane, at="checkpoint",
                                detail="; ".join(refused)[:2000])
@@ -292,7 +308,8 @@ def merge_lane(req: MergeInput) -> MergeResult:
     A textual conflict merges nothing and is reported with its paths; the
     converger (or the lane, redone) settles it, and either side stays intact.
     """
-    g = open_repo(req.repo_path)
+    repo = synced(req.repo_path, req.run_id, req.lane_ref or f"refs/heads/{req.lane_branch}")
+    g = repo.git
     integ_ref = f"refs/heads/{req.integration_branch}"
     integ = rev(g, integ_ref)
     lane_head = rev(g, req.lane_ref or f"refs/heads/{req.lane_branch}")
@@ -327,6 +344,7 @@ def merge_lane(req: MergeInput) -> MergeResult:
     commit = g.execute(["git", *IDENTITY, "commit-tree", lines[0].strip(), "-p", integ, "-p", lane_head,
                         "-m", req.message])
     g.update_ref(integ_ref, commit, integ)
+    repo.push(integ_ref)
     ledger.record_activity(req.run_id, "merge", lane=req.lane, merged=True, sha=commit, files=files,
                            contract_flags=flags)
     return MergeResult(lane=req.lane, merged=True, integration_sha=commit, lane_sha=lane_head, files=files,

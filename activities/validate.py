@@ -24,8 +24,16 @@ from reposwarm.contracts import (
     TestReport,
     ValidateInput,
 )
+from reposwarm.remote import open_repository
 from reposwarm.runs import ledger
 from reposwarm.runs.store import Store, run_dir
+
+
+def _synced(repo_path: str, run_id: str) -> str:
+    """Where git opens the repository on this host, with the run's states as the remote has them."""
+    repo = open_repository(repo_path)
+    repo.fetch(*repo.run_refs(run_id))
+    return str(repo.path)
 
 
 def _checkout(repo_path: str, path: Path, ref: str) -> None:
@@ -53,7 +61,8 @@ async def validate(req: ValidateInput) -> TestReport:
     """Run the check profile on a clean checkout of `ref`; keep the validated state under a ref of the run."""
     slug = re.sub(r"[^a-z0-9]+", "-", req.label.lower()).strip("-") or "check"
     path = run_dir(req.run_id) / ("baseline" if slug == "baseline" else "validate")
-    await asyncio.to_thread(_checkout, req.repo_path, path, req.ref)
+    local = await asyncio.to_thread(_synced, req.repo_path, req.run_id)
+    await asyncio.to_thread(_checkout, local, path, req.ref)
     store = Store(req.run_id)
     try:
         report = await run_profile(req.profile, path, store)
@@ -72,8 +81,9 @@ async def validate(req: ValidateInput) -> TestReport:
     else:
         # Every validated state stays reachable (rollback needs the last green one; nothing is lost).
         state = "green" if report.passed else "red"
-        await asyncio.to_thread(gitcmd.repo(req.repo_path).update_ref,
-                                f"refs/reposwarm/{req.run_id}/validated/{slug}-{state}", req.ref)
+        ref = f"refs/reposwarm/{req.run_id}/validated/{slug}-{state}"
+        await asyncio.to_thread(gitcmd.repo(local).update_ref, ref, req.ref)
+        await asyncio.to_thread(open_repository(req.repo_path).push, ref)
     ledger.record_activity(req.run_id, "validation", ref=req.ref, label=req.label, profile=req.profile_name,
                            passed=report.passed, failures=[f.name for f in report.failures],
                            flaky=[f.name for f in report.flaky], duration_s=report.duration_s,
@@ -112,7 +122,9 @@ def attribute_failures(req: AttributeInput) -> Attribution:
     lanes that touched a file the failing test imports; else every lane that
     changed something.
     """
-    g = gitcmd.repo(req.repo_path)
+    repo = open_repository(req.repo_path)
+    repo.have(req.ref)
+    g = repo.git
     policies = {lane: PathPolicy(req.repo_path, paths) for lane, paths in req.lane_paths.items()}
     blamed: dict[str, list[str]] = {}
     for failure in req.failures:
@@ -133,10 +145,14 @@ def attribute_failures(req: AttributeInput) -> Attribution:
 @activity.defn
 def rollback_integration(req: RollbackInput) -> RollbackResult:
     """Put the integration branch back on the last green state; the red one stays under a ref of the run."""
-    g = gitcmd.repo(req.repo_path)
-    g.update_ref(f"refs/reposwarm/{req.run_id}/rolled-back/{req.from_sha[:12]}", req.from_sha)
+    repo = open_repository(req.repo_path)
+    repo.fetch(*repo.run_refs(req.run_id))
+    g = repo.git
+    kept = f"refs/reposwarm/{req.run_id}/rolled-back/{req.from_sha[:12]}"
+    g.update_ref(kept, req.from_sha)
     current = g.rev_parse(f"refs/heads/{req.integration_branch}")
     if current != req.to_sha:
         g.update_ref(f"refs/heads/{req.integration_branch}", req.to_sha, current)
+    repo.push(kept, f"refs/heads/{req.integration_branch}")
     ledger.record_activity(req.run_id, "rollback", from_sha=req.from_sha, to_sha=req.to_sha)
     return RollbackResult(integration_sha=req.to_sha)

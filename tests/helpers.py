@@ -78,7 +78,7 @@ def finish(call_id: str, summary: str = "done with the goal") -> dict[str, Any]:
     return turn((call_id, "finish", {"summary": summary}))
 
 
-async def start_run(client: Client, repo: Path, lanes: Path, script: Path, *, plan: Path | None = None,
+async def start_run(client: Client, repo: Path | str, lanes: Path, script: Path, *, plan: Path | None = None,
                     task: str = "a test change") -> str:
     """Start a run exactly as `starter.py run` does (same checks, same request)."""
     ns = argparse.Namespace(repo=str(repo), task=task, lanes=str(lanes), plan=str(plan) if plan else None,
@@ -109,8 +109,10 @@ async def wait_for_phase(client: Client, run_id: str, *phases: Phase, timeout: f
 class WorkerProcess:
     """`python worker.py` in a process of its own, as a user runs it (killable for real)."""
 
-    def __init__(self, address: str, queue: str, home: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(self, address: str, queue: str, home: Path, env: dict[str, str] | None = None,
+                 hide: list[Path] | None = None) -> None:
         self.log = home / f"worker-{queue}.log"
+        self.hide = hide or []  # folders this worker must not see: an empty tmpfs over each, in its own mounts
         home.mkdir(parents=True, exist_ok=True)
         clean = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_", "REPOSWARM_"))}
         self.env = {**clean, "TEMPORAL_ADDRESS": address, "REPOSWARM_TASK_QUEUE": queue,
@@ -120,7 +122,13 @@ class WorkerProcess:
     def start(self) -> WorkerProcess:
         import sys
 
-        self.proc = subprocess.Popen([sys.executable, str(ROOT / "worker.py")], cwd=ROOT, env=self.env,
+        cmd = [sys.executable, str(ROOT / "worker.py")]
+        if self.hide:
+            import shlex
+
+            mounts = " && ".join(f"mount -t tmpfs tmpfs {shlex.quote(str(p))}" for p in self.hide)
+            cmd = ["unshare", "--mount", "sh", "-c", f"{mounts} && exec {shlex.join(cmd)}"]
+        self.proc = subprocess.Popen(cmd, cwd=ROOT, env=self.env,
                                      stdout=self.log.open("ab"), stderr=subprocess.STDOUT, start_new_session=True)
         return self
 

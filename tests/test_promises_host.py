@@ -3,7 +3,7 @@ server and in-process worker, real git repositories, the replay model, the fake 
 user runs it.
 
 - gc keeps work that is on no branch, keeps the worktrees of a run still running, and keeps (without crashing) the
-  worktrees of a repository that is gone (README: Durability and scale, "Cleanup that cannot lose work").
+  worktrees of a repository that is gone (README: Deployment and durability, "Cleanup that cannot lose work").
 - the gate rolls back to the last green state, which is a later green check when there was one, not the base
   (README: "returns to the last green state").
 - `REPOSWARM_CHECK_ENV_PASS` names reach the check commands, in the sandbox; other variables do not (README:

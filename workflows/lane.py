@@ -200,10 +200,11 @@ class LaneWorkflow:
             task, r, model_turn,
             ModelTurnInput(run_id=task.run_id, agent=task.lane, round=task.round, attempt=task.attempt,
                            turn=r.turn, model=task.model, transcript_ref=r.transcript_ref, new_messages=r.pending,
-                           context_tokens=role.context_tokens, price=task.price, record=task.record),
+                           if_lost=r.if_lost, context_tokens=role.context_tokens, price=task.price,
+                           record=task.record),
             **options.model(task.outage_s),
         )
-        r.transcript_ref, r.usage, r.pending = result.transcript_ref, r.usage + result.usage, []
+        r.transcript_ref, r.usage, r.pending, r.if_lost = result.transcript_ref, r.usage + result.usage, [], []
         r.turn += 1
         self._state.turns, self._state.tokens = r.turn, r.usage.total_tokens
         self._state.cost_usd = r.usage.cost_usd
@@ -218,7 +219,8 @@ class LaneWorkflow:
             self._step("checkpoint")
             await self._on_host(
                 task, r, checkpoint_lane,
-                CheckpointInput(run_id=task.run_id, lane=task.lane, allowed_paths=task.allowed_paths,
+                CheckpointInput(run_id=task.run_id, lane=task.lane, repo_path=task.repo_path,
+                                allowed_paths=task.allowed_paths,
                                 read_only_paths=task.read_only_paths,
                                 message=f"reposwarm {task.lane}: checkpoint after turn {r.turn}\n\n"
                                         + "\n".join(f"- {e.path}: {e.reason}" for e in edits.values())),
@@ -248,11 +250,14 @@ class LaneWorkflow:
         r.host_queue, r.shared_queue = rebuilt.host_queue, rebuilt.shared_queue
         r.rebuilt += 1
         done = "\n".join(f"- {e.operation} {e.path}: {e.reason}" for e in edits.values()) or "- nothing yet"
-        r.transcript_ref = None
-        r.pending = [{"role": "user", "content": lane_first_message(task) + (
-            f"\n\nYou are resuming on another machine ({lost} was lost). Your work so far, committed on your "
-            f"branch up to your last completed turn:\n{done}\nEdits of the turn in flight may be missing: read "
-            "the files again before you go on.")}]
+        moved = (f"You are resuming on another machine ({lost} was lost). Your work so far, committed on your "
+                 f"branch up to your last completed turn:\n{done}\nEdits of the turn in flight may be missing: read "
+                 "the files again before you go on.")
+        # The conversation goes on where the transcript is in a shared object store; the model turn starts
+        # afresh from the goal (if_lost) where it is not.
+        r.if_lost = [{"role": "user", "content": lane_first_message(task) + "\n\n" + moved}]
+        # (the results of the turn's calls that ran go on; model_turn answers the rest as lost)
+        r.pending = [*r.pending, {"role": "user", "content": moved}] if r.transcript_ref else r.if_lost
         workflow.logger.warning("lane %s: host %s lost; rebuilt on %s", task.lane, lost, r.host_queue)
 
     async def _run_calls(self, task: HelperTask, result: ModelTurnResult, r: LaneResume,

@@ -50,9 +50,37 @@ def check_repo(path: str) -> Path:
     return repo
 
 
-def repo_slug(repo: Path) -> str:
+def repo_slug(repo: Path | str) -> str:
     """The repository's name as it goes into run and batch ids: lower case, dashes, at most 24 characters."""
-    return re.sub(r"[^a-z0-9]+", "-", repo.name.lower()).strip("-")[:24] or "repo"
+    name = repo.name if isinstance(repo, Path) else re.sub(r"\.git$", "", repo.rstrip("/").rsplit("/", 1)[-1]
+                                                              .rsplit(":", 1)[-1])
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:24] or "repo"
+
+
+class RemoteHeads:
+    """What a remote repository (named by URL) has, asked once with `git ls-remote`: a clear error if it cannot
+    be read. Nothing is cloned here: workers keep their own clones (reposwarm/remote.py)."""
+
+    def __init__(self, url: str) -> None:
+        from reposwarm.runs.ledger import redact
+
+        done = gitcmd.run(["ls-remote", "--symref", "--", url], capture_output=True, text=True, timeout=120)
+        if done.returncode != 0:
+            raise UserError(f"cannot read the repository {redact(url)}: "
+                            f"{redact(done.stderr.strip().splitlines()[-1] if done.stderr.strip() else 'git ls-remote failed')}")
+        self.url, self.refs, self.head_branch = url, {}, None
+        for line in done.stdout.splitlines():
+            left, _, name = line.partition("\t")
+            if left.startswith("ref: ") and name == "HEAD":
+                self.head_branch = left[5:].removeprefix("refs/heads/")
+            elif not left.startswith("ref: "):
+                self.refs[name] = left
+
+    def commit(self, ref: str) -> str | None:
+        """The commit a branch, tag, HEAD or full sha names on the remote (a sha is taken as given)."""
+        if re.fullmatch(r"[0-9a-f]{40}", ref):
+            return ref
+        return next((self.refs[r] for r in (ref, f"refs/heads/{ref}", f"refs/tags/{ref}") if r in self.refs), None)
 
 
 def resolve_model(name: str, relative_to: Path | None = None, where: str = "model") -> str:

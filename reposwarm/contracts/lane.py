@@ -36,6 +36,9 @@ class LaneResume(Contract):
     host_queue: str = ""
     shared_queue: bool = False  # host_queue is the shared queue (REPOSWARM_AFFINITY): quick tools run locally
     rebuilt: int = 0  # times the worktree was rebuilt on another host
+    # After a rebuild: the messages to start afresh from, should the transcript be in no store the new host
+    # reads (separate homes and no object store); with a shared store the conversation goes on.
+    if_lost: list[dict[str, Any]] = []
     reassigned: bool = False  # a warm lane's next assignment: its worktree is brought to the new base first
     tool_errors: int = 0
     failed_calls: list[str] = []
@@ -132,6 +135,7 @@ class CheckpointInput(Contract):
     run_id: str
     lane: str
     message: str
+    repo_path: str = ""  # where the checkpoint is pushed when the repository is a remote (reposwarm/remote.py)
     # The lane's slice: only paths it may write are staged. (Empty in runs started before the slice was
     # carried here: those stage every change, as they did.)
     allowed_paths: list[str] = []

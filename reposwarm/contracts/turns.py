@@ -32,6 +32,7 @@ class ModelTurnInput(Contract):
     transcript_ref: str | None  # None for the first turn
     attempt: int = 1
     new_messages: list[dict[str, Any]] = []  # appended before the call (tool results, user text)
+    if_lost: list[dict[str, Any]] = []  # used instead of transcript + new_messages when the transcript is unreadable
     system: str = ""
     context_tokens: int = 100_000  # the transcript is compacted as it nears this
     price: ModelPrice | None = None

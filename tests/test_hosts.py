@@ -1,0 +1,152 @@
+"""Worker hosts that share nothing but Temporal, a git remote and an object store (issue #20).
+
+Each worker runs in a mount namespace of its own in which the other worker's home and the test's are empty
+folders (a tmpfs over each), so a worker that read another's files would find nothing there. The repository
+is a bare remote named by a file:// URL; each worker keeps its own clone of it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from reposwarm.contracts import Phase, ReviewDecision
+from tests.helpers import WorkerProcess, finish, git, make_repo, start_run, turn, wait_for_phase, write_yaml
+from workflows.swarm import SwarmWorkflow
+
+pytestmark = pytest.mark.faults
+
+
+def ledger_of(home: Path) -> list[dict]:
+    return [json.loads(line) for f in home.glob("runs/*/ledger.jsonl") for line in f.read_text().splitlines()]
+
+
+def bare_remote(tmp_path: Path, files: dict[str, str]) -> tuple[Path, str]:
+    """A bare repository with one commit on main, and its file:// URL."""
+    work = make_repo(tmp_path / "work", files)
+    bare = tmp_path / "remote.git"
+    git(tmp_path, "clone", "-q", "--bare", str(work), str(bare))
+    return bare, f"file://{bare}"
+
+
+def hosts(address: str, queue: str, homes: list[Path], hidden: list[Path], env: dict[str, str]) -> list[WorkerProcess]:
+    """One worker per home, each unable to see the other homes (nor `hidden`)."""
+    workers = []
+    for home in homes:
+        others = [h for h in homes if h != home] + hidden
+        workers.append(WorkerProcess(address, queue, home, env={"REPOSWARM_AFFINITY": "host", **env},
+                                     hide=others).start())
+    return workers
+
+
+def lanes_file(tmp_path: Path, lanes: list[str], host_timeout_s: int = 3) -> Path:
+    return write_yaml(tmp_path / "lanes.yaml", {
+        "swarm": {"host_timeout_s": host_timeout_s,
+                  "lanes": {lane: {"allowed_paths": [f"{lane}/"]} for lane in lanes}},
+        "validation": {"profiles": {"default": {"commands": [[sys.executable, "-c", "print('ok')"]],
+                                                "timeout_s": 60}}}})
+
+
+async def test_lanes_spread_over_two_hosts_deliver_to_the_remote(client, temporal_address, reposwarm_home, tmp_path,
+                                                                 monkeypatch):
+    queue = f"hosts-{uuid.uuid4().hex[:6]}"
+    monkeypatch.setenv("REPOSWARM_TASK_QUEUE", queue)
+    lanes = ["a", "b", "c", "d"]
+    bare, url = bare_remote(tmp_path, {f"{lane}/x.txt": "0\n" for lane in lanes})
+    main_before = git(bare, "rev-parse", "main")
+    homes = [tmp_path / "host-1", tmp_path / "host-2"]
+    workers = hosts(temporal_address, queue, homes, [reposwarm_home], {})
+    for w in workers:
+        await w.ready()
+    plan = write_yaml(tmp_path / "plan.yaml", {"interface_contract": "-", "lanes": [
+        {"lane": lane, "goal": f"Write {lane}/x.txt."} for lane in lanes]})
+    script = write_yaml(tmp_path / "replay.yaml", {"version": 1, "lanes": {lane: {1: [
+        turn((f"w-{lane}", "write_file", {"path": f"{lane}/x.txt", "content": f"{lane}\n", "reason": "The goal"})),
+        finish(f"f-{lane}")]} for lane in lanes}})
+    try:
+        run_id = await start_run(client, url, lanes_file(tmp_path, lanes), script, plan=plan)
+        await wait_for_phase(client, run_id, Phase.review, timeout=180)
+        handle = client.get_workflow_handle_for(SwarmWorkflow.run, run_id)
+        await handle.execute_update(SwarmWorkflow.review, ReviewDecision(approve=True))
+        result = await handle.result()
+    finally:
+        for w in workers:
+            w.stop()
+    # The change is on the remote, the user's main untouched, the run's working branches gone from it.
+    for lane in lanes:
+        assert git(bare, "show", f"{result.delivered_branch}:{lane}/x.txt") == lane
+    assert git(bare, "rev-parse", "main") == main_before
+    assert git(bare, "for-each-ref", f"refs/heads/swarm/{run_id}/") == ""
+    # Lanes ran on both hosts, each in its own clone of the remote.
+    made = {str(h): {e["lane"] for e in ledger_of(h) if e["event"] == "helper_spawn"} for h in homes}
+    assert all(made.values()), f"lanes did not spread over both hosts: {made}"
+    assert set().union(*made.values()) == set(lanes)
+    for home in homes:
+        assert list((home / "repos").glob("*.git")), f"{home} kept no clone of the remote"
+
+
+async def test_a_host_killed_mid_lane_hands_its_lane_over_with_nothing_repeated(
+        client, temporal_address, reposwarm_home, tmp_path, monkeypatch):
+    queue = f"hosts-{uuid.uuid4().hex[:6]}"
+    monkeypatch.setenv("REPOSWARM_TASK_QUEUE", queue)
+    bare, url = bare_remote(tmp_path, {"src/a.txt": "0\n", "src/b.txt": "0\n"})
+    homes = [tmp_path / "host-a", tmp_path / "host-b"]
+    workers = hosts(temporal_address, queue, homes, [reposwarm_home], {})
+    for w in workers:
+        await w.ready()
+    plan = write_yaml(tmp_path / "plan.yaml", {"interface_contract": "-",
+                                               "lanes": [{"lane": "src", "goal": "Write a, check, write b."}]})
+    script = write_yaml(tmp_path / "replay.yaml", {"version": 1, "lanes": {"src": {1: [
+        turn(("w1", "write_file", {"path": "src/a.txt", "content": "1\n", "reason": "First half of the goal"})),
+        turn(("c1", "run_checks", {})),
+        turn(("w2", "write_file", {"path": "src/b.txt", "content": "1\n", "reason": "Second half of the goal"})),
+        finish("f1")]}}})
+    lanes = write_yaml(tmp_path / "lanes.yaml", {
+        "swarm": {"host_timeout_s": 3, "lanes": {"src": {"allowed_paths": ["src/"]}}},
+        "validation": {"profiles": {"default": {"commands": [[sys.executable, "-c", "import time; time.sleep(2)"]],
+                                                "timeout_s": 60}}}})
+    try:
+        run_id = await start_run(client, url, lanes, script, plan=plan)
+        holder = None
+        for _ in range(600):
+            for w, home in zip(workers, homes, strict=True):
+                if any(e["event"] == "checkpoint" for e in ledger_of(home)):
+                    holder = w
+            if holder:
+                break
+            await asyncio.sleep(0.1)
+        assert holder is not None, "the lane never committed its first turn"
+        os.killpg(holder.proc.pid, signal.SIGKILL)  # type: ignore[union-attr]
+        killed_at = time.monotonic()
+        lost_home = homes[workers.index(holder)]
+        survivor_home = homes[1 - workers.index(holder)]
+        await wait_for_phase(client, run_id, Phase.review, timeout=180)
+        print(f"\nhost lost -> run at review in {time.monotonic() - killed_at:.1f}s")
+        handle = client.get_workflow_handle_for(SwarmWorkflow.run, run_id)
+        await handle.execute_update(SwarmWorkflow.review, ReviewDecision(approve=True))
+        result = await handle.result()
+    finally:
+        for w in workers:
+            w.stop()
+    survivor = ledger_of(survivor_home)
+    lost = ledger_of(lost_home)
+    # The survivor rebuilt the lane's worktree from the checkpoint the lost host pushed, and went on.
+    assert any(e["event"] == "checkpoint_restore" and e["lane"] == "src" for e in survivor)
+    # Nothing the lost host completed was done again: its tool calls are not in the survivor's ledger.
+    done_there = {e["call_id"] for e in lost if e["event"] == "tool_call"}
+    done_here = {e["call_id"] for e in survivor if e["event"] == "tool_call"}
+    assert "w1" in done_there and "w1" not in done_here and "w2" in done_here
+    asked = [e["call_id"] for e in lost + survivor if e["event"] == "model_call" and e.get("agent") == "src"
+             and e.get("outcome") != "reused"]
+    assert len(asked) == len(set(asked)), f"a model call was asked twice: {asked}"
+    # Both halves are delivered, on the remote.
+    assert git(bare, "show", f"{result.delivered_branch}:src/a.txt") == "1"
+    assert git(bare, "show", f"{result.delivered_branch}:src/b.txt") == "1"
