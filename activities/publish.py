@@ -1,4 +1,5 @@
-"""Publishing the review package: Markdown for people and JSON for tools, kept after the run ends."""
+"""Publishing the review package: Markdown for people and JSON for tools, kept after the run ends (as files of the
+run: with a shared object store, a CLI on any machine reads them)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from temporalio import activity
 
 from reposwarm import gitcmd
 from reposwarm.contracts import Published, PublishInput
-from reposwarm.runs import ledger
+from reposwarm.runs import ledger, objects
 from reposwarm.runs.review_package import render_review
 from reposwarm.runs.store import Store, run_dir
 
@@ -24,10 +25,9 @@ def publish_review(req: PublishInput) -> Published:
     as_json = ledger.redact(json.dumps(package.model_dump(mode="json"), indent=2))
     store = Store(req.run_id)
     folder = run_dir(req.run_id) / "review"
-    folder.mkdir(parents=True, exist_ok=True)
     for name in (f"round-{package.round}", "latest"):
-        (folder / f"{name}.md").write_text(markdown, encoding="utf-8")
-        (folder / f"{name}.json").write_text(as_json, encoding="utf-8")
+        objects.put(req.run_id, f"review/{name}.md", markdown.encode("utf-8"))
+        objects.put(req.run_id, f"review/{name}.json", as_json.encode("utf-8"))
     ledger.record_activity(req.run_id, "review_package", round=package.round, path=str(folder / "latest.md"))
     return Published(markdown_ref=store.put(markdown), json_ref=store.put(as_json), path=str(folder / "latest.md"),
                      since_last_round=since)

@@ -18,7 +18,7 @@ from reposwarm.agent.specs import TOOL_ARGS
 from reposwarm.agent.tools import Toolbox
 from reposwarm.checks.runner import load_baseline
 from reposwarm.contracts import ToolInput, ToolOutcome
-from reposwarm.runs import ledger
+from reposwarm.runs import ledger, objects
 from reposwarm.runs.once import Once, keyed_path
 from reposwarm.runs.store import Store, home
 
@@ -149,8 +149,10 @@ def _same_start(policy: PathPolicy, store: Store, path: str, before: Path) -> No
         _, real = policy.for_write(path)
     except ToolRefused:
         return  # the call itself will be refused, having written nothing
-    if before.exists():
-        note = json.loads(before.read_text(encoding="utf-8"))
+    where = objects.of(before)  # the note is a file of the run, so a retry on another host finds it too
+    noted = objects.get(*where) if where else (before.read_bytes() if before.exists() else None)
+    if noted is not None:
+        note = json.loads(noted)
         if note["content_ref"] is None:
             real.unlink(missing_ok=True)
         else:
@@ -159,6 +161,8 @@ def _same_start(policy: PathPolicy, store: Store, path: str, before: Path) -> No
         return
     if real.is_symlink() or (real.exists() and not real.is_file()):
         return  # not a file's content to note: the tool refuses or fails without writing
-    before.parent.mkdir(parents=True, exist_ok=True)
-    before.write_text(json.dumps({"content_ref": store.put(real.read_bytes()) if real.exists() else None}),
-                      encoding="utf-8")
+    note_text = json.dumps({"content_ref": store.put(real.read_bytes()) if real.exists() else None}).encode()
+    if where:
+        objects.put(*where, note_text)
+    else:
+        objects.write_local(before, note_text)

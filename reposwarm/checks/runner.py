@@ -15,8 +15,8 @@ from pathlib import Path
 from reposwarm import gitcmd
 from reposwarm.checks import runners, sandbox
 from reposwarm.contracts import CheckProfile, CommandResult, TestFailure, TestReport
-from reposwarm.runs import ledger
-from reposwarm.runs.store import Store, run_dir
+from reposwarm.runs import ledger, objects
+from reposwarm.runs.store import Store
 
 TAIL_CHARS = 4000
 
@@ -92,16 +92,21 @@ async def _run_once(argv: list[str], tree: sandbox.Tree, profile: CheckProfile, 
     return result, [TestFailure(name=command, message=f"{why}\n{result.output_tail[-2000:]}", command=command)]
 
 
-def baseline_path(run_id: str) -> Path:
-    """The run's baseline report (the profile on the base commit), for the lanes' run_checks to compare with."""
-    return run_dir(run_id) / "baseline.json"
+BASELINE = "baseline.json"  # the run's baseline report (the profile on the base commit), in the run's files
+
+
+def save_baseline(run_id: str, report: TestReport) -> None:
+    """Keep the baseline where every host's lanes read it (the object store, when the hosts share one)."""
+    objects.put(run_id, BASELINE, report.model_dump_json().encode("utf-8"))
 
 
 def load_baseline(run_id: str) -> TestReport | None:
+    """The baseline for the lanes' run_checks to compare with; None until it has run (it runs beside the lanes)."""
     try:
-        return TestReport.model_validate_json(baseline_path(run_id).read_text(encoding="utf-8"))
+        data = objects.get(run_id, BASELINE, fresh=True)  # rewritten when a later round starts from a new green
+        return TestReport.model_validate_json(data) if data is not None else None
     except (OSError, ValueError):
-        return None  # not run yet (it runs beside the lanes), or not on this host
+        return None
 
 
 def load_cases(store: Store | None, result: CommandResult) -> list[runners.Case] | None:

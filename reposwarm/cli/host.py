@@ -34,8 +34,8 @@ from reposwarm.cli.common import (
 )
 from reposwarm.client import connect, task_queue
 from reposwarm.contracts import LanesFile, TrialBatchRequest, TrialBatchResult, TrialSpec
-from reposwarm.runs import gc, ledger, metrics, recording
-from reposwarm.runs.store import home, run_dir
+from reposwarm.runs import gc, ledger, metrics, objects, recording
+from reposwarm.runs.store import home
 from workflows.trial import TrialWorkflow
 
 
@@ -60,8 +60,11 @@ def _ledger_lines(run_id: str) -> list[dict]:
     """The run's ledger under --home (main.py has made it this command's REPOSWARM_HOME)."""
     lines = ledger.read(run_id)
     if not lines:
-        raise UserError(f"no ledger for run {run_id} under {ledger.ledger_path(run_id)} (--home must be the "
-                        "folder a worker of the run used)")
+        shared = objects.location()
+        raise UserError(f"no ledger for run {run_id} under {ledger.ledger_path(run_id)}"
+                        + (f" or in the object store {shared} ({objects.VARIABLE})" if shared else
+                           " (--home must be the folder a worker of the run used, or REPOSWARM_OBJECT_STORE the "
+                           "object store the workers shared)"))
     return lines
 
 
@@ -130,7 +133,7 @@ def git_ok(repo: str, *args: str) -> bool:
 
 def _repo_of(run_id: str) -> str | None:
     try:
-        return str(json.loads((run_dir(run_id) / "review" / "latest.json").read_text())["repo_path"])
+        return str(json.loads(objects.get(run_id, "review/latest.json", fresh=True) or b"")["repo_path"])
     except (OSError, ValueError, KeyError):
         return None
 

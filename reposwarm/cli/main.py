@@ -45,7 +45,7 @@ def parser() -> argparse.ArgumentParser:
 
     # the run commands: they reach the run through Temporal, from any machine
     run = sub.add_parser("run", help="start a swarm run on a repository")
-    run.add_argument("--repo", required=True)
+    run.add_argument("--repo", required=True, help="the repository: its top folder, or a git remote URL (then --lanes)")
     run.add_argument("--task", required=True)
     run.add_argument("--lanes", help="lanes file (default: reposwarm.yaml or helpers.yaml in the repository)")
     run.add_argument("--plan", help="a Plan as YAML or JSON; skips the planning model in round 1")

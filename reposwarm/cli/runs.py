@@ -42,6 +42,7 @@ from reposwarm.cli.answers import (
     worker_polling,
 )
 from reposwarm.cli.common import (
+    RemoteHeads,
     UserError,
     check_repo,
     client_or_die,
@@ -61,8 +62,9 @@ from reposwarm.contracts import (
     SwarmRequest,
     SwarmResult,
 )
+from reposwarm.remote import is_url
+from reposwarm.runs import objects
 from reposwarm.runs.review_package import render_review, render_status
-from reposwarm.runs.store import run_dir
 from workflows.failures import root_cause
 from workflows.swarm import REPO_ATTR, STATUS_ATTR, SwarmWorkflow, search_attributes
 
@@ -72,7 +74,10 @@ DEMO_TASK = "Add a priority (low|normal|high, default normal) to tasks across th
 
 
 def build_request(args: argparse.Namespace, *, auto_approve: bool = False) -> SwarmRequest:
-    repo = check_repo(args.repo)
+    remote = RemoteHeads(args.repo) if is_url(args.repo) else None
+    if remote is not None and not args.lanes:
+        raise UserError(f"a repository named by URL needs --lanes FILE (the lanes file is read here, not from {args.repo})")
+    repo = check_repo(args.repo) if remote is None else Path(args.lanes).resolve().parent
     lanes_path, config = load_config(repo, args.lanes)
     # Lane models: replay scripts named relative to the lanes file.
     for name, role in config.swarm.lanes.items():
@@ -82,18 +87,25 @@ def build_request(args: argparse.Namespace, *, auto_approve: bool = False) -> Sw
     if getattr(args, "pin_base", False):
         config.swarm.pin_base = True
     base_ref = os.environ.get("BASE_BRANCH") or "HEAD"
-    try:
-        base_branch = os.environ.get("BASE_BRANCH") or git_out(repo, "symbolic-ref", "--short", "-q", "HEAD")
-    except subprocess.CalledProcessError:
-        base_branch = None  # a detached HEAD: no pull request base to name
-    try:
-        base_sha = git_out(repo, "rev-parse", "--verify", "--quiet", f"{base_ref}^{{commit}}")
-    except subprocess.CalledProcessError:
-        raise UserError(f"base {base_ref!r} (BASE_BRANCH) is not a commit in {repo}") from None
-    if git_out(repo, "status", "--porcelain", "--untracked-files=no"):
-        print(f"note: {repo} has uncommitted changes; the swarm works from commit {base_sha[:12]} and leaves them alone",
-              file=sys.stderr)
-    slug = repo_slug(repo)
+    if remote is not None:
+        base_branch = os.environ.get("BASE_BRANCH") or remote.head_branch
+        found = remote.commit(base_ref)
+        if found is None:
+            raise UserError(f"base {base_ref!r} (BASE_BRANCH) is not a branch of {args.repo}")
+        base_sha = found
+    else:
+        try:
+            base_branch = os.environ.get("BASE_BRANCH") or git_out(repo, "symbolic-ref", "--short", "-q", "HEAD")
+        except subprocess.CalledProcessError:
+            base_branch = None  # a detached HEAD: no pull request base to name
+        try:
+            base_sha = git_out(repo, "rev-parse", "--verify", "--quiet", f"{base_ref}^{{commit}}")
+        except subprocess.CalledProcessError:
+            raise UserError(f"base {base_ref!r} (BASE_BRANCH) is not a commit in {repo}") from None
+        if git_out(repo, "status", "--porcelain", "--untracked-files=no"):
+            print(f"note: {repo} has uncommitted changes; the swarm works from commit {base_sha[:12]} and leaves them "
+                  "alone", file=sys.stderr)
+    slug = repo_slug(args.repo if remote is not None else repo)
     run_id = f"reposwarm-{slug}-{uuid.uuid4().hex[:6]}"
     swarm_branch = os.environ.get("SWARM_BRANCH") or None
     if swarm_branch:
@@ -101,10 +113,11 @@ def build_request(args: argparse.Namespace, *, auto_approve: bool = False) -> Sw
             git_out(repo, "check-ref-format", "--branch", swarm_branch)
         except subprocess.CalledProcessError:
             raise UserError(f"SWARM_BRANCH={swarm_branch!r} is not a valid branch name") from None
-        if git_out(repo, "branch", "--list", swarm_branch):
+        if (remote.commit(f"refs/heads/{swarm_branch}") if remote is not None
+                else git_out(repo, "branch", "--list", swarm_branch)):
             raise UserError(f"SWARM_BRANCH {swarm_branch!r} already exists in {repo}; reposwarm only adds new branches")
     return SwarmRequest(
-        run_id=run_id, repo_path=str(repo), task=args.task, config=config, plan=plan,
+        run_id=run_id, repo_path=args.repo if remote is not None else str(repo), task=args.task, config=config, plan=plan,
         model=run_model(args.model, config, lanes_path), base_ref=base_sha, swarm_branch=swarm_branch,
         test_profile=os.environ.get("TEST_PROFILE") or None,
         auto_approve=auto_approve, base_branch=base_branch or None, ui_url=ui_url(run_id),
@@ -316,10 +329,11 @@ async def cmd_status(args: argparse.Namespace) -> int:
 
 async def cmd_review(args: argparse.Namespace) -> int:
     if args.home:  # (main.py has made it this command's REPOSWARM_HOME)
-        saved = run_dir(args.run) / "review" / ("latest.json" if args.json else "latest.md")
-        if not saved.is_file():
-            raise UserError(f"no saved review package at {saved}")
-        print(saved.read_text(encoding="utf-8"), end="")
+        name = "review/latest.json" if args.json else "review/latest.md"
+        saved = objects.get(args.run, name, fresh=True)  # this folder's copy, or the shared object store's
+        if saved is None:
+            raise UserError(f"no saved review package at {objects.describe(args.run, name)}")
+        print(saved.decode("utf-8"), end="")
         return 0
     v = await view(await client_or_die(), args.run)
     package = v.status.review or v.review

@@ -2,12 +2,15 @@
 
 Each line carries a key made of the workflow id, the activity id and the event;
 a retried activity writes the same keys, and a key already in the ledger is
-not written again.
+not written again. With a shared object store (reposwarm.runs.objects), each
+line is also the run's file ledger/<hash of its key>.json, written only if new,
+so hosts that share no disk add to one ledger, and a retry on any host adds nothing.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import os
 import re
@@ -18,7 +21,8 @@ from typing import Any
 
 import structlog
 
-from reposwarm.runs.store import run_dir
+from reposwarm.runs import objects
+from reposwarm.runs.objects import run_dir
 
 _SECRET_ENV = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL)", re.I)
 _SECRET_SHAPES = re.compile(r"\b(sk-[A-Za-z0-9_-]{16,}|sk-ant-[A-Za-z0-9_-]{16,}|gh[pousr]_[A-Za-z0-9]{20,}|xox[abp]-[A-Za-z0-9-]{10,})")
@@ -38,6 +42,7 @@ PASS_NAMES = frozenset({
     "OTEL_TRACES_EXPORTER", "OTEL_SERVICE_NAME", "GITHUB_API_URL", "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL",
     "PYTEST_CURRENT_TEST", "PYTEST_XDIST_WORKER", "CI", "MAX_PARALLEL_HELPERS", "MAX_HELPER_LOOPS",
     "MAX_CONSECUTIVE_TEST_FAILS", "SWARM_BRANCH", "BASE_BRANCH", "TEST_PROFILE", "VALIDATION_TIMEOUT_S",
+    "AWS_ENDPOINT_URL", "AWS_DEFAULT_REGION", "AWS_REGION",  # where the object store is, not who may use it
 })
 PASS_PREFIXES = ("LC_", "REPOSWARM_", "GIT_CONFIG_")
 MIN_SECRET_CHARS = 8
@@ -94,6 +99,15 @@ def record(run_id: str, event: str, *, key: str, **fields: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     entry = {"ts": round(time.time(), 3), "run": run_id, "event": event, "key": key, **fields}
     line = redact(str(_render(None, event, entry)))
+    if objects.configured():
+        with _lock:
+            if key in _keys(path):
+                return
+        # outside the lock: a network call must not hold up every other activity's ledger lines
+        if not objects.put(run_id, _line_name(key), line.encode("utf-8"), only_new=True):
+            with _lock:
+                _keys(path).add(key)  # another attempt (here or on another host) wrote it: the ledger has it
+            return
     with _lock:
         keys = _keys(path)
         if key in keys:
@@ -101,6 +115,10 @@ def record(run_id: str, event: str, *, key: str, **fields: Any) -> None:
         with path.open("a", encoding="utf-8") as f:
             f.write(line + "\n")
         keys.add(key)
+
+
+def _line_name(key: str) -> str:
+    return f"ledger/{hashlib.sha256(key.encode('utf-8', 'surrogatepass')).hexdigest()[:40]}.json"
 
 
 def record_activity(run_id: str, event: str, **fields: Any) -> None:
@@ -118,7 +136,18 @@ def record_activity(run_id: str, event: str, **fields: Any) -> None:
 
 
 def read(run_id: str) -> list[dict[str, Any]]:
+    """The run's ledger lines: this host's, and with a shared object store every host's (one per key, by time)."""
     path = ledger_path(run_id)
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    local = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()] \
+        if path.exists() else []
+    if not objects.configured():
+        return local
+    by_key: dict[str, dict[str, Any]] = {}
+    for name in objects.list(run_id, "ledger/"):
+        data = objects.get(run_id, name)
+        if data:
+            line = json.loads(data)
+            by_key.setdefault(line["key"], line)
+    for line in local:
+        by_key.setdefault(line.get("key", ""), line)
+    return sorted(by_key.values(), key=lambda line: line.get("ts", 0))

@@ -1,4 +1,4 @@
-"""Exactly once: a side effect's result, recorded under the run's folder, so that a retry returns it.
+"""Exactly once: a side effect's result, recorded as a file of the run, so that a retry (on any host) returns it.
 
 Temporal retries an activity whose worker died before reporting back, and the retry would repeat what the
 first attempt did: pay for a model call again, apply an edit twice. So an activity asks its record first
@@ -17,15 +17,14 @@ proof that all of it happened, so a retry that finds one may skip all of it.
 from __future__ import annotations
 
 import hashlib
-import os
-import tempfile
 from pathlib import Path
 from typing import Generic, TypeVar
 
 from pydantic import BaseModel
 
+from reposwarm.runs import objects
 from reposwarm.runs.ledger import redact
-from reposwarm.runs.store import run_dir
+from reposwarm.runs.objects import run_dir
 
 Result = TypeVar("Result", bound=BaseModel)
 
@@ -54,6 +53,8 @@ class Once(Generic[Result]):
 
     def __init__(self, path: Path, shape: type[Result], *, redacted: bool = False) -> None:
         self.path, self.shape, self.redacted = path, shape, redacted
+        # a record in a run's folder is that run's file (reposwarm.runs.objects), so any host finds it
+        self.where = objects.of(path)
 
     def recorded(self) -> Result | None:
         """The result an earlier attempt recorded, or None if it recorded none.
@@ -63,9 +64,13 @@ class Once(Generic[Result]):
         (older versions), or one a redaction made invalid.
         """
         try:
-            return self.shape.model_validate_json(self.path.read_text(encoding="utf-8"))
+            data = objects.get(*self.where) if self.where else self.path.read_bytes()
         except FileNotFoundError:
             return None
+        if data is None:
+            return None
+        try:
+            return self.shape.model_validate_json(data.decode("utf-8"))
         except ValueError:  # not JSON, not UTF-8, or not of the shape (pydantic's ValidationError is one)
             return None
 
@@ -73,13 +78,9 @@ class Once(Generic[Result]):
         """Record the result (write-then-rename: a worker killed while writing leaves no half record for the
         next attempt to trip on) and return it as given."""
         text = result.model_dump_json()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(redact(text) if self.redacted else text)
-            os.replace(tmp, self.path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        data = (redact(text) if self.redacted else text).encode("utf-8")
+        if self.where:
+            objects.put(*self.where, data)
+        else:
+            objects.write_local(self.path, data)
         return result
