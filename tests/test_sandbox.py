@@ -396,3 +396,22 @@ async def test_validation_leaves_nothing_in_its_checkout(lane, tmp_path):
     assert report.passed and not report.unsandboxed
     checkout = run_dir(req.run_id) / "validate"
     assert git(checkout, "status", "--porcelain", "--ignored") == ""
+
+
+@pytest.mark.parametrize("sandboxed", [True, False])
+async def test_checks_run_below_the_worker_s_priority(lane, monkeypatch, sandboxed):
+    """A host's CPU-heavy checks must not starve its worker (late heartbeats get activities retried): the check
+    runs niced, and so does its session's autogroup, where niceness would otherwise weigh only inside it."""
+    if not sandboxed:
+        monkeypatch.setenv("REPOSWARM_SANDBOX", "off")
+    monkeypatch.setenv("REPOSWARM_CHECK_NICE", "7")
+    script = "import os\nprint('nice', os.nice(0) - 0)\nprint(open('/proc/self/autogroup').read().strip())\n"
+    ran = await sandbox.run([sys.executable, "-c", script], lane, profile(), timeout_s=60)
+    out = ran.output.decode()
+    worker = os.nice(0)
+    assert f"nice {min(19, worker + 7)}" in out, out
+    if "autogroup" in out:  # a kernel with autogroup scheduling: the check's group is niced too
+        assert out.rstrip().endswith("nice 7"), out
+    monkeypatch.setenv("REPOSWARM_CHECK_NICE", "twenty")
+    with pytest.raises(SandboxUnavailable, match="REPOSWARM_CHECK_NICE"):
+        await sandbox.run(["true"], lane, profile(), timeout_s=60)

@@ -199,7 +199,10 @@ def bwrap_argv(binary: str, argv: list[str], tree: Tree, profile: CheckProfile) 
     cmd = [binary, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
            # (a user namespace of its own, in which it may not make another: a kernel attack surface less)
            "--unshare-all", "--unshare-user", "--disable-userns", *(["--share-net"] if profile.network else []),
-           "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+           # (no --new-session: the launcher already runs in a session of its own with no controlling terminal,
+           # stdio being pipes, so there is no terminal to inject keystrokes into (TIOCSTI); and a new session
+           # would be a new autogroup, which would undo the check's lower priority, check_nice)
+           "--die-with-parent", "--cap-drop", "ALL"]
     # private, memory-backed, and bounded: a check filling them would otherwise fill the machine's memory
     size = str(profile.tmp_mb * MIB)
     cmd += ["--size", size, "--tmpfs", "/tmp", "--size", size, "--tmpfs", str(home)]
@@ -358,6 +361,13 @@ try:
             f.write(str(os.getpid()))
     for name, value in spec["rlimits"].items():
         resource.setrlimit(getattr(resource, name), (value, value))
+    if spec.get("nice"):  # below the worker, its session's autogroup too (niceness weighs only inside a group)
+        os.nice(spec["nice"])
+        try:
+            with open("/proc/self/autogroup", "w") as f:
+                f.write(str(spec["nice"]))
+        except OSError:
+            pass
     # exactly the environment it was given (Python may have coerced a C locale into LC_CTYPE)
     env = {k: os.environ[k] for k in spec["env"]}
     os.execve(spec["argv"][0], spec["argv"], env)
@@ -372,6 +382,14 @@ except OSError as err:
 SUPERVISOR = """
 import os, signal, subprocess, sys, time
 parent = os.getppid()
+nice = int(os.environ.pop("REPOSWARM_SUPERVISOR_NICE", "0"))
+if nice:
+    os.nice(nice)
+    try:
+        with open("/proc/self/autogroup", "w") as f:
+            f.write(str(nice))
+    except OSError:
+        pass
 try:
     child = subprocess.Popen(sys.argv[1:])
 except FileNotFoundError:
@@ -388,12 +406,23 @@ sys.exit(child.returncode if child.returncode >= 0 else 128 - child.returncode)
 # --- running ---
 
 
+def check_nice() -> int:
+    """How far below the worker checks run (REPOSWARM_CHECK_NICE, 0-19, default 10). A host running many lanes'
+    CPU-heavy checks at the worker's own priority starves the worker: its heartbeats come late, Temporal times
+    its activities out and runs them again (bench/results_hosts.json saw it at 32 lanes on one core)."""
+    raw = os.environ.get("REPOSWARM_CHECK_NICE", "10").strip()
+    if not raw.isdigit() or int(raw) > 19:
+        raise SandboxUnavailable(f"REPOSWARM_CHECK_NICE must be a whole number from 0 to 19, not {raw!r}")
+    return int(raw)
+
+
 async def run(argv: list[str], tree: Tree, profile: CheckProfile, timeout_s: float) -> Ran:
     """Run `argv` in `tree.root`, sandboxed unless REPOSWARM_SANDBOX=off; its output is stdout and stderr."""
     if not enabled():
         env = unsandboxed_env(profile)
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-c", SUPERVISOR, *argv, cwd=tree.root, env=env, stdin=asyncio.subprocess.DEVNULL,
+            sys.executable, "-c", SUPERVISOR, *argv, cwd=tree.root,
+            env={**env, "REPOSWARM_SUPERVISOR_NICE": str(check_nice())}, stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, start_new_session=True)
         ran = await _watch(proc, None, profile, timeout_s)
         ran.sandboxed, ran.limits = False, [f"wall time {timeout_s:.0f}s", f"output {profile.max_output_mb} MB"]
@@ -404,6 +433,7 @@ async def run(argv: list[str], tree: Tree, profile: CheckProfile, timeout_s: flo
     cgroup = PidsCgroup.make(profile.max_processes + BWRAP_PROCESSES)
     limits, said = rlimits(profile, cgroup)
     spec = {"parent": os.getpid(), "cgroup": str(cgroup.path) if cgroup else None, "rlimits": limits,
+            "nice": check_nice(),
             "env": sorted(env), "argv": bwrap_argv(binary, argv, tree, profile)}
     try:
         # -I -S: no site, no user folders, no PYTHON* variables: nothing of the worker's in the launcher
