@@ -64,14 +64,20 @@ def repo_lock(key: str, what: str = "fetch") -> Iterator[None]:
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def _failed(what: str, url: str, err: str) -> ApplicationError:
-    from reposwarm.runs.ledger import redact  # a URL may carry a token (https://x:TOKEN@host/...)
+def shown(text: str) -> str:
+    """Text naming a URL, fit to show: no password or token of a URL (https://x:TOKEN@host/...), no secret."""
+    from reposwarm.runs.ledger import redact
 
-    detail = redact(err.strip())[-800:]
+    return redact(re.sub(r"(://)[^/@\s]+@", r"\1[redacted]@", text))
+
+
+def _failed(what: str, url: str, err: str) -> ApplicationError:
+    detail = shown(err.strip())[-800:]
+    # ("Could not read from remote repository" alone is also what ssh says when the network is down: retried)
     gone = re.search(r"not found|does not appear to be a git repository|repository .* does not exist|"
-                     r"could not read from remote|authentication failed", err, re.I)
+                     r"authentication failed", err, re.I)
     # A repository that is not there (or not ours to read) stays so on a retry; a network blip does not.
-    return ApplicationError(f"{what} {redact(url)} failed: {detail}", type="RemoteUnavailable",
+    return ApplicationError(f"{what} {shown(url)} failed: {detail}", type="RemoteUnavailable",
                             non_retryable=bool(gone))
 
 
@@ -175,19 +181,28 @@ class Repository:
     def push(self, *refs: str, delete: tuple[str, ...] = (), new: tuple[str, ...] = ()) -> None:
         """Put these refs (full names) on the remote as this clone has them, and delete `delete` there.
 
-        The run's own refs are forced (a rollback moves the integration branch back); a ref in `new` (the
-        delivered branch, whose name the user may also have used) is not: the remote refuses to move it."""
-        if self.url is None or not (refs or delete or new):
+        The run's own refs are forced (a rollback moves the integration branch back). A ref in `new` (the
+        delivered branch, whose name the user may also have used) is only made: the remote refuses it if a ref
+        of that name is there already, unless it is this very commit (an earlier attempt pushed it)."""
+        if self.url is None:
             return
-        specs = ([f"+{r}:{r}" for r in refs if rev(self.git, r) is not None] + [f":{r}" for r in delete]
-                 + [f"{r}:{r}" for r in new if rev(self.git, r) is not None])
-        if not specs:
-            return
-        status, _, err = try_git(self.git, "push", "--quiet", "--no-verify", "--", self.url, *specs)
-        if status != 0 and delete and "remote ref does not exist" in err:
-            status = 0  # deleted already (an earlier attempt)
-        if status != 0:
-            raise _failed("git push to", self.url, err)
+        specs = [f"+{r}:{r}" for r in refs if rev(self.git, r) is not None] + [f":{r}" for r in delete]
+        if specs:
+            status, _, err = try_git(self.git, "push", "--quiet", "--no-verify", "--", self.url, *specs)
+            if status != 0 and delete and "remote ref does not exist" in err:
+                status = 0  # deleted already (an earlier attempt)
+            if status != 0:
+                raise _failed("git push to", self.url, err)
+        for ref in new:
+            sha = rev(self.git, ref)
+            if sha is None:
+                continue
+            status, _, err = try_git(self.git, "push", "--quiet", "--no-verify", f"--force-with-lease={ref}:",
+                                     "--", self.url, f"{ref}:{ref}")
+            if status != 0:
+                _, there, _ = try_git(self.git, "ls-remote", "--", self.url, ref)
+                if there.split("\t", 1)[0].strip() != sha:
+                    raise _failed("git push to", self.url, f"{ref} exists there already and is not ours; {err}")
 
     def run_refs(self, run_id: str) -> list[str]:
         """A run's shared refs but its lanes' branches: the integration branch, validated and rolled-back

@@ -109,6 +109,14 @@ def test_a_remote_that_cannot_be_read_names_it(tmp_path: Path) -> None:
     assert "cannot read the repository" in line and url in line
 
 
+def test_a_remote_url_with_a_token_in_it_is_refused_without_showing_it(tmp_path: Path) -> None:
+    lanes = tmp_path / "lanes.yaml"
+    lanes.write_text(GOOD_LANES)
+    line = error_line(run_starter("run", "--repo", "https://bob:ghp_s3cretvalue@example.com/x.git", "--task", "x",
+                                  "--lanes", str(lanes), "--model", "openai:gpt-4.1"))
+    assert "password or token" in line and "ghp_s3cretvalue" not in line
+
+
 def test_a_remote_needs_a_lanes_file_and_a_base_it_has(tmp_path: Path) -> None:
     repo = make_repo(tmp_path)
     url = f"file://{repo}"

@@ -62,12 +62,17 @@ class RemoteHeads:
     be read. Nothing is cloned here: workers keep their own clones (reposwarm/remote.py)."""
 
     def __init__(self, url: str) -> None:
-        from reposwarm.runs.ledger import redact
+        from reposwarm.remote import shown
+
+        if re.search(r"://[^/@\s]*:[^/@\s]*@", url):
+            # the URL goes into the run's history, its search attributes and the Web UI
+            raise UserError(f"the repository URL {shown(url)} carries a password or token: give it to git on the "
+                            "worker hosts instead (a credential helper, an ssh key), never in the URL")
 
         done = gitcmd.run(["ls-remote", "--symref", "--", url], capture_output=True, text=True, timeout=120)
         if done.returncode != 0:
-            raise UserError(f"cannot read the repository {redact(url)}: "
-                            f"{redact(done.stderr.strip().splitlines()[-1] if done.stderr.strip() else 'git ls-remote failed')}")
+            last = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "git ls-remote failed"
+            raise UserError(f"cannot read the repository {shown(url)}: {shown(last)}")
         self.url, self.refs, self.head_branch = url, {}, None
         for line in done.stdout.splitlines():
             left, _, name = line.partition("\t")
