@@ -849,14 +849,17 @@ def machine_cpu() -> tuple[float, float]:
 
 
 async def parallel_run(client: Client, queue: str, home: Path, repo: Path, tmp: Path, n: int, turns: int,
-                       worker_pid: int, server_pid: int | None) -> dict[str, Any]:
+                       worker_pid: int | list[int], server_pid: int | None) -> dict[str, Any]:
     lanes = {f"lane{i:02d}": {"allowed_paths": [f"l{i:02d}/"], "max_turns": turns + 5} for i in range(n)}
     files = write_run_files(tmp, f"parallel-{n}-{queue[-6:]}", lanes, {"max_parallel": n}, {})
-    pids = {"worker": worker_pid, "dev_server": server_pid, "bench_and_fake_model": os.getpid()}
-    cpu0, (busy0, total0) = {k: process_cpu_s(p) for k, p in pids.items() if p}, machine_cpu()
+    pids: dict[str, Any] = {"worker": worker_pid if isinstance(worker_pid, list) else [worker_pid],
+                            "dev_server": [server_pid] if server_pid else [], "bench_and_fake_model": [os.getpid()]}
+    def cpu_now() -> dict[str, float]:  # the worker: all its processes (--worker-processes)
+        return {k: sum(process_cpu_s(p) for p in ps) for k, ps in pids.items() if ps}
+    cpu0, (busy0, total0) = cpu_now(), machine_cpu()
     run_id = await start_on(client, queue, repo, *files, "openai:bench-fake", f"bench parallel efficiency, {n} lanes")
     status = await wait_for_phase(client, run_id, Phase.review, timeout=600)
-    cpu1, (busy1, total1) = {k: process_cpu_s(p) for k, p in pids.items() if p}, machine_cpu()
+    cpu1, (busy1, total1) = cpu_now(), machine_cpu()
     bad = [lane.lane for lane in status.review.lanes if lane.status != LaneStatus.done]
     spans, models = [], []
     for wf in await lane_ids(client, run_id, list(lanes)):
@@ -899,14 +902,19 @@ async def bench_parallel(client: Client, home: Path, repo: Path, tmp: Path, args
     with FakeModelServer("openai", script, delay_s=args.model_delay) as fake:
         env = {"OPENAI_BASE_URL": fake.base_url, "OPENAI_API_KEY": FAKE_KEY}
         queue = f"bench-parallel-{uuid.uuid4().hex[:6]}"
-        worker = WorkerProcess(address, queue, phome, env).start()
+        # --worker-processes K: K worker processes on this host, sharing one home
+        wenv = {**env, **({"REPOSWARM_WORKER_CONCURRENCY": str(args.worker_concurrency)}
+                          if args.worker_concurrency else {})}
+        workers = [WorkerProcess(address, queue, phome, wenv).start() for _ in range(args.worker_processes)]
         try:
-            await worker.ready()
+            for w in workers:
+                await w.ready()
             for n in args.parallel_lanes:
-                detail[str(n)] = await parallel_run(client, queue, phome, repo, tmp, n, turns, worker.proc.pid,
-                                                   server_pid)
+                detail[str(n)] = await parallel_run(client, queue, phome, repo, tmp, n, turns,
+                                                   [w.proc.pid for w in workers], server_pid)
         finally:
-            worker.stop()
+            for w in workers:
+                w.stop()
         # the most lanes again on a worker of another concurrency (the product's REPOSWARM_WORKER_CONCURRENCY,
         # i.e. worker.py --concurrency): one slot per lane when the default has fewer, else half as many
         other = most if most > DEFAULT_CONCURRENCY else most // 2
@@ -1362,6 +1370,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parallel-lanes", type=lambda s: [int(x) for x in s.split(",")],
                         help="lane counts for parallel efficiency (default 1,4,8,32; --quick: 1,4,8)")
     parser.add_argument("--turns", type=int, default=10, help="turns per lane in the parallel runs")
+    parser.add_argument("--worker-processes", type=int, default=1,
+                        help="worker processes sharing one home (one host) in the parallel runs")
+    parser.add_argument("--worker-concurrency", type=int,
+                        help="each worker process's activity slots in the parallel runs (default: the product's)")
     parser.add_argument("--model-delay", type=float, default=1.0, help="seconds per fake model turn")
     parser.add_argument("--steps", type=int, help="tool-calling turns of the step lane (default 40; --quick: 20)")
     parser.add_argument("--step-repeats", type=int, default=3,
