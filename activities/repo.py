@@ -10,11 +10,8 @@ least once).
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import hashlib
 import re
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import git
@@ -40,9 +37,9 @@ from reposwarm.contracts import (
     PrepareResult,
 )
 from reposwarm.gitcmd import IDENTITY, is_ancestor, rev, try_git
-from reposwarm.remote import Repository, open_repository
+from reposwarm.remote import Repository, is_url, open_repository, repo_lock
 from reposwarm.runs import ledger
-from reposwarm.runs.store import home, run_dir
+from reposwarm.runs.store import run_dir
 
 
 def _git(cwd: str | Path) -> git.Git:
@@ -191,17 +188,9 @@ def _healthy(path: Path) -> bool:
     return status == 0 and not (path / git_dir.strip() / "index.lock").exists()
 
 
-@contextlib.contextmanager
-def _worktree_lock(repo_path: str) -> Iterator[None]:
+def _worktree_lock(repo_path: str) -> contextlib.AbstractContextManager[None]:
     """One `git worktree add` at a time per repository on this host (a lock file under REPOSWARM_HOME)."""
-    lock = home() / "locks" / f"{hashlib.sha1(str(Path(repo_path).resolve()).encode()).hexdigest()}.lock"
-    lock.parent.mkdir(parents=True, exist_ok=True)
-    with lock.open("w") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+    return repo_lock(str(Path(repo_path).resolve()) if not is_url(repo_path) else repo_path, "worktree")
 
 
 def _shared_queue() -> str:

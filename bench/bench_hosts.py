@@ -189,36 +189,20 @@ class CpuCgroup:
     @classmethod
     def make(cls, name: str) -> CpuCgroup | None:
         """A new group `name` beside this process's own (empty ones an earlier bench left there are removed)."""
-        try:
-            own = Path("/proc/self/cgroup").read_text().splitlines()
-            mounts = Path("/proc/self/mountinfo").read_text().splitlines()
-        except OSError:
-            return None
-        for line in own:
-            _, controllers, path = line.split(":", 2)
-            version = "cgroup2" if controllers == "" else "cgroup" if "cpuacct" in controllers.split(",") else None
-            if version is None:
+        for parent, version in sandbox.own_cgroups("cpuacct"):
+            try:
+                for stale in parent.glob("reposwarm-bench-*"):
+                    with contextlib.suppress(OSError):
+                        stale.rmdir()  # refused while processes are in it
+                where = parent / name
+                where.mkdir()
+            except OSError:
                 continue
-            for mount in mounts:
-                fields = mount.split()
-                sep = fields.index("-")
-                root, point, fstype, options = fields[3], fields[4], fields[sep + 1], fields[sep + 3]
-                if fstype != version or (version == "cgroup" and "cpuacct" not in options.split(",")):
-                    continue
-                try:
-                    parent = Path(point) / Path(path).relative_to(root)
-                    for stale in parent.glob("reposwarm-bench-*"):
-                        with contextlib.suppress(OSError):
-                            stale.rmdir()  # refused while processes are in it
-                    where = parent / name
-                    where.mkdir()
-                except (ValueError, OSError):
-                    continue
-                group = cls(where, version)
-                if group.usage_s() is None:
-                    group.remove()
-                    continue
-                return group
+            group = cls(where, version)
+            if group.usage_s() is None:
+                group.remove()
+                continue
+            return group
         return None
 
     def add(self, pid: int) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -197,3 +198,35 @@ async def lane_workflow(client: Client, run_id: str, lane: str) -> str:
         except RPCError:
             continue
     raise LookupError(f"no workflow for lane {lane} of {run_id}")
+
+
+def home_ledger(home: Path) -> list[dict[str, Any]]:
+    """Every ledger line a worker with this home wrote (its local files), of every run."""
+    return [json.loads(line) for f in home.glob("runs/*/ledger.jsonl") for line in f.read_text().splitlines()]
+
+
+async def kill_the_lane_s_host(workers: list[WorkerProcess], homes: list[Path], ready: Any = None) -> int:
+    """SIGKILL the worker whose home holds the run's first lane checkpoint (once `ready()`, if given, says so too);
+    returns its index."""
+    import signal
+
+    for _ in range(600):
+        held = next((i for i, home in enumerate(homes) if any(e["event"] == "checkpoint" for e in home_ledger(home))),
+                    None)
+        if held is not None and (ready is None or ready()):
+            proc = workers[held].proc
+            assert proc is not None
+            os.killpg(proc.pid, signal.SIGKILL)
+            return held
+        await asyncio.sleep(0.1)
+    raise AssertionError("the lane never committed its first turn")
+
+
+async def approve_and_wait(client: Client, run_id: str, timeout: float = 180) -> Any:
+    """Wait for the run's review, approve it, and return its result."""
+    from reposwarm.contracts import ReviewDecision
+
+    await wait_for_phase(client, run_id, Phase.review, timeout=timeout)
+    handle = client.get_workflow_handle_for(SwarmWorkflow.run, run_id)
+    await handle.execute_update(SwarmWorkflow.review, ReviewDecision(approve=True))
+    return await handle.result()

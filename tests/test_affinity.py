@@ -3,26 +3,28 @@ the worktree is rebuilt on another host from the lane's last checkpoint commit a
 
 from __future__ import annotations
 
-import asyncio
-import json
-import os
-import signal
 import sys
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 
-from reposwarm.contracts import Phase, ReviewDecision
-from tests.helpers import WorkerProcess, finish, git, make_repo, start_run, turn, wait_for_phase, write_yaml
-from workflows.swarm import SwarmWorkflow
+from reposwarm.contracts import Phase
+from tests.helpers import (
+    WorkerProcess,
+    approve_and_wait,
+    finish,
+    git,
+    home_ledger,
+    kill_the_lane_s_host,
+    make_repo,
+    start_run,
+    turn,
+    wait_for_phase,
+    write_yaml,
+)
 
 pytestmark = pytest.mark.faults
-
-
-def ledger_of(home: Path) -> list[dict]:
-    return [json.loads(line) for f in home.glob("runs/*/ledger.jsonl") for line in f.read_text().splitlines()]
 
 
 async def test_a_lost_host_is_replaced_from_the_last_checkpoint(client, temporal_address, tmp_path, monkeypatch):
@@ -48,31 +50,19 @@ async def test_a_lost_host_is_replaced_from_the_last_checkpoint(client, temporal
         finish("f1")]}}})
     try:
         run_id = await start_run(client, repo, lanes, script, plan=plan)
-        # find the host that made the lane's worktree, and kill it once the first turn is committed
-        holder = None
-        for _ in range(300):
-            for w, home in zip(workers, homes, strict=True):
-                if any(e["event"] == "checkpoint" for e in ledger_of(home)):
-                    holder = w
-            if holder:
-                break
-            await asyncio.sleep(0.1)
-        assert holder is not None, "the lane never committed its first turn"
-        os.killpg(holder.proc.pid, signal.SIGKILL)
+        held = await kill_the_lane_s_host(workers, homes)
         killed_at = time.monotonic()
-        survivor_home = homes[1 - workers.index(holder)]
+        survivor_home = homes[1 - held]
         await wait_for_phase(client, run_id, Phase.review, timeout=180)
         print(f"\nhost lost -> run at review in {time.monotonic() - killed_at:.1f}s")
-        handle = client.get_workflow_handle_for(SwarmWorkflow.run, run_id)
-        await handle.execute_update(SwarmWorkflow.review, ReviewDecision(approve=True))
-        result = await handle.result()
+        result = await approve_and_wait(client, run_id)
     finally:
         for w in workers:
             w.stop()
     # The survivor rebuilt the worktree from the branch (a checkpoint restore) and finished the lane.
-    restored = [e for e in ledger_of(survivor_home) if e["event"] == "checkpoint_restore"]
+    restored = [e for e in home_ledger(survivor_home) if e["event"] == "checkpoint_restore"]
     assert restored and restored[0]["lane"] == "src"
-    assert any(e["event"] == "tool_call" and e["call_id"] == "w2" for e in ledger_of(survivor_home))
+    assert any(e["event"] == "tool_call" and e["call_id"] == "w2" for e in home_ledger(survivor_home))
     # Both halves are delivered: the one committed on the lost host, and the one made after.
     assert git(repo, "show", f"{result.delivered_branch}:src/a.txt") == "1"
     assert git(repo, "show", f"{result.delivered_branch}:src/b.txt") == "1"

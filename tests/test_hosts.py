@@ -8,10 +8,8 @@ is a bare remote named by a file:// URL; each worker keeps its own clone of it.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -21,16 +19,24 @@ from pathlib import Path
 import pytest
 
 from reposwarm.cli.runs import build_request, start
-from reposwarm.contracts import Phase, ReviewDecision
+from reposwarm.contracts import Phase
 from tests.fake_models import FakeModelServer
-from tests.helpers import ROOT, WorkerProcess, finish, git, make_repo, start_run, turn, wait_for_phase, write_yaml
-from workflows.swarm import SwarmWorkflow
+from tests.helpers import (
+    ROOT,
+    WorkerProcess,
+    approve_and_wait,
+    finish,
+    git,
+    home_ledger,
+    kill_the_lane_s_host,
+    make_repo,
+    start_run,
+    turn,
+    wait_for_phase,
+    write_yaml,
+)
 
 pytestmark = pytest.mark.faults
-
-
-def ledger_of(home: Path) -> list[dict]:
-    return [json.loads(line) for f in home.glob("runs/*/ledger.jsonl") for line in f.read_text().splitlines()]
 
 
 def bare_remote(tmp_path: Path, files: dict[str, str]) -> tuple[Path, str]:
@@ -80,10 +86,7 @@ async def test_lanes_spread_over_two_hosts_deliver_to_the_remote(client, tempora
         finish(f"f-{lane}")]} for lane in lanes}})
     try:
         run_id = await start_run(client, url, lanes_file(tmp_path, lanes), script, plan=plan)
-        await wait_for_phase(client, run_id, Phase.review, timeout=180)
-        handle = client.get_workflow_handle_for(SwarmWorkflow.run, run_id)
-        await handle.execute_update(SwarmWorkflow.review, ReviewDecision(approve=True))
-        result = await handle.result()
+        result = await approve_and_wait(client, run_id)
     finally:
         for w in workers:
             w.stop()
@@ -93,7 +96,7 @@ async def test_lanes_spread_over_two_hosts_deliver_to_the_remote(client, tempora
     assert git(bare, "rev-parse", "main") == main_before
     assert git(bare, "for-each-ref", f"refs/heads/swarm/{run_id}/") == ""
     # Lanes ran on both hosts, each in its own clone of the remote.
-    made = {str(h): {e["lane"] for e in ledger_of(h) if e["event"] == "helper_spawn"} for h in homes}
+    made = {str(h): {e["lane"] for e in home_ledger(h) if e["event"] == "helper_spawn"} for h in homes}
     assert all(made.values()), f"lanes did not spread over both hosts: {made}"
     assert set().union(*made.values()) == set(lanes)
     for home in homes:
@@ -143,20 +146,8 @@ async def test_a_lane_moved_off_a_lost_host_goes_on_with_its_stored_transcript(
             req = build_request(argparse.Namespace(repo=url, task="Write a and b", lanes=str(lanes), plan=str(plan),
                                                    model="openai:fake"))
             await start(client, req)
-            holder = None
-            for _ in range(600):
-                # the lane's host is the one running its check (c1): kill it there, mid-call
-                holder = next((w for w, h in zip(workers, homes, strict=True)
-                               if any(e["event"] == "checkpoint" for e in ledger_of(h))), None)
-                if holder and len(fake.answered) >= 2:
-                    break
-                await asyncio.sleep(0.1)
-            assert holder is not None, "the lane never committed its first turn"
-            os.killpg(holder.proc.pid, signal.SIGKILL)  # type: ignore[union-attr]
-            await wait_for_phase(client, req.run_id, Phase.review, timeout=180)
-            handle = client.get_workflow_handle_for(SwarmWorkflow.run, req.run_id)
-            await handle.execute_update(SwarmWorkflow.review, ReviewDecision(approve=True))
-            result = await handle.result()
+            await kill_the_lane_s_host(workers, homes, ready=lambda: len(fake.answered) >= 2)
+            result = await approve_and_wait(client, req.run_id)
         finally:
             for w in workers:
                 w.stop()
@@ -195,29 +186,17 @@ async def test_a_host_killed_mid_lane_hands_its_lane_over_with_nothing_repeated(
                                                 "timeout_s": 60}}}})
     try:
         run_id = await start_run(client, url, lanes, script, plan=plan)
-        holder = None
-        for _ in range(600):
-            for w, home in zip(workers, homes, strict=True):
-                if any(e["event"] == "checkpoint" for e in ledger_of(home)):
-                    holder = w
-            if holder:
-                break
-            await asyncio.sleep(0.1)
-        assert holder is not None, "the lane never committed its first turn"
-        os.killpg(holder.proc.pid, signal.SIGKILL)  # type: ignore[union-attr]
+        held = await kill_the_lane_s_host(workers, homes)
         killed_at = time.monotonic()
-        lost_home = homes[workers.index(holder)]
-        survivor_home = homes[1 - workers.index(holder)]
         await wait_for_phase(client, run_id, Phase.review, timeout=180)
         print(f"\nhost lost -> run at review in {time.monotonic() - killed_at:.1f}s")
-        handle = client.get_workflow_handle_for(SwarmWorkflow.run, run_id)
-        await handle.execute_update(SwarmWorkflow.review, ReviewDecision(approve=True))
-        result = await handle.result()
+        result = await approve_and_wait(client, run_id)
     finally:
         for w in workers:
             w.stop()
-    survivor = ledger_of(survivor_home)
-    lost = ledger_of(lost_home)
+    lost_home, survivor_home = homes[held], homes[1 - held]
+    survivor = home_ledger(survivor_home)
+    lost = home_ledger(lost_home)
     # The survivor rebuilt the lane's worktree from the checkpoint the lost host pushed, and went on.
     assert any(e["event"] == "checkpoint_restore" and e["lane"] == "src" for e in survivor)
     # Nothing the lost host completed was done again: its tool calls are not in the survivor's ledger.

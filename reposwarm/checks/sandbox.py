@@ -26,6 +26,7 @@ import signal
 import subprocess
 import sys
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -280,36 +281,41 @@ class PidsCgroup:
                 await asyncio.sleep(0.02)
 
 
-def _pids_parent() -> Path | None:
-    """The worker's own cgroup in a hierarchy with the pids controller: cgroup v1's pids hierarchy, or cgroup v2
-    when its pids controller is enabled for the worker's cgroup's children."""
+def own_cgroups(controller: str) -> Iterator[tuple[Path, str]]:
+    """This process's own cgroup folder in each mounted hierarchy that has `controller` (cgroup v1's hierarchy
+    of it, or the cgroup v2 one), with the hierarchy's version ("cgroup" or "cgroup2")."""
     try:
         own = Path("/proc/self/cgroup").read_text().splitlines()
         mounts = Path("/proc/self/mountinfo").read_text().splitlines()
     except OSError:
-        return None
+        return
     for line in own:
         _, controllers, path = line.split(":", 2)
-        version = "cgroup2" if controllers == "" else "cgroup" if "pids" in controllers.split(",") else None
+        version = "cgroup2" if controllers == "" else "cgroup" if controller in controllers.split(",") else None
         if version is None:
             continue
         for mount in mounts:
             fields = mount.split()
             sep = fields.index("-")
             root, point, fstype, options = fields[3], fields[4], fields[sep + 1], fields[sep + 3]
-            if fstype != version or (version == "cgroup" and "pids" not in options.split(",")):
+            if fstype != version or (version == "cgroup" and controller not in options.split(",")):
                 continue
-            if not _inside(Path(path), Path(root)):
-                continue
-            parent = Path(point) / Path(path).relative_to(root)
-            if version == "cgroup2":
-                try:
-                    if "pids" not in (parent / "cgroup.subtree_control").read_text().split():
-                        continue
-                except OSError:
+            if _inside(Path(path), Path(root)):
+                yield Path(point) / Path(path).relative_to(root), version
+
+
+def _pids_parent() -> Path | None:
+    """The worker's own cgroup in a hierarchy with the pids controller: cgroup v1's pids hierarchy, or cgroup v2
+    when its pids controller is enabled for the worker's cgroup's children."""
+    for parent, version in own_cgroups("pids"):
+        if version == "cgroup2":
+            try:
+                if "pids" not in (parent / "cgroup.subtree_control").read_text().split():
                     continue
-            if os.access(parent, os.W_OK):
-                return parent
+            except OSError:
+                continue
+        if os.access(parent, os.W_OK):
+            return parent
     return None
 
 
