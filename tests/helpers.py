@@ -205,21 +205,24 @@ def home_ledger(home: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for f in home.glob("runs/*/ledger.jsonl") for line in f.read_text().splitlines()]
 
 
-async def kill_the_lane_s_host(workers: list[WorkerProcess], homes: list[Path], ready: Any = None) -> int:
-    """SIGKILL the worker whose home holds the run's first lane checkpoint (once `ready()`, if given, says so too);
-    returns its index."""
+# A check that says, in its worktree, that it runs, then takes a while: a lane's host killed while it runs is
+# killed between two model calls, not while one is in flight (whose answer no host may have recorded yet).
+SLOW_CHECK = "open('.check-running', 'w').close(); import time; time.sleep({s})"
+
+
+async def kill_the_lane_s_host(workers: list[WorkerProcess], homes: list[Path]) -> int:
+    """SIGKILL the worker whose home holds a lane's worktree, while the lane's SLOW_CHECK runs; returns its index."""
     import signal
 
     for _ in range(600):
-        held = next((i for i, home in enumerate(homes) if any(e["event"] == "checkpoint" for e in home_ledger(home))),
-                    None)
-        if held is not None and (ready is None or ready()):
+        held = next((i for i, home in enumerate(homes) if list(home.glob("runs/*/lanes/*/.check-running"))), None)
+        if held is not None:
             proc = workers[held].proc
             assert proc is not None
             os.killpg(proc.pid, signal.SIGKILL)
             return held
         await asyncio.sleep(0.1)
-    raise AssertionError("the lane never committed its first turn")
+    raise AssertionError("the lane's check never ran")
 
 
 async def approve_and_wait(client: Client, run_id: str, timeout: float = 180) -> Any:

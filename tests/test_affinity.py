@@ -11,6 +11,7 @@ import pytest
 
 from reposwarm.contracts import Phase
 from tests.helpers import (
+    SLOW_CHECK,
     WorkerProcess,
     approve_and_wait,
     finish,
@@ -39,7 +40,7 @@ async def test_a_lost_host_is_replaced_from_the_last_checkpoint(client, temporal
     repo = make_repo(tmp_path / "repo", {"src/a.txt": "0\n", "src/b.txt": "0\n"})
     lanes = write_yaml(tmp_path / "lanes.yaml", {
         "swarm": {"host_timeout_s": 3, "lanes": {"src": {"allowed_paths": ["src/"]}}},
-        "validation": {"profiles": {"default": {"commands": [[sys.executable, "-c", "import time; time.sleep(2)"]],
+        "validation": {"profiles": {"default": {"commands": [[sys.executable, "-c", SLOW_CHECK.format(s=3)]],
                                                 "timeout_s": 60}}}})
     plan = write_yaml(tmp_path / "plan.yaml", {"interface_contract": "-",
                                                "lanes": [{"lane": "src", "goal": "Write a, check, write b."}]})

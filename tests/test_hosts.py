@@ -23,6 +23,7 @@ from reposwarm.contracts import Phase
 from tests.fake_models import FakeModelServer
 from tests.helpers import (
     ROOT,
+    SLOW_CHECK,
     WorkerProcess,
     approve_and_wait,
     finish,
@@ -130,7 +131,7 @@ async def test_a_lane_moved_off_a_lost_host_goes_on_with_its_stored_transcript(
         finish("f1")]}}}
     lanes = write_yaml(tmp_path / "lanes.yaml", {
         "swarm": {"host_timeout_s": 3, "lanes": {"src": {"allowed_paths": ["src/"]}}},
-        "validation": {"profiles": {"default": {"commands": [[sys.executable, "-c", "import time; time.sleep(3)"]],
+        "validation": {"profiles": {"default": {"commands": [[sys.executable, "-c", SLOW_CHECK.format(s=3)]],
                                                 "timeout_s": 60}}}})
     plan = write_yaml(tmp_path / "plan.yaml", {"interface_contract": "-",
                                                "lanes": [{"lane": "src", "goal": "Write a, check, write b."}]})
@@ -146,7 +147,7 @@ async def test_a_lane_moved_off_a_lost_host_goes_on_with_its_stored_transcript(
             req = build_request(argparse.Namespace(repo=url, task="Write a and b", lanes=str(lanes), plan=str(plan),
                                                    model="openai:fake"))
             await start(client, req)
-            await kill_the_lane_s_host(workers, homes, ready=lambda: len(fake.answered) >= 2)
+            await kill_the_lane_s_host(workers, homes)
             result = await approve_and_wait(client, req.run_id)
         finally:
             for w in workers:
@@ -182,7 +183,7 @@ async def test_a_host_killed_mid_lane_hands_its_lane_over_with_nothing_repeated(
         finish("f1")]}}})
     lanes = write_yaml(tmp_path / "lanes.yaml", {
         "swarm": {"host_timeout_s": 3, "lanes": {"src": {"allowed_paths": ["src/"]}}},
-        "validation": {"profiles": {"default": {"commands": [[sys.executable, "-c", "import time; time.sleep(2)"]],
+        "validation": {"profiles": {"default": {"commands": [[sys.executable, "-c", SLOW_CHECK.format(s=3)]],
                                                 "timeout_s": 60}}}})
     try:
         run_id = await start_run(client, url, lanes, script, plan=plan)
