@@ -228,7 +228,7 @@ def checkpoint_lane(req: CheckpointInput) -> CheckpointResult:
     if status == 1:
         wt.execute(["git", *IDENTITY, "commit", "-q", "--no-verify", "-m", req.message])
     head = wt.rev_parse("HEAD")
-    if req.repo_path:  # on a remote, the checkpoint is where another host can take the lane up from
+    if is_url(req.repo_path):  # on a remote, the checkpoint is where another host can take the lane up from
         open_repository(req.repo_path).push(f"refs/heads/{wt.rev_parse('--abbrev-ref', 'HEAD')}")
     if refused:  # the tools cannot write there, so a check's leftovers: run_checks already reverted and reported
         ledger.record_activity(req.run_id, "slice_refused", lane=req.lane, at="checkpoint",

@@ -149,8 +149,7 @@ def _same_start(policy: PathPolicy, store: Store, path: str, before: Path) -> No
         _, real = policy.for_write(path)
     except ToolRefused:
         return  # the call itself will be refused, having written nothing
-    where = objects.of(before)  # the note is a file of the run, so a retry on another host finds it too
-    noted = objects.get(*where) if where else (before.read_bytes() if before.exists() else None)
+    noted = objects.read_file(before)  # the note is a file of the run, so a retry on another host finds it too
     if noted is not None:
         note = json.loads(noted)
         if note["content_ref"] is None:
@@ -161,8 +160,5 @@ def _same_start(policy: PathPolicy, store: Store, path: str, before: Path) -> No
         return
     if real.is_symlink() or (real.exists() and not real.is_file()):
         return  # not a file's content to note: the tool refuses or fails without writing
-    note_text = json.dumps({"content_ref": store.put(real.read_bytes()) if real.exists() else None}).encode()
-    if where:
-        objects.put(*where, note_text)
-    else:
-        objects.write_local(before, note_text)
+    objects.write_file(before, json.dumps({"content_ref": store.put(real.read_bytes()) if real.exists() else None})
+                       .encode())

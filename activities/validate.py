@@ -11,6 +11,7 @@ import git
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.repo import synced
 from reposwarm import gitcmd
 from reposwarm.agent.paths import PathPolicy
 from reposwarm.checks import verdicts
@@ -27,13 +28,6 @@ from reposwarm.contracts import (
 from reposwarm.remote import open_repository
 from reposwarm.runs import ledger
 from reposwarm.runs.store import Store, run_dir
-
-
-def _synced(repo_path: str, run_id: str) -> str:
-    """Where git opens the repository on this host, with the run's states as the remote has them."""
-    repo = open_repository(repo_path)
-    repo.fetch(*repo.run_refs(run_id))
-    return str(repo.path)
 
 
 def _checkout(repo_path: str, path: Path, ref: str) -> None:
@@ -61,8 +55,8 @@ async def validate(req: ValidateInput) -> TestReport:
     """Run the check profile on a clean checkout of `ref`; keep the validated state under a ref of the run."""
     slug = re.sub(r"[^a-z0-9]+", "-", req.label.lower()).strip("-") or "check"
     path = run_dir(req.run_id) / ("baseline" if slug == "baseline" else "validate")
-    local = await asyncio.to_thread(_synced, req.repo_path, req.run_id)
-    await asyncio.to_thread(_checkout, local, path, req.ref)
+    repo = await asyncio.to_thread(synced, req.repo_path, req.run_id)
+    await asyncio.to_thread(_checkout, str(repo.path), path, req.ref)
     store = Store(req.run_id)
     try:
         report = await run_profile(req.profile, path, store)
@@ -82,8 +76,8 @@ async def validate(req: ValidateInput) -> TestReport:
         # Every validated state stays reachable (rollback needs the last green one; nothing is lost).
         state = "green" if report.passed else "red"
         ref = f"refs/reposwarm/{req.run_id}/validated/{slug}-{state}"
-        await asyncio.to_thread(gitcmd.repo(local).update_ref, ref, req.ref)
-        await asyncio.to_thread(open_repository(req.repo_path).push, ref)
+        await asyncio.to_thread(repo.git.update_ref, ref, req.ref)
+        await asyncio.to_thread(repo.push, ref)
     ledger.record_activity(req.run_id, "validation", ref=req.ref, label=req.label, profile=req.profile_name,
                            passed=report.passed, failures=[f.name for f in report.failures],
                            flaky=[f.name for f in report.flaky], duration_s=report.duration_s,
@@ -145,8 +139,7 @@ def attribute_failures(req: AttributeInput) -> Attribution:
 @activity.defn
 def rollback_integration(req: RollbackInput) -> RollbackResult:
     """Put the integration branch back on the last green state; the red one stays under a ref of the run."""
-    repo = open_repository(req.repo_path)
-    repo.fetch(*repo.run_refs(req.run_id))
+    repo = synced(req.repo_path, req.run_id)
     g = repo.git
     kept = f"refs/reposwarm/{req.run_id}/rolled-back/{req.from_sha[:12]}"
     g.update_ref(kept, req.from_sha)

@@ -149,24 +149,19 @@ class Repository:
         refs = tuple(dict.fromkeys(r for r in refs if not any(  # a ref a namespace of the list covers goes
             p.endswith("*") and p != r and _matches(r, p) for p in refs)))
         specs = [f"+{r}:{SHADOW}{r[len('refs/'):]}" for r in refs]
+        prefixes = [r.rstrip("*").rstrip("/") for r in refs]  # for-each-ref matches whole path components
         with repo_lock(self.url):
             # drop the shadow copies first, so a ref deleted on the remote is not taken from an old fetch
-            for r in refs:
-                for line in self._refs(SHADOW + r[len("refs/"):].rstrip("*")):
-                    try_git(self.git, "update-ref", "-d", line[0])
+            old = self._refs(*(SHADOW + p[len("refs/"):] for p in prefixes))
+            self._update_refs("".join(f"delete {ref}\n" for ref in old))
             self._git_fetch(specs, allow_missing=True)
-            ahead = []
-            for shadow, sha in self._refs(SHADOW):
-                local = "refs/" + shadow[len(SHADOW):]
-                if not any(_matches(local, r) for r in refs):
-                    continue
-                mine = rev(self.git, local)
-                if mine == sha:
-                    continue
-                if local in keep_ahead and mine is not None and is_ancestor(self.git, sha, mine):
-                    ahead.append(local)
-                    continue
-                self.git.update_ref(local, sha)
+            theirs = {"refs/" + ref[len(SHADOW):]: sha
+                      for ref, sha in self._refs(*(SHADOW + p[len("refs/"):] for p in prefixes)).items()}
+            mine = self._refs(*prefixes)
+            ahead = [ref for ref in keep_ahead if ref in theirs and ref in mine and mine[ref] != theirs[ref]
+                     and is_ancestor(self.git, theirs[ref], mine[ref])]
+            self._update_refs("".join(f"update {ref} {sha}\n" for ref, sha in theirs.items()
+                                      if mine.get(ref) != sha and ref not in ahead))
         if ahead:
             self.push(*ahead)
 
@@ -211,23 +206,28 @@ class Repository:
 
         return [f"refs/heads/{integration_branch(run_id)}", f"refs/reposwarm/{run_id}/*"]
 
-    def _refs(self, prefix: str) -> list[tuple[str, str]]:
-        out = self.git.for_each_ref("--format=%(refname) %(objectname)", prefix)
-        return [tuple(line.split()) for line in out.splitlines() if line.strip()]
+    def _refs(self, *prefixes: str) -> dict[str, str]:
+        """ref -> commit of this clone's refs under the prefixes (each a whole ref or a folder of refs)."""
+        out = self.git.for_each_ref("--format=%(refname) %(objectname)", *prefixes)
+        return dict(line.split() for line in out.splitlines() if line.strip())
 
-    def _git_fetch(self, specs: list[str], *, allow_missing: bool) -> tuple[int, str, str]:
+    def _update_refs(self, commands: str) -> None:
+        """Several ref updates in one `git update-ref --stdin` (its command lines: update/delete <ref> ...)."""
+        if commands:
+            gitcmd.run(["update-ref", "--stdin"], cwd=self.path, input=commands, text=True, check=True,
+                       capture_output=True)
+
+    def _git_fetch(self, specs: list[str], *, allow_missing: bool) -> None:
         assert self.url is not None
         # from "origin" (this clone's name for the URL), so a blob-less clone stays blob-less
-        status, out, err = try_git(self.git, "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "origin",
-                                   *specs)
+        status, _, err = try_git(self.git, "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "origin",
+                                 *specs)
         if status != 0 and allow_missing and "couldn't find remote ref" in err:
             # a branch not made yet: fetch the rest one by one, the missing ones are simply not there
             for spec in specs:
                 try_git(self.git, "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "origin", spec)
-            return 0, out, ""
-        if status != 0:
+        elif status != 0:
             raise _failed("git fetch from", self.url, err)
-        return status, out, err
 
 
 def _matches(ref: str, pattern: str) -> bool:

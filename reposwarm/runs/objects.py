@@ -120,6 +120,26 @@ def of(local: Path) -> tuple[str, str] | None:
     return (parts[0], "/".join(parts[1:])) if len(parts) > 1 else None
 
 
+def read_file(local: Path) -> bytes | None:
+    """A file that may be a run's (then read as get does, from here or the object store); None when absent."""
+    where = of(local)
+    if where is not None:
+        return get(*where)
+    try:
+        return local.read_bytes()
+    except FileNotFoundError:
+        return None
+
+
+def write_file(local: Path, data: bytes) -> None:
+    """A file that may be a run's (then put as put does, in the object store too); written locally otherwise."""
+    where = of(local)
+    if where is not None:
+        put(*where, data)
+    else:
+        write_local(local, data)
+
+
 def write_local(local: Path, data: bytes) -> None:
     """Write-then-rename, so a crash never leaves a half file under a valid name (a reader takes it for whole)."""
     local.parent.mkdir(parents=True, exist_ok=True)

@@ -52,9 +52,8 @@ class Once(Generic[Result]):
     """
 
     def __init__(self, path: Path, shape: type[Result], *, redacted: bool = False) -> None:
-        self.path, self.shape, self.redacted = path, shape, redacted
         # a record in a run's folder is that run's file (reposwarm.runs.objects), so any host finds it
-        self.where = objects.of(path)
+        self.path, self.shape, self.redacted = path, shape, redacted
 
     def recorded(self) -> Result | None:
         """The result an earlier attempt recorded, or None if it recorded none.
@@ -63,10 +62,7 @@ class Once(Generic[Result]):
         records are written atomically, so such a record is one cut short by a kill when writes were not
         (older versions), or one a redaction made invalid.
         """
-        try:
-            data = objects.get(*self.where) if self.where else self.path.read_bytes()
-        except FileNotFoundError:
-            return None
+        data = objects.read_file(self.path)
         if data is None:
             return None
         try:
@@ -78,9 +74,5 @@ class Once(Generic[Result]):
         """Record the result (write-then-rename: a worker killed while writing leaves no half record for the
         next attempt to trip on) and return it as given."""
         text = result.model_dump_json()
-        data = (redact(text) if self.redacted else text).encode("utf-8")
-        if self.where:
-            objects.put(*self.where, data)
-        else:
-            objects.write_local(self.path, data)
+        objects.write_file(self.path, (redact(text) if self.redacted else text).encode("utf-8"))
         return result

@@ -27,16 +27,19 @@ class Store:
     """
 
     def __init__(self, run_id: str) -> None:
-        self.run_id = run_id
-        self.root = run_dir(run_id) / "store"
+        self.run_id = check_run_id(run_id)
+
+    @staticmethod
+    def _relpath(digest: str) -> str:
+        return f"store/{digest[:2]}/{digest}"
 
     def put(self, data: bytes | str) -> str:
         if isinstance(data, str):
             data = data.encode("utf-8")
         digest = hashlib.sha256(data).hexdigest()
-        relpath = f"store/{digest[:2]}/{digest}"
+        relpath = self._relpath(digest)
         # a local copy is only ever written after its object (objects.put), so it proves both are there
-        if not (self.root / digest[:2] / digest).exists():
+        if not objects.path(self.run_id, relpath).exists():
             objects.put(self.run_id, relpath, data)
         return f"sha256:{digest}"
 
@@ -44,10 +47,10 @@ class Store:
         if not _REF.match(ref):
             raise ValueError(f"not a store reference: {ref!r}")
         digest = ref.split(":", 1)[1]
-        data = objects.get(self.run_id, f"store/{digest[:2]}/{digest}")
+        relpath = self._relpath(digest)
+        data = objects.get(self.run_id, relpath)
         if data is None:
-            raise FileNotFoundError(f"{ref} is not in the store of this run at "
-                                    f"{objects.describe(self.run_id, f'store/{digest[:2]}/{digest}')}")
+            raise FileNotFoundError(f"{ref} is not in the store of this run at {objects.describe(self.run_id, relpath)}")
         return data
 
     def put_json(self, value: Any) -> str:
