@@ -29,6 +29,10 @@ from temporalio.worker import (
 # Seconds between beats. worker.py forwards each (max_heartbeat_throttle_interval) rather than one per 0.8 x the
 # heartbeat timeout, so the server's last beat is at most this old when a worker dies.
 EVERY_S = 1.0
+# The first beat: the heartbeat timeout (4 s, workflows/options.py) counts from the start until then, so a worker
+# that dies before it is noticed as soon as with a beat a second; an activity shorter than this (a quick model
+# turn, most git and tool calls) sends the server no beat at all.
+FIRST_S = 2.0
 
 
 class _KeepDetails(ActivityOutboundInterceptor):
@@ -55,7 +59,8 @@ class _Beating(ActivityInboundInterceptor):
             return await self.next.execute_activity(input)
 
         async def beat() -> None:
-            while True:  # (no beat at the start: the heartbeat timeout counts from it)
+            await asyncio.sleep(FIRST_S - EVERY_S)
+            while True:
                 await asyncio.sleep(EVERY_S)
                 # Straight to the SDK's outbound heartbeat, on this loop, for sync activities too: their own
                 # activity.heartbeat() hands the beat to this loop and waits for it (up to 10 s), so a beat

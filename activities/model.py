@@ -192,8 +192,20 @@ def _decodable(result: ModelTurnResult) -> ModelTurnResult:
 @activity.defn
 async def model_turn(req: ModelTurnInput) -> ModelTurnResult:
     """One turn of a lane: append the new messages, ask the model, store the transcript."""
-    lane_worktree(req.run_id, req.agent)  # its transcript is in the same worker's store
     store = Store(req.run_id)
+    # The store's reads and writes run in a thread, as complete()'s do: the worker's event loop serves every
+    # lane's activities and workflow tasks, and a slow disk must not hold them up.
+    messages, compacted = await asyncio.to_thread(_conversation, req, store)
+    reply = await complete(req.run_id, req.model, agent=req.agent, round_no=req.round, turn=req.turn,
+                           attempt=req.attempt, system=req.system or LANE_SYSTEM, messages=messages,
+                           tools=tool_specs(), price=req.price, record=req.record)
+    return await asyncio.to_thread(_turn_result, req, store, messages, reply, compacted)
+
+
+def _conversation(req: ModelTurnInput, store: Store) -> tuple[list[dict[str, Any]], bool]:
+    """The transcript so far with the new messages, compacted to the context; and whether it was."""
+    if req.transcript_ref:  # its transcript is in the same worker's store (a first turn may run as the worktree is made)
+        lane_worktree(req.run_id, req.agent)
     new_messages = req.new_messages
     try:
         messages: list[dict[str, Any]] = store.get_json(req.transcript_ref) if req.transcript_ref else []
@@ -208,10 +220,11 @@ async def model_turn(req: ModelTurnInput) -> ModelTurnResult:
         if "content_ref" in message:
             message["content"] = store.get(message.pop("content_ref")).decode("utf-8")
         messages.append(message)
-    messages, compacted = compact(answer_open_calls(messages), req.context_tokens)
-    reply = await complete(req.run_id, req.model, agent=req.agent, round_no=req.round, turn=req.turn,
-                           attempt=req.attempt, system=req.system or LANE_SYSTEM, messages=messages,
-                           tools=tool_specs(), price=req.price, record=req.record)
+    return compact(answer_open_calls(messages), req.context_tokens)
+
+
+def _turn_result(req: ModelTurnInput, store: Store, messages: list[dict[str, Any]], reply: ModelReply,
+                 compacted: bool) -> ModelTurnResult:
     messages.append(_assistant_message(reply))
     calls, finish = _checked_calls(reply, store)
     return _decodable(ModelTurnResult(transcript_ref=store.put_json(messages), content=reply.content[:2000],

@@ -95,7 +95,9 @@ def prepare_run(req: PrepareInput) -> PrepareResult:
         g.branch(branch, base)
     repo.push(f"refs/heads/{branch}")
     ledger.record_activity(req.run_id, "prepare", repo=req.repo_path, base_sha=base, integration_branch=branch)
-    return PrepareResult(base_sha=base, integration_branch=branch)
+    shared = _shared_queue()
+    return PrepareResult(base_sha=base, integration_branch=branch,
+                         lane_queue=shared if lane_queue(shared) == shared else "")
 
 
 @activity.defn

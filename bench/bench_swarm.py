@@ -861,11 +861,17 @@ async def parallel_run(client: Client, queue: str, home: Path, repo: Path, tmp: 
     status = await wait_for_phase(client, run_id, Phase.review, timeout=600)
     cpu1, (busy1, total1) = cpu_now(), machine_cpu()
     bad = [lane.lane for lane in status.review.lanes if lane.status != LaneStatus.done]
-    spans, models = [], []
+    spans, models, setups, gaps, made = [], [], [], [], []
     for wf in await lane_ids(client, run_id, list(lanes)):
         runs = await histories(client, wf)
         spans.append(workflow_span(runs))
-        models += [s for s in activity_spans(runs) if s["name"] == "model_turn" and s["started"]]
+        acts = activity_spans(runs)
+        mine = [s for s in acts if s["name"] == "model_turn" and s["started"]]
+        made += [s for s in acts if s["name"] == "create_lane_worktree" and s["started"]]
+        models += mine
+        if mine:  # where a lane's time goes besides its model calls: set-up before its first turn, gaps between
+            setups.append(mine[0]["scheduled"] - spans[-1][0])
+            gaps += [b["scheduled"] - a["closed"] for a, b in zip(mine, mine[1:])]
     busy = sum(e - s for s, e in spans)
     elapsed = max(e for _, e in spans) - min(s for s, _ in spans)
     report = starter_report(home, run_id, client.service_client.config.target_host)
@@ -875,6 +881,13 @@ async def parallel_run(client: Client, queue: str, home: Path, repo: Path, tmp: 
            "max_concurrent_model_calls": max_overlap([(s["started"], s["closed"]) for s in models]),
            "model_call_schedule_to_start_mean_s": _r(_mean([s["started"] - s["scheduled"] for s in models])),
            "model_call_exec_mean_s": _r(_mean([s["closed"] - s["started"] for s in models])),
+           "setup_before_first_turn_s": {"mean": _r(_mean(setups)), "max": _r(max(setups))},
+           "worktree_wait_s": {"mean": _r(_mean([s["started"] - s["scheduled"] for s in made])),
+                               "max": _r(max(s["started"] - s["scheduled"] for s in made))},
+           "worktree_exec_s": {"mean": _r(_mean([s["closed"] - s["started"] for s in made])),
+                               "max": _r(max(s["closed"] - s["started"] for s in made))},
+           "lane_start_spread_s": _r(max(s for s, _ in spans) - min(s for s, _ in spans)),
+           "between_turns_mean_ms": _r(_mean(gaps) * 1000, 1),
            "worker_cpu_ms_per_turn": _r((cpu1["worker"] - cpu0["worker"]) * 1000 / (n * turns), 1),
            "worker_cpu_cores_used": _r((cpu1["worker"] - cpu0["worker"]) / elapsed, 2),
            "cpu_cores_used": {k: _r((cpu1[k] - cpu0[k]) / elapsed, 2) for k in cpu0},

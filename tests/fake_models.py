@@ -41,6 +41,9 @@ class FakeModelServer:
         server = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive, as the providers' servers: a client may reuse its connection
+            disable_nagle_algorithm = True  # the body goes out without waiting for the ACK of the headers
+
             def log_message(self, *args: Any) -> None:
                 pass
 

@@ -73,7 +73,8 @@ async def _lane_history(client, run_id: str) -> tuple[list[str], list[str], int]
     history = await client.get_workflow_handle(f"{run_id}.src").fetch_history()
     scheduled = [e.activity_task_scheduled_event_attributes for e in history.events
                  if e.event_type == ET.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED]
-    markers = sum(e.event_type == ET.EVENT_TYPE_MARKER_RECORDED for e in history.events)
+    markers = sum(e.event_type == ET.EVENT_TYPE_MARKER_RECORDED
+                  and e.marker_recorded_event_attributes.marker_name == "core_local_activity" for e in history.events)
     return [a.activity_type.name for a in scheduled], [a.task_queue.name for a in scheduled], markers
 
 

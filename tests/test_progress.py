@@ -11,14 +11,14 @@ from temporalio import activity, workflow
 from temporalio.worker import Worker
 
 with workflow.unsafe.imports_passed_through():  # the sandbox imports this module to run LongStep
-    from activities.heartbeat import EVERY_S, HeartbeatInterceptor
+    from activities.heartbeat import FIRST_S, HeartbeatInterceptor
     from reposwarm.cli.live import progress_notes
 
 
 @activity.defn
 async def long_step() -> str:
     activity.heartbeat("indexing the repository: 4,000 of 20,272 new files parsed")
-    await asyncio.sleep(EVERY_S + 2)  # the interceptor beats (without details) meanwhile
+    await asyncio.sleep(FIRST_S + 2)  # the interceptor beats (without details) meanwhile
     return "done"
 
 
@@ -37,7 +37,7 @@ async def test_reported_progress_outlives_the_periodic_beats_and_watch_shows_it(
                       max_heartbeat_throttle_interval=timedelta(seconds=1),
                       default_heartbeat_throttle_interval=timedelta(seconds=1)):
         handle = await client.start_workflow(LongStep.run, id=queue, task_queue=queue)
-        await asyncio.sleep(EVERY_S + 1)  # after the interceptor's first beat of its own
+        await asyncio.sleep(FIRST_S + 0.5)  # after the interceptor's first beat of its own
         notes = await progress_notes(client, await handle.describe())
         assert notes == ["long_step: indexing the repository: 4,000 of 20,272 new files parsed"]
         assert await handle.result() == "done"

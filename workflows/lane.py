@@ -34,6 +34,7 @@ with workflow.unsafe.imports_passed_through():
         LaneResume,
         LaneState,
         LaneStatus,
+        LaneWorktree,
         ModelTurnInput,
         ModelTurnResult,
         ToolCall,
@@ -80,6 +81,7 @@ class LaneWorkflow:
         self._state = LaneState(lane="", state=LanePhase.starting)
         self._next: HelperTask | None = None
         self._retired = False
+        self._making: workflow.ActivityHandle[LaneWorktree] | None = None  # a worktree made beside the first turn
 
     @workflow.query
     def progress(self) -> LaneState:
@@ -126,7 +128,12 @@ class LaneWorkflow:
         self._state = LaneState(lane=task.lane, state=LanePhase.running, goal=task.goal, turns=r.turn,
                                 tool_calls=r.tool_calls, tokens=r.usage.total_tokens)
         edits = {e.path: e for e in r.edits}
-        if not r.host_queue:
+        if not r.host_queue and task.lane_queue and workflow.patched("setup-beside-first-turn"):
+            # Every worker on the lane queue shares one home: the first model turn needs no worktree, so it runs
+            # while the worktree is made; the turn's tool calls wait for it (_worktree_made).
+            self._making = workflow.start_activity(create_lane_worktree, task, **options.GIT)
+            r.host_queue, r.shared_queue = task.lane_queue, True
+        elif not r.host_queue:
             self._step("making the worktree")
             made = await workflow.execute_activity(create_lane_worktree, task, **options.GIT)
             r.host_queue, r.shared_queue = made.host_queue, made.shared_queue
@@ -145,6 +152,7 @@ class LaneWorkflow:
         try:
             while r.turn < role.max_turns:
                 if workflow.info().is_continue_as_new_suggested():
+                    await self._worktree_made(r)
                     r.edits, r.continued = list(edits.values()), r.continued + 1
                     workflow.continue_as_new(task.model_copy(update={"resume": r}))
                 if workflow.now().timestamp() - r.started_at > role.max_wall_s:
@@ -178,6 +186,7 @@ class LaneWorkflow:
             workflow.logger.warning("lane %s failed: %s", task.lane, root_cause(err))
 
         try:
+            await self._worktree_made(r)
             return await self._result(task, r, edits, status, reason, finish)
         except HostLost:
             await self._rebuild(task, r, edits)
@@ -208,6 +217,7 @@ class LaneWorkflow:
         r.turn += 1
         self._state.turns, self._state.tokens = r.turn, r.usage.total_tokens
         self._state.cost_usd = r.usage.cost_usd
+        await self._worktree_made(r)
 
         changed, new_chars, valid_calls = await self._run_calls(task, result, r, edits)
         self._state.tool_calls = r.tool_calls
@@ -227,6 +237,15 @@ class LaneWorkflow:
                 **options.GIT,
             )
         return result, changed, new_chars, valid_calls
+
+    async def _worktree_made(self, r: LaneResume) -> None:
+        """Wait for a worktree made beside the first turn; its failure fails the lane like any activity's."""
+        if self._making is not None:
+            making, self._making = self._making, None
+            if not making.done():
+                self._step("making the worktree")
+            made = await making
+            r.host_queue, r.shared_queue = made.host_queue, made.shared_queue
 
     async def _on_host(self, task: HelperTask, r: LaneResume, fn: Any, arg: Any, **opts: Any) -> Any:
         """Run an activity on the host that holds the lane's worktree (and its store)."""

@@ -181,6 +181,7 @@ class LaneScheduler:
         state.attempt += 1
         task = lane_task(self.req, self.plan, name, self.goals[name] + self.redo.pop(name, ""), self.round_no,
                          self.status.integration_sha, self.feedback, attempt=state.attempt)
+        task.lane_queue = self.status.lane_queue
         if self.warm is not None:
             task.warm, state.workflow_id = True, self.warm.workflow_id(name)
         else:

@@ -240,6 +240,7 @@ class SwarmWorkflow:
             **options.GIT)
         self._status.integration_branch = prep.integration_branch
         self._status.integration_sha = prep.base_sha
+        self._status.lane_queue = prep.lane_queue
         return prep.base_sha
 
     async def _plan(self, req: SwarmRequest, plan: Plan | None, round_no: int, given: Plan | None) -> Plan | str:

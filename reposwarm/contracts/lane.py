@@ -78,6 +78,9 @@ class HelperTask(Contract):
     # the next (a repair, the next round's goal), keeping its conversation, worktree and branch.
     warm: bool = False
     resume: LaneResume | None = None
+    # Where the lane's worktree will be served when known before it is made (PrepareResult.lane_queue): its
+    # first model turn then runs while the worktree is made. Empty: the worktree first, then the turn.
+    lane_queue: str = ""
 
 
 class ChangeSet(Contract):

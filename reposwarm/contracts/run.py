@@ -95,6 +95,7 @@ class SwarmStatus(Contract):
     started_at: str = ""  # ISO 8601, workflow time
     updated_at: str = ""  # when this status was last written to the run's memo
     base_branch: str | None = None
+    lane_queue: str = ""  # PrepareResult.lane_queue, carried for the lanes of later rounds
 
 
 class SwarmResume(Contract):
@@ -159,6 +160,10 @@ class PrepareInput(Contract):
 class PrepareResult(Contract):
     base_sha: str
     integration_branch: str
+    # The queue lane worktrees are served on when every worker on the run's queue shares one home (affinity
+    # shared): a lane's first model turn can go there while its worktree is being made. Empty: each host serves
+    # the worktrees it made on a queue of its own, known only once one is made.
+    lane_queue: str = ""
 
 
 class DeliverInput(Contract):

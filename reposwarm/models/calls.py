@@ -12,6 +12,7 @@ complete(), which in one place:
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import re
@@ -62,16 +63,17 @@ async def complete(run_id: str, model_name: str, *, agent: str, round_no: int, t
                                   turn=turn, attempt=attempt)
     call_id = call_id or f"{agent}-r{round_no}-t{turn}"
 
-    def ledger_line(**figures: Any) -> None:
-        ledger.record_activity(run_id, "model_call", call_id=call_id, agent=agent, model=model_name, **figures)
+    async def ledger_line(**figures: Any) -> None:  # file work in a thread: the event loop serves every lane
+        await asyncio.to_thread(ledger.record_activity, run_id, "model_call", call_id=call_id, agent=agent,
+                                model=model_name, **figures)
 
     with tracer.start_as_current_span("model_call", attributes={"reposwarm.lane": agent,
                                                                 "reposwarm.model": model_name}) as span:
-        kept = _kept_reply(run_id, model_name, fields)
-        if (reply := kept.recorded()) is not None:
+        kept = await asyncio.to_thread(_kept_reply, run_id, model_name, fields)
+        if (reply := await asyncio.to_thread(kept.recorded)) is not None:
             # This exact request was answered before (the worker died before Temporal heard of it): reuse the
             # answer rather than ask, and pay, again.
-            ledger_line(outcome="reused", input_tokens=0, output_tokens=0, cost_usd=0.0, latency_s=0.0)
+            await ledger_line(outcome="reused", input_tokens=0, output_tokens=0, cost_usd=0.0, latency_s=0.0)
             return reply
         started = time.monotonic()
         try:
@@ -80,7 +82,7 @@ async def complete(run_id: str, model_name: str, *, agent: str, round_no: int, t
             # bounded before it is kept, recorded or put in a transcript: nothing downstream sees it as it came
             reply = bounded(await provider.complete(request), f"{model_name.partition(':')[0]} model")
         except ModelError as err:
-            ledger_line(outcome="error", error=str(err)[:300], latency_s=round(time.monotonic() - started, 3))
+            await ledger_line(outcome="error", error=str(err)[:300], latency_s=round(time.monotonic() - started, 3))
             final = outage.gives_up(err, outage.activity_attempt())
             if err.unavailable and not final:
                 await outage.tell_run(run_id, outage.waiting(model_name, agent, err))
@@ -95,12 +97,12 @@ async def complete(run_id: str, model_name: str, *, agent: str, round_no: int, t
         span.set_attributes({"reposwarm.tokens_in": usage.input_tokens, "reposwarm.tokens_out": usage.output_tokens,
                              "reposwarm.tool_calls": len(reply.tool_calls)})
         if record:
-            recording.save(run_id, agent, round_no, turn, reply, attempt=attempt)
-        ledger_line(outcome="ok", input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
+            await asyncio.to_thread(recording.save, run_id, agent, round_no, turn, reply, attempt=attempt)
+        await ledger_line(outcome="ok", input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
                     cost_usd=usage.cost_usd, latency_s=round(time.monotonic() - started, 3))
         # Kept last: an attempt killed before this asks (and pays) again, and its ledger line says so; one
         # killed after it has left every trace of the call, so a retry that reuses the reply owes none.
-        return kept.record(reply)
+        return await asyncio.to_thread(kept.record, reply)
 
 
 def _kept_reply(run_id: str, model_name: str, fields: dict[str, Any]) -> Once[ModelReply]:

@@ -8,12 +8,15 @@ from anything that could end up in an error message.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import functools
 import json
 import os
 import re
 import ssl
 import time
+import weakref
 from email.utils import parsedate_to_datetime
 from typing import Any, TypeVar
 
@@ -143,8 +146,22 @@ def status_error(response: httpx.Response, text: str, *, where: str, key_env: st
 
 @functools.lru_cache(maxsize=1)
 def _ssl_context() -> ssl.SSLContext:
-    """One SSL context for every call: building it costs ~40 ms of CPU, and a client is made per call."""
+    """One SSL context for every client: building it costs ~40 ms of CPU."""
     return ssl.create_default_context()
+
+
+_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = weakref.WeakKeyDictionary()
+
+
+def _client() -> httpx.AsyncClient:
+    """One client per event loop (the worker has one), so turns reuse their connections to the provider: no TCP
+    and TLS handshake per turn. No cap on connections: the worker's activity slots bound the calls at once."""
+    loop = asyncio.get_running_loop()
+    client = _clients.get(loop)
+    if client is None or client.is_closed:
+        client = _clients[loop] = httpx.AsyncClient(
+            verify=_ssl_context(), limits=httpx.Limits(max_connections=None, max_keepalive_connections=256))
+    return client
 
 
 async def _read_capped(response: httpx.Response, url: str, where: str) -> bytes:
@@ -181,8 +198,10 @@ async def post(
     """POST a JSON body and validate the reply against the wire model; every failure is a ModelError."""
     timeout = timeouts()
     try:
-        async with httpx.AsyncClient(timeout=timeout, transport=transport, verify=_ssl_context()) as client:
-            async with client.stream("POST", url, headers=headers, json=body) as response:
+        async with contextlib.AsyncExitStack() as stack:  # a transport of its own (tests): a client of its own
+            client = _client() if transport is None else await stack.enter_async_context(
+                httpx.AsyncClient(transport=transport, verify=_ssl_context()))
+            async with client.stream("POST", url, headers=headers, json=body, timeout=timeout) as response:
                 content = await _read_capped(response, url, where)
     except httpx.TimeoutException as err:
         limit = timeout.connect if isinstance(err, httpx.ConnectTimeout) else timeout.read

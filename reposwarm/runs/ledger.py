@@ -55,9 +55,15 @@ def _is_path(value: str) -> bool:
 
 def secret_values() -> list[tuple[str, str]]:
     """(name, value) of every environment value to redact, longest first (a value inside another goes too)."""
-    extra = {v.strip() for v in os.environ.get("REPOSWARM_CHECK_ENV_PASS", "").split(",") if v.strip()}
+    return _secret_values(tuple(os.environ.items()))
+
+
+@functools.lru_cache(maxsize=8)  # worked out once per environment, not for every ledger line and tool output
+def _secret_values(environ: tuple[tuple[str, str], ...]) -> list[tuple[str, str]]:
+    env = dict(environ)
+    extra = {v.strip() for v in env.get("REPOSWARM_CHECK_ENV_PASS", "").split(",") if v.strip()}
     found = []
-    for name, value in os.environ.items():
+    for name, value in environ:
         if len(value) < MIN_SECRET_CHARS:
             continue
         passed = name in PASS_NAMES or name in extra or name.startswith(PASS_PREFIXES)
