@@ -46,8 +46,8 @@ with workflow.unsafe.imports_passed_through():  # the sandbox imports this modul
     from workflows import options
 
 KEY = "sk-" + "recovery-fake-key-0123456789abcdefABCDEF"  # fake
-MODEL_S = 3.0  # every model request takes this long: the kill lands inside one
-KILL_AFTER_S = 1.5  # into the request: the activity has beaten once or twice by then
+MODEL_S = 4.0  # every model request takes this long: the kill lands inside one
+KILL_AFTER_S = 2.6  # into the request: the activity has beaten once by then (its first beat is at 2 s)
 RESUMED_WITHIN_S = 10.0
 SCRIPT: dict[str, Any] = {"lanes": {"api": {1: [
     turn(("a1", "read_file", {"path": "api/app.py"})),
