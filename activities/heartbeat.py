@@ -29,7 +29,7 @@ from temporalio.worker import (
 # Seconds between beats. worker.py forwards each (max_heartbeat_throttle_interval) rather than one per 0.8 x the
 # heartbeat timeout, so the server's last beat is at most this old when a worker dies.
 EVERY_S = 1.0
-# The first beat: the heartbeat timeout (4 s, workflows/options.py) counts from the start until then, so a worker
+# The first beat: the heartbeat timeout (5 s, workflows/options.py HEARTBEAT) counts from the start until then, so a worker
 # that dies before it is noticed as soon as with a beat a second; an activity shorter than this (a quick model
 # turn, most git and tool calls) sends the server no beat at all.
 FIRST_S = 2.0

@@ -95,9 +95,8 @@ def prepare_run(req: PrepareInput) -> PrepareResult:
         g.branch(branch, base)
     repo.push(f"refs/heads/{branch}")
     ledger.record_activity(req.run_id, "prepare", repo=req.repo_path, base_sha=base, integration_branch=branch)
-    shared = _shared_queue()
-    return PrepareResult(base_sha=base, integration_branch=branch,
-                         lane_queue=shared if lane_queue(shared) == shared else "")
+    queue, shared = _lane_queue()
+    return PrepareResult(base_sha=base, integration_branch=branch, lane_queue=queue if shared else "")
 
 
 @activity.defn
@@ -175,9 +174,8 @@ def create_lane_worktree(task: HelperTask) -> LaneWorktree:
     ledger.record_activity(task.run_id, "helper_spawn" if task.resume is None else "checkpoint_restore",
                            lane=task.lane, round=task.round, branch=branch, base_sha=task.base_sha, head=head,
                            model=task.model)
-    shared = _shared_queue()
-    queue = lane_queue(shared)
-    return LaneWorktree(path=str(path), branch=branch, head_sha=head, host_queue=queue, shared_queue=queue == shared)
+    queue, shared = _lane_queue()
+    return LaneWorktree(path=str(path), branch=branch, head_sha=head, host_queue=queue, shared_queue=shared)
 
 
 def _healthy(path: Path) -> bool:
@@ -199,6 +197,13 @@ def _shared_queue() -> str:
     """The shared queue this worker serves (a lane worktree is made there; host queues are named after it)."""
     queue = activity.info().task_queue
     return queue.split("-host-")[0]
+
+
+def _lane_queue() -> tuple[str, bool]:
+    """Where this worker serves the lane worktrees it makes, and whether that is the shared queue itself."""
+    shared = _shared_queue()
+    queue = lane_queue(shared)
+    return queue, queue == shared
 
 
 SPARSE_FROM_FILES = 2_000  # with swarm.sparse unset, lanes go sparse on repositories with more files than this

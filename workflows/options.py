@@ -22,8 +22,8 @@ if TYPE_CHECKING:
 
 # An attempt is taken for lost (its worker dead) after this long without a heartbeat. The beats come every
 # second once an activity has run 2 s (activities/heartbeat.py FIRST_S, EVERY_S), so four in a row may be lost, or
-# the worker's event loop stall for four seconds, before a healthy attempt is given up: the longest gap the server saw between beats was 1.0-1.2 s,
-# at 32 lanes and while plan_round indexed 4M lines (README, Benchmarks). 4 s recovered faster, but a worker
+# the worker's event loop stall for four seconds, before a healthy attempt is given up: the longest gap the server
+# saw between beats was 1.0-1.2 s, at 32 lanes and while plan_round indexed 4M lines (README, Benchmarks). 4 s recovered faster, but a worker
 # loaded by a whole test suite once went past it; 5 s keeps a killed worker's call going on within 10 s.
 HEARTBEAT = timedelta(seconds=5)
 # The first retry of an attempt that failed, timed out or died with its worker (Temporal's default is 1 s too):

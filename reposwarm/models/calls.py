@@ -69,7 +69,7 @@ async def complete(run_id: str, model_name: str, *, agent: str, round_no: int, t
 
     with tracer.start_as_current_span("model_call", attributes={"reposwarm.lane": agent,
                                                                 "reposwarm.model": model_name}) as span:
-        kept = await asyncio.to_thread(_kept_reply, run_id, model_name, fields)
+        kept = _kept_reply(run_id, model_name, fields)
         if (reply := await asyncio.to_thread(kept.recorded)) is not None:
             # This exact request was answered before (the worker died before Temporal heard of it): reuse the
             # answer rather than ask, and pay, again.
@@ -99,7 +99,7 @@ async def complete(run_id: str, model_name: str, *, agent: str, round_no: int, t
         if record:
             await asyncio.to_thread(recording.save, run_id, agent, round_no, turn, reply, attempt=attempt)
         await ledger_line(outcome="ok", input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
-                    cost_usd=usage.cost_usd, latency_s=round(time.monotonic() - started, 3))
+                          cost_usd=usage.cost_usd, latency_s=round(time.monotonic() - started, 3))
         # Kept last: an attempt killed before this asks (and pays) again, and its ledger line says so; one
         # killed after it has left every trace of the call, so a retry that reuses the reply owes none.
         return await asyncio.to_thread(kept.record, reply)
