@@ -80,14 +80,20 @@ class Workers:
 # no retry of its task could pass either.
 WORKFLOW_FAILURES = [ValidationError]
 
+DEFAULT_CONCURRENCY = 128  # activity slots of a worker (make_worker)
+
 
 def make_worker(client: Client, queue: str | None = None, *, serve: str = "all",
                 concurrency: int | None = None) -> Workers:
     """Workers for workflows and activities ("all"), or only orchestration ("workflows") or only lanes
     and other side effects ("activities"), so each can scale on its own hosts."""
-    # A lane holds one activity slot at a time (a model turn, a tool call), so this caps lanes at once across the
-    # runs on this worker, not load: at 16, a 32-lane run had only 16 model calls at once (bench/results.json).
-    concurrency = concurrency or int(os.environ.get("REPOSWARM_WORKER_CONCURRENCY", "32"))
+    # Activity slots (and pool threads for the sync ones). A running lane holds one (a model turn, a tool call),
+    # two while its worktree is made beside its first turn, and each activity poller holds one while it waits; an
+    # activity finds no free slot, it is not handed to the worker with the workflow task that scheduled it (eager
+    # dispatch) but queued on the server. So this caps lanes at once across the runs on this worker, not load: at
+    # 32 slots, 32 lanes got 7% of their model turns eagerly and waited 80 ms for each of the rest
+    # (bench/results.json, parallel). 128 is two slots a lane for 64 lanes.
+    concurrency = concurrency or int(os.environ.get("REPOSWARM_WORKER_CONCURRENCY", str(DEFAULT_CONCURRENCY)))
     serve_lanes(queue or task_queue(), client.service_client.config.target_host)
     executor = ThreadPoolExecutor(concurrency)
     shared = Worker(
@@ -123,7 +129,7 @@ async def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--serve", choices=["all", "workflows", "activities"], default="all",
                         help="all (default), only orchestration (workflows), or only lanes and side effects "
                              "(activities)")
-    parser.add_argument("--concurrency", type=int, help="activities at once (REPOSWARM_WORKER_CONCURRENCY, 32)")
+    parser.add_argument("--concurrency", type=int, help=f"activities at once (REPOSWARM_WORKER_CONCURRENCY, {DEFAULT_CONCURRENCY})")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     client = await connect("reposwarm-worker")

@@ -54,6 +54,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import itertools
 import json
 import logging
 import os
@@ -102,14 +103,13 @@ from tests.helpers import (  # noqa: E402
     wait_for_phase,
     write_yaml,
 )
-from worker import HEARTBEAT_THROTTLE, make_worker  # noqa: E402
+from worker import DEFAULT_CONCURRENCY, HEARTBEAT_THROTTLE, make_worker  # noqa: E402
 from workflows import options  # noqa: E402
 
 TARGETS = {"lane_setup_speedup": 10.0, "lane_setup_sparse_s": 1.0, "step_overhead_ratio": 2.0,
            "parallel_efficiency_8": 0.9, "parallel_efficiency_32": 0.9,  # throughput (issue 21)
            "recovery_in_model_call_s": 10.0, "recovery_in_tool_call_s": 10.0}
 USAGE = {"input_tokens": 100, "output_tokens": 10}  # fixed usage: token budgets never end a bench lane
-DEFAULT_CONCURRENCY = 32  # worker.make_worker's default (REPOSWARM_WORKER_CONCURRENCY unset)
 FAKE_KEY = "sk-bench-fake-key-0123456789abcdef"
 # The starter's environment knobs would change the runs' configuration: the bench sets its own.
 KNOBS = ("MAX_PARALLEL_HELPERS", "MAX_HELPER_LOOPS", "MAX_CONSECUTIVE_TEST_FAILS", "SWARM_BRANCH", "BASE_BRANCH",
@@ -871,7 +871,7 @@ async def parallel_run(client: Client, queue: str, home: Path, repo: Path, tmp: 
         models += mine
         if mine:  # where a lane's time goes besides its model calls: set-up before its first turn, gaps between
             setups.append(mine[0]["scheduled"] - spans[-1][0])
-            gaps += [b["scheduled"] - a["closed"] for a, b in zip(mine, mine[1:])]
+            gaps += [b["scheduled"] - a["closed"] for a, b in itertools.pairwise(mine)]
     busy = sum(e - s for s, e in spans)
     elapsed = max(e for _, e in spans) - min(s for s, _ in spans)
     report = starter_report(home, run_id, client.service_client.config.target_host)
@@ -880,6 +880,10 @@ async def parallel_run(client: Client, queue: str, home: Path, repo: Path, tmp: 
            "efficiency": _r(busy / (n * elapsed)), "efficiency_ledger": report.get("parallel_efficiency"),
            "max_concurrent_model_calls": max_overlap([(s["started"], s["closed"]) for s in models]),
            "model_call_schedule_to_start_mean_s": _r(_mean([s["started"] - s["scheduled"] for s in models])),
+           "model_call_schedule_to_start_p90_s": _r(sorted(s["started"] - s["scheduled"] for s in models)[
+               int(0.9 * (len(models) - 1))]),
+           # handed back with the workflow task's completion (eager dispatch), not through the task queue
+           "model_calls_eager": _r(sum(s["started"] - s["scheduled"] < 0.001 for s in models) / len(models), 2),
            "model_call_exec_mean_s": _r(_mean([s["closed"] - s["started"] for s in models])),
            "setup_before_first_turn_s": {"mean": _r(_mean(setups)), "max": _r(max(setups))},
            "worktree_wait_s": {"mean": _r(_mean([s["started"] - s["scheduled"] for s in made])),
@@ -1171,8 +1175,11 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     tmp = Path(tempfile.mkdtemp(prefix="reposwarm-bench-swarm-"))
     home = tmp / "home"
     os.environ["REPOSWARM_HOME"] = str(home)  # the in-process worker's activities read it when they run
+    # Past SPARSE_FROM_FILES (2,000) files, as the repositories reposwarm is for: lanes get sparse worktrees of
+    # their own folders, by the product's own rule, not the whole tree each.
     small = make_repo(tmp / "small", {"README.md": "bench\n", **{f"l{i:02d}/mod.py": f"X = {i}\n" for i in range(64)},
-                                      **{f"l{i:02d}/README.md": f"lane {i}\n" for i in range(64)}})
+                                      **{f"l{i:02d}/README.md": f"lane {i}\n" for i in range(64)},
+                                      **{f"shared/m{j // 100:02d}/f{j}.py": f"Y = {j}\n" for j in range(2_000)}})
     queue = f"bench-swarm-{uuid.uuid4().hex[:8]}"
     t = time.perf_counter()
     # on a SQLite file with ./temporal-dev's pragmas: the embedded default users run

@@ -251,9 +251,9 @@ def _client() -> Any:
             import boto3
             from botocore.config import Config
 
-            # the worker runs up to REPOSWARM_WORKER_CONCURRENCY (32) activities at once, each may store files
+            # the worker runs up to REPOSWARM_WORKER_CONCURRENCY (128) activities at once, each may store files
             _clients[env] = boto3.session.Session().client(
-                "s3", config=Config(max_pool_connections=64, retries={"mode": "standard"}))
+                "s3", config=Config(max_pool_connections=128, retries={"mode": "standard"}))
         return _clients[env]
 
 
