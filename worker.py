@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic import ValidationError
 from temporalio.client import Client
-from temporalio.worker import Worker
+from temporalio.worker import PollerBehaviorAutoscaling, UnsandboxedWorkflowRunner, Worker
 
 from activities.converge import resolve_conflict
 from activities.delivery import deliver
@@ -81,6 +81,11 @@ class Workers:
 WORKFLOW_FAILURES = [ValidationError]
 
 DEFAULT_CONCURRENCY = 128  # activity slots of a worker (make_worker)
+# Pollers as many as the work asks for, not the SDK's fixed five (one of which polls for a workflow's first task, and
+# a run of 64 lanes starts 64 workflows at once): lanes started 0.98 s apart at 64 lanes with five.
+IO_THREADS = 64  # the event loop's pool for file work (main)
+POLLERS: dict[str, Any] = dict(workflow_task_poller_behavior=PollerBehaviorAutoscaling(),
+                               activity_task_poller_behavior=PollerBehaviorAutoscaling())
 
 
 def make_worker(client: Client, queue: str | None = None, *, serve: str = "all",
@@ -114,6 +119,12 @@ def make_worker(client: Client, queue: str | None = None, *, serve: str = "all",
         # worker's at most a second before it died, so their attempts time out 3-4 s after the kill
         max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
         workflow_failure_exception_types=WORKFLOW_FAILURES,
+        **POLLERS,
+        # Workflows run outside the SDK's sandbox. In it (SDK 1.35) every activation compiles and runs code in the
+        # sandbox for each payload it converts: a third of the worker CPU of a lane's turn at 32 lanes (bench, parallel).
+        # The sandbox's checks still run where they catch mistakes: tests/test_replay.py replays every recorded
+        # history under it, so workflow code that calls anything non-deterministic fails the suite.
+        workflow_runner=UnsandboxedWorkflowRunner(),
     )
     if serve == "workflows":
         return Workers([shared])
@@ -129,7 +140,8 @@ async def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--serve", choices=["all", "workflows", "activities"], default="all",
                         help="all (default), only orchestration (workflows), or only lanes and side effects "
                              "(activities)")
-    parser.add_argument("--concurrency", type=int, help=f"activities at once (REPOSWARM_WORKER_CONCURRENCY, {DEFAULT_CONCURRENCY})")
+    parser.add_argument("--concurrency", type=int,
+                        help=f"activities at once (REPOSWARM_WORKER_CONCURRENCY, {DEFAULT_CONCURRENCY})")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     client = await connect("reposwarm-worker")
@@ -138,6 +150,9 @@ async def main(argv: list[str] | None = None) -> None:
         lanes_on = affinity(target)
     except ValueError as err:
         sys.exit(f"worker.py: {err}")
+    # The activities' file work off the event loop (asyncio.to_thread: store, records, ledger) goes to the loop's
+    # default pool, which Python sizes by cores (six threads here): at 64 lanes a model turn queued there 0.1-0.3 s.
+    asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(IO_THREADS, thread_name_prefix="io"))
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         asyncio.get_running_loop().add_signal_handler(sig, stop.set)

@@ -442,12 +442,16 @@ async def raw_round_trips(client: Client, n: int, cross_queue: bool = False) -> 
 
 
 def workflow_task_spans(runs: list[Any]) -> list[dict[str, Any]]:
-    """Each workflow task: started -> completed, and whether it recorded a marker (a local activity ran in it)."""
+    """Each workflow task: scheduled -> started -> completed, and whether it recorded a marker (a local activity
+    ran in it)."""
     spans: list[dict[str, Any]] = []
     for history in runs:
+        scheduled = 0.0
         for e in history.events:
-            if e.event_type == ET.EVENT_TYPE_WORKFLOW_TASK_STARTED:
-                spans.append({"started": _ts(e), "closed": None, "marker": False})
+            if e.event_type == ET.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED:
+                scheduled = _ts(e)
+            elif e.event_type == ET.EVENT_TYPE_WORKFLOW_TASK_STARTED:
+                spans.append({"scheduled": scheduled, "started": _ts(e), "closed": None, "marker": False})
             elif e.event_type == ET.EVENT_TYPE_WORKFLOW_TASK_COMPLETED and spans:
                 spans[-1]["closed"] = _ts(e)
             elif e.event_type == ET.EVENT_TYPE_MARKER_RECORDED and spans:
@@ -861,9 +865,10 @@ async def parallel_run(client: Client, queue: str, home: Path, repo: Path, tmp: 
     status = await wait_for_phase(client, run_id, Phase.review, timeout=600)
     cpu1, (busy1, total1) = cpu_now(), machine_cpu()
     bad = [lane.lane for lane in status.review.lanes if lane.status != LaneStatus.done]
-    spans, models, setups, gaps, made = [], [], [], [], []
+    spans, models, setups, gaps, made, tasks = [], [], [], [], [], []
     for wf in await lane_ids(client, run_id, list(lanes)):
         runs = await histories(client, wf)
+        tasks += workflow_task_spans(runs)
         spans.append(workflow_span(runs))
         acts = activity_spans(runs)
         mine = [s for s in acts if s["name"] == "model_turn" and s["started"]]
@@ -874,7 +879,14 @@ async def parallel_run(client: Client, queue: str, home: Path, repo: Path, tmp: 
             gaps += [b["scheduled"] - a["closed"] for a, b in itertools.pairwise(mine)]
     busy = sum(e - s for s, e in spans)
     elapsed = max(e for _, e in spans) - min(s for s, _ in spans)
+    # the run's own side of the lanes' start: when it asked for each lane's workflow
+    initiated = [_ts(e) for h in await histories(client, run_id) for e in h.events
+                 if e.event_type == ET.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED]
     report = starter_report(home, run_id, client.service_client.config.target_host)
+    # the model calls' own time (the provider's answer, as calls.complete timed it) against the turn activity's
+    latency = [line["latency_s"] for line in read_ledger(home, run_id)
+               if line.get("event") == "model_call" and line.get("outcome") == "ok"
+               and str(line.get("agent", "")).startswith("lane")]
     await finish_run(client, run_id)
     out = {"lanes": n, "run_id": run_id, "elapsed_s": _r(elapsed), "lane_mean_s": _r(busy / n),
            "efficiency": _r(busy / (n * elapsed)), "efficiency_ledger": report.get("parallel_efficiency"),
@@ -891,7 +903,13 @@ async def parallel_run(client: Client, queue: str, home: Path, repo: Path, tmp: 
            "worktree_exec_s": {"mean": _r(_mean([s["closed"] - s["started"] for s in made])),
                                "max": _r(max(s["closed"] - s["started"] for s in made))},
            "lane_start_spread_s": _r(max(s for s, _ in spans) - min(s for s, _ in spans)),
+           "lane_start_asked_spread_s": _r(max(initiated) - min(initiated)) if initiated else None,
+           "lane_start_after_asked_s": _r(max(s for s, _ in spans) - min(initiated)) if initiated else None,
            "between_turns_mean_ms": _r(_mean(gaps) * 1000, 1),
+           "model_call_latency_mean_s": _r(_mean(latency)) if latency else None,
+           # a lane's workflow tasks: from scheduled to a worker's pick-up, and the worker's work on them
+           "workflow_task_pickup_mean_ms": _r(_mean([t["started"] - t["scheduled"] for t in tasks]) * 1000, 1),
+           "workflow_task_run_mean_ms": _r(_mean([t["closed"] - t["started"] for t in tasks]) * 1000, 1),
            "worker_cpu_ms_per_turn": _r((cpu1["worker"] - cpu0["worker"]) * 1000 / (n * turns), 1),
            "worker_cpu_cores_used": _r((cpu1["worker"] - cpu0["worker"]) / elapsed, 2),
            "cpu_cores_used": {k: _r((cpu1[k] - cpu0[k]) / elapsed, 2) for k in cpu0},

@@ -3,8 +3,8 @@ models. Pure (pydantic only): workflow code (the dry-run estimate) and the MCP s
 
 from __future__ import annotations
 
-import copy
 import functools
+import json
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -93,11 +93,16 @@ TOOL_ARGS: dict[str, type[_Args]] = {
 
 def tool_specs() -> list[dict[str, Any]]:
     """JSON-schema specs of the tools, as offered to models (a fresh copy of specs made once: pydantic's schema
-    generation took 7% of a worker's time at 32 lanes when made every turn)."""
-    return copy.deepcopy(_tool_specs())
+    generation took 7% of a worker's time at 32 lanes when made every turn); the copy is parsed from their JSON,
+    three times as fast as a deep copy."""
+    return json.loads(_tool_specs_json())
 
 
 @functools.cache
+def _tool_specs_json() -> str:
+    return json.dumps(_tool_specs())
+
+
 def _tool_specs() -> list[dict[str, Any]]:
     specs = []
     for name, model in TOOL_ARGS.items():

@@ -63,9 +63,11 @@ async def complete(run_id: str, model_name: str, *, agent: str, round_no: int, t
                                   turn=turn, attempt=attempt)
     call_id = call_id or f"{agent}-r{round_no}-t{turn}"
 
+    def line(**figures: Any) -> None:
+        ledger.record_activity(run_id, "model_call", call_id=call_id, agent=agent, model=model_name, **figures)
+
     async def ledger_line(**figures: Any) -> None:  # file work in a thread: the event loop serves every lane
-        await asyncio.to_thread(ledger.record_activity, run_id, "model_call", call_id=call_id, agent=agent,
-                                model=model_name, **figures)
+        await asyncio.to_thread(line, **figures)
 
     with tracer.start_as_current_span("model_call", attributes={"reposwarm.lane": agent,
                                                                 "reposwarm.model": model_name}) as span:
@@ -96,13 +98,18 @@ async def complete(run_id: str, model_name: str, *, agent: str, round_no: int, t
         reply = reply.model_copy(update={"usage": usage})
         span.set_attributes({"reposwarm.tokens_in": usage.input_tokens, "reposwarm.tokens_out": usage.output_tokens,
                              "reposwarm.tool_calls": len(reply.tool_calls)})
-        if record:
-            await asyncio.to_thread(recording.save, run_id, agent, round_no, turn, reply, attempt=attempt)
-        await ledger_line(outcome="ok", input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
-                          cost_usd=usage.cost_usd, latency_s=round(time.monotonic() - started, 3))
-        # Kept last: an attempt killed before this asks (and pays) again, and its ledger line says so; one
-        # killed after it has left every trace of the call, so a retry that reuses the reply owes none.
-        return await asyncio.to_thread(kept.record, reply)
+        latency_s = round(time.monotonic() - started, 3)
+
+        def traces(reply: ModelReply) -> ModelReply:  # in one trip to a thread: each trip costs the loop a wake-up
+            if record:
+                recording.save(run_id, agent, round_no, turn, reply, attempt=attempt)
+            line(outcome="ok", input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
+                 cost_usd=usage.cost_usd, latency_s=latency_s)
+            # Kept last: an attempt killed before this asks (and pays) again, and its ledger line says so; one
+            # killed after it has left every trace of the call, so a retry that reuses the reply owes none.
+            return kept.record(reply)
+
+        return await asyncio.to_thread(traces, reply)
 
 
 def _kept_reply(run_id: str, model_name: str, fields: dict[str, Any]) -> Once[ModelReply]:
