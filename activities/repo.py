@@ -10,6 +10,7 @@ least once).
 from __future__ import annotations
 
 import contextlib
+import functools
 import re
 import shutil
 from pathlib import Path
@@ -144,6 +145,7 @@ def create_lane_worktree(task: HelperTask) -> LaneWorktree:
             g.branch("-f", f"{branch}-kept-{current[:10]}", current)
             kept.append(f"refs/heads/{branch}-kept-{current[:10]}")
         start = task.base_sha
+    made: str | None = None
     if (path / ".git").exists() and not _healthy(path):
         # A checkout that died half-way (its activity was killed): nothing of the lane's is only there (its
         # work is in commits), so it is made again.
@@ -161,14 +163,17 @@ def create_lane_worktree(task: HelperTask) -> LaneWorktree:
         # allows), or set to the start (-B).
         target = ["-f", str(path), branch] if start == current else ["-f", "-B", branch, str(path), start]
         with _worktree_lock(task.repo_path):  # lanes adding worktrees at once trip over each other's metadata
-            g.worktree("prune")
-            g.worktree("add", *(target if cone is None else ["--no-checkout", *target]))
+            add = ["worktree", "add", *(target if cone is None else ["--no-checkout", *target])]
+            if try_git(g, *add)[0] != 0:  # a worktree whose folder is gone still registered: forget it, then add
+                g.worktree("prune")
+                g.execute(["git", *add])
         if cone is not None:
             # Only the lane's folders on disk, sharing the object store: a fraction of a full checkout.
             wt = _git(path)
             wt.sparse_checkout("set", "--cone", "--sparse-index", *cone)
             wt.checkout("-f", "-q", branch)
-    head = rev(_git(path), "HEAD") or start
+        made = start  # a worktree just added is at its start; a recycled one is asked
+    head = made or rev(_git(path), "HEAD") or start
     repo.push(*kept, f"refs/heads/{branch}")
     # "helper_spawn": the reference design's name for a lane's start, kept in the ledger (metrics read it)
     ledger.record_activity(task.run_id, "helper_spawn" if task.resume is None else "checkpoint_restore",
@@ -215,12 +220,18 @@ def _sparse_cone(g: git.Git, task: HelperTask, start: str) -> list[str] | None:
     cone = cone_dirs(task.allowed_paths + task.read_only_paths)
     if cone is None or task.sparse:
         return cone
+    return cone if _many_files(str(g.working_dir), start) else None
+
+
+@functools.lru_cache(maxsize=64)
+def _many_files(repo: str, commit: str) -> bool:
+    """Whether the commit has more than SPARSE_FROM_FILES files: counted once per commit, not once per lane."""
     files = 0
-    for _ in g.ls_tree("-r", "--name-only", start).splitlines():
+    for _ in _git(Path(repo)).ls_tree("-r", "--name-only", commit).splitlines():
         files += 1
         if files > SPARSE_FROM_FILES:
-            return cone
-    return None
+            return True
+    return False
 
 
 @activity.defn
