@@ -37,7 +37,7 @@ from reposwarm.contracts import (
     PrepareInput,
     PrepareResult,
 )
-from reposwarm.gitcmd import IDENTITY, is_ancestor, rev, try_git
+from reposwarm.gitcmd import IDENTITY, healthy_worktree, is_ancestor, rev, try_git
 from reposwarm.remote import Repository, is_url, open_repository, repo_lock
 from reposwarm.runs import ledger
 from reposwarm.runs.store import run_dir
@@ -146,7 +146,7 @@ def create_lane_worktree(task: HelperTask) -> LaneWorktree:
             kept.append(f"refs/heads/{branch}-kept-{current[:10]}")
         start = task.base_sha
     made: str | None = None
-    if (path / ".git").exists() and not _healthy(path):
+    if (path / ".git").exists() and not healthy_worktree(path):
         # A checkout that died half-way (its activity was killed): nothing of the lane's is only there (its
         # work is in commits), so it is made again.
         shutil.rmtree(path)
@@ -181,16 +181,6 @@ def create_lane_worktree(task: HelperTask) -> LaneWorktree:
                            model=task.model)
     queue, shared = _lane_queue()
     return LaneWorktree(path=str(path), branch=branch, head_sha=head, host_queue=queue, shared_queue=shared)
-
-
-def _healthy(path: Path) -> bool:
-    """A worktree git can work in: its metadata is there, `git status` runs, and no index.lock was left."""
-    wt = _git(path)
-    status, git_dir, _ = try_git(wt, "rev-parse", "--git-dir")
-    if status != 0 or not (path / git_dir.strip()).exists():
-        return False
-    status, _, _ = try_git(wt, "status", "--porcelain")
-    return status == 0 and not (path / git_dir.strip() / "index.lock").exists()
 
 
 def _worktree_lock(repo_path: str) -> contextlib.AbstractContextManager[None]:

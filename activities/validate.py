@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import posixpath
 import re
+import shutil
 from pathlib import Path, PurePosixPath
 
 import git
@@ -31,7 +32,10 @@ from reposwarm.runs.store import Store, run_dir
 
 
 def _checkout(repo_path: str, path: Path, ref: str) -> None:
-    """A clean detached worktree at `ref`, recycled when it exists (cheaper than remove + add)."""
+    """A clean detached worktree at `ref`, recycled when it exists (cheaper than remove + add). One a killed git
+    left unusable (its index.lock) is made again: nothing in it is kept."""
+    if (path / ".git").exists() and not gitcmd.healthy_worktree(path):
+        shutil.rmtree(path)
     if (path / ".git").exists():
         wt = gitcmd.repo(str(path))
         wt.checkout("-f", "--detach", ref)

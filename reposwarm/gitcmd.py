@@ -78,6 +78,17 @@ def try_git(g: git.Git, *args: str, keep_newline: bool = False) -> tuple[int, st
     return status, out, err
 
 
+def healthy_worktree(path: Path) -> bool:
+    """A worktree git can work in: its metadata is there, `git status` runs, and no index.lock was left (by a
+    git killed with its worker: every later git in the worktree would refuse to run)."""
+    wt = repo(str(path))
+    status, git_dir, _ = try_git(wt, "rev-parse", "--git-dir")
+    if status != 0 or not (path / git_dir.strip()).exists():
+        return False
+    status, _, _ = try_git(wt, "status", "--porcelain")
+    return status == 0 and not (path / git_dir.strip() / "index.lock").exists()
+
+
 def rev(g: git.Git, ref: str) -> str | None:
     """The commit `ref` names, or None."""
     status, out, _ = try_git(g, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")

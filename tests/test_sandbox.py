@@ -398,6 +398,20 @@ async def test_validation_leaves_nothing_in_its_checkout(lane, tmp_path):
     assert git(checkout, "status", "--porcelain", "--ignored") == ""
 
 
+async def test_validation_goes_on_where_a_killed_git_left_its_lock(lane, tmp_path):
+    """A worker killed while git worked in the run's checkout leaves index.lock; the next attempt, on any worker
+    of the host, makes the checkout again rather than fail on it at every retry."""
+    repo = tmp_path / "repo"
+    req = ValidateInput(run_id=f"sandbox-{uuid.uuid4().hex[:8]}", repo_path=str(repo), ref=git(repo, "rev-parse", "HEAD"),
+                        profile_name="default", label="baseline", profile=CheckProfile(commands=[["true"]]))
+    assert (await ActivityEnvironment().run(validate, req)).passed
+    checkout = run_dir(req.run_id) / "baseline"
+    lock = Path(git(checkout, "rev-parse", "--absolute-git-dir")) / "index.lock"
+    lock.write_text("")
+    report = await ActivityEnvironment().run(validate, req)
+    assert report.passed and not lock.exists()
+
+
 @pytest.mark.parametrize("sandboxed", [True, False])
 async def test_checks_run_below_the_worker_s_priority(lane, monkeypatch, sandboxed):
     """A host's CPU-heavy checks must not starve its worker (late heartbeats get activities retried): the check
