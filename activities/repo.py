@@ -161,7 +161,8 @@ def create_lane_worktree(task: HelperTask) -> LaneWorktree:
         cone = _sparse_cone(g, task, start)
         # The branch as it is (a rebuild: it may still be checked out in a lost host's worktree, which -f
         # allows), or set to the start (-B).
-        target = ["-f", str(path), branch] if start == current else ["-f", "-B", branch, str(path), start]
+        # -f twice: also over a registration an add killed half-way left locked ("initializing")
+        target = ["-f", "-f", str(path), branch] if start == current else ["-f", "-f", "-B", branch, str(path), start]
         with _worktree_lock(task.repo_path):  # lanes adding worktrees at once trip over each other's metadata
             add = ["worktree", "add", *(target if cone is None else ["--no-checkout", *target])]
             if try_git(g, *add)[0] != 0:  # a worktree whose folder is gone still registered: forget it, then add

@@ -44,7 +44,8 @@ def _checkout(repo_path: str, path: Path, ref: str) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         repo = gitcmd.repo(repo_path)
         repo.worktree("prune")
-        repo.worktree("add", "-f", "--detach", str(path), ref)
+        # -f twice: a registration left locked by an add that was killed half-way ("initializing") is ours too
+        repo.worktree("add", "-f", "-f", "--detach", str(path), ref)
 
 
 def _clean(path: Path) -> None:

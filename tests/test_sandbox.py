@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -410,6 +411,10 @@ async def test_validation_goes_on_where_a_killed_git_left_its_lock(lane, tmp_pat
     lock.write_text("")
     report = await ActivityEnvironment().run(validate, req)
     assert report.passed and not lock.exists()
+    # killed during `git worktree add` itself: the folder half made, its registration locked ("initializing")
+    git(repo, "worktree", "lock", "--reason", "initializing", str(checkout))
+    shutil.rmtree(checkout)
+    assert (await ActivityEnvironment().run(validate, req)).passed
 
 
 @pytest.mark.parametrize("sandboxed", [True, False])
