@@ -92,6 +92,7 @@ from reposwarm.checks import sandbox  # noqa: E402
 from reposwarm.contracts import LaneStatus, Phase, ReviewDecision  # noqa: E402
 from tests.fake_models import FakeModelServer  # noqa: E402
 from tests.helpers import WorkerProcess, finish, git, make_repo, start_dev_server, turn  # noqa: E402
+from worker import DEFAULT_CONCURRENCY  # noqa: E402
 from workflows.swarm import SwarmWorkflow  # noqa: E402
 
 # The check: burns `s` seconds of this process's CPU (process time, not wall time: two checks sharing a core
@@ -482,7 +483,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             "check_cpu_s": args.check_cpu_s, "check_nice": args.check_nice,
             "check": "a Python one-liner hashing (SHA-256) until it has used "
             "check_cpu_s of CPU; the validation profile, run by each lane's run_checks and by the validation "
-            "gate on the merged result", "worker_concurrency": "32 (the default) per host",
+            "gate on the merged result", "worker_concurrency": f"{DEFAULT_CONCURRENCY} (the default) per host",
             "repository": "a bare git remote by file:// URL; each host clones it into its own home",
             "sequence": args.sequence},
     }
