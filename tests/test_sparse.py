@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-import pytest
+import shutil
+from pathlib import Path
 
+import pytest
+from temporalio.testing import ActivityEnvironment
+
+from activities.repo import create_lane_worktree
 from reposwarm.agent.paths import PathPolicy
 from reposwarm.agent.tools import ReadFileArgs, Toolbox
-from reposwarm.contracts import Phase, ReviewDecision
+from reposwarm.contracts import HelperRole, HelperTask, Phase, ReviewDecision
 from reposwarm.runs.store import run_dir
 from tests.helpers import finish, git, make_repo, start_run, turn, wait_for_phase, write_yaml
 from workflows.swarm import SwarmWorkflow
@@ -48,3 +53,21 @@ def test_a_readable_file_outside_the_checkout_is_read_from_git(tmp_path):
     assert not (wt / "c" / "three.txt").exists()
     tools = Toolbox(PathPolicy(wt, ["a/"], ["c/"]))
     assert tools.read_file(ReadFileArgs(path="c/three.txt")).endswith("3\n")
+
+
+@pytest.mark.parametrize("sparse", [True, False])
+def test_a_lane_worktree_is_made_again_where_a_killed_add_left_it_locked(tmp_path, monkeypatch, sparse):
+    """A worker killed during `git worktree add` leaves the folder half made and its registration locked
+    ("initializing"); the lane's next attempt adds the worktree over it rather than fail at every retry."""
+    monkeypatch.setenv("REPOSWARM_HOME", str(tmp_path / "home"))
+    repo = make_repo(tmp_path / "repo", {"api/app.py": "X = 1\n", "docs/index.md": "# Docs\n"})
+    task = HelperTask(task_id="sparse-locked.api.r1", run_id="sparse-locked", repo_path=str(repo), lane="api",
+                      round=1, role=HelperRole(allowed_paths=["api/"]), goal="g", task="t", interface_contract="",
+                      allowed_paths=["api/"], branch="swarm/sparse-locked/api", base_sha=git(repo, "rev-parse", "HEAD"),
+                      model="openai:any", max_loops=1, checkpoint_key="k", sparse=sparse)
+    path = Path(ActivityEnvironment().run(create_lane_worktree, task).path)
+    git(repo, "worktree", "lock", "--reason", "initializing", str(path))
+    shutil.rmtree(path)
+    made = ActivityEnvironment().run(create_lane_worktree, task)
+    assert made.path == str(path) and (path / "api" / "app.py").read_text() == "X = 1\n"
+    assert (path / "docs" / "index.md").exists() is not sparse
