@@ -95,8 +95,8 @@ def make_worker(client: Client, queue: str | None = None, *, serve: str = "all",
     """Workers for workflows and activities ("all"), or only orchestration ("workflows") or only lanes
     and other side effects ("activities"), so each can scale on its own hosts."""
     # Activity slots (and pool threads for the sync ones). A running lane holds one (a model turn, a tool call),
-    # two while its worktree is made beside its first turn, and each activity poller holds one while it waits; an
-    # activity finds no free slot, it is not handed to the worker with the workflow task that scheduled it (eager
+    # two while its worktree is made beside its first turn, and the SDK keeps one for each activity poll it has
+    # open. An activity that finds no slot free is not handed back with the workflow task that scheduled it (eager
     # dispatch) but queued on the server. So this caps lanes at once across the runs on this worker, not load: at
     # 32 slots, 32 lanes got 7% of their model turns eagerly and waited 80 ms for each of the rest
     # (bench/results.json, parallel). 128 is two slots a lane for 64 lanes.
