@@ -145,7 +145,6 @@ def create_lane_worktree(task: HelperTask) -> LaneWorktree:
             g.branch("-f", f"{branch}-kept-{current[:10]}", current)
             kept.append(f"refs/heads/{branch}-kept-{current[:10]}")
         start = task.base_sha
-    made: str | None = None
     if (path / ".git").exists() and not healthy_worktree(path):
         # A checkout that died half-way (its activity was killed): nothing of the lane's is only there (its
         # work is in commits), so it is made again.
@@ -173,8 +172,7 @@ def create_lane_worktree(task: HelperTask) -> LaneWorktree:
             wt = _git(path)
             wt.sparse_checkout("set", "--cone", "--sparse-index", *cone)
             wt.checkout("-f", "-q", branch)
-        made = start  # a worktree just added is at its start; a recycled one is asked
-    head = made or rev(_git(path), "HEAD") or start
+    head = start  # a worktree just added, or a recycled one checked out, is at its start
     repo.push(*kept, f"refs/heads/{branch}")
     # "helper_spawn": the reference design's name for a lane's start, kept in the ledger (metrics read it)
     ledger.record_activity(task.run_id, "helper_spawn" if task.resume is None else "checkpoint_restore",

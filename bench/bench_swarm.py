@@ -155,6 +155,10 @@ def _mean(values: list[float]) -> float:
     return statistics.fmean(values) if values else 0.0
 
 
+def _mean_max(values: list[float]) -> dict[str, float | None]:
+    return {"mean": _r(_mean(values)), "max": _r(max(values))}
+
+
 def _r(x: float | None, nd: int = 3) -> float | None:
     return None if x is None else round(x, nd)
 
@@ -899,11 +903,9 @@ async def parallel_run(client: Client, queue: str, home: Path, repo: Path, tmp: 
            # handed back with the workflow task's completion (eager dispatch), not through the task queue
            "model_calls_eager": _r(sum(s["started"] - s["scheduled"] < 0.001 for s in models) / len(models), 2),
            "model_call_exec_mean_s": _r(_mean([s["closed"] - s["started"] for s in models])),
-           "setup_before_first_turn_s": {"mean": _r(_mean(setups)), "max": _r(max(setups))},
-           "worktree_wait_s": {"mean": _r(_mean([s["started"] - s["scheduled"] for s in made])),
-                               "max": _r(max(s["started"] - s["scheduled"] for s in made))},
-           "worktree_exec_s": {"mean": _r(_mean([s["closed"] - s["started"] for s in made])),
-                               "max": _r(max(s["closed"] - s["started"] for s in made))},
+           "setup_before_first_turn_s": _mean_max(setups),
+           "worktree_wait_s": _mean_max([s["started"] - s["scheduled"] for s in made]),
+           "worktree_exec_s": _mean_max([s["closed"] - s["started"] for s in made]),
            "lane_start_spread_s": _r(max(s for s, _ in spans) - min(s for s, _ in spans)),
            "lane_start_asked_spread_s": _r(max(initiated) - min(initiated)) if initiated else None,
            "lane_start_after_asked_s": _r(max(s for s, _ in spans) - min(initiated)) if initiated else None,
