@@ -858,6 +858,20 @@ def machine_cpu() -> tuple[float, float]:
     return sum(values) - idle, sum(values)
 
 
+def lanes_asked(events: list[Any]) -> list[float]:
+    """When a run asked for its lanes' workflows: each child it started (before patch "lanes-by-client"), or
+    the start of each workflow task that started lanes by the client (a start_lanes local activity's marker)."""
+    asked, task_started = [], 0.0
+    for e in events:
+        if e.event_type == ET.EVENT_TYPE_WORKFLOW_TASK_STARTED:
+            task_started = _ts(e)
+        elif e.event_type == ET.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED:
+            asked.append(_ts(e))
+        elif e.event_type == ET.EVENT_TYPE_MARKER_RECORDED and b"start_lanes" in e.SerializeToString():
+            asked.append(task_started)
+    return asked
+
+
 async def parallel_run(client: Client, queue: str, home: Path, repo: Path, tmp: Path, n: int, turns: int,
                        worker_pid: int | list[int], server_pid: int | None) -> dict[str, Any]:
     lanes = {f"lane{i:02d}": {"allowed_paths": [f"l{i:02d}/"], "max_turns": turns + 5} for i in range(n)}
@@ -872,10 +886,14 @@ async def parallel_run(client: Client, queue: str, home: Path, repo: Path, tmp: 
     cpu1, (busy1, total1) = cpu_now(), machine_cpu()
     bad = [lane.lane for lane in status.review.lanes if lane.status != LaneStatus.done]
     spans, models, setups, gaps, made, tasks = [], [], [], [], [], []
+    firsts: list[tuple[float, float]] = []
     for wf in await lane_ids(client, run_id, list(lanes)):
         runs = await histories(client, wf)
-        tasks += workflow_task_spans(runs)
+        lane_tasks = workflow_task_spans(runs)
+        tasks += lane_tasks
         spans.append(workflow_span(runs))
+        if lane_tasks:  # the lane's first workflow task, which schedules its worktree and its first turn
+            firsts.append((lane_tasks[0]["started"] - spans[-1][0], lane_tasks[0]["closed"] - lane_tasks[0]["started"]))
         acts = activity_spans(runs)
         mine = [s for s in acts if s["name"] == "model_turn" and s["started"]]
         made += [s for s in acts if s["name"] == "create_lane_worktree" and s["started"]]
@@ -886,8 +904,7 @@ async def parallel_run(client: Client, queue: str, home: Path, repo: Path, tmp: 
     busy = sum(e - s for s, e in spans)
     elapsed = max(e for _, e in spans) - min(s for s, _ in spans)
     # the run's own side of the lanes' start: when it asked for each lane's workflow
-    initiated = [_ts(e) for h in await histories(client, run_id) for e in h.events
-                 if e.event_type == ET.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED]
+    initiated = [t for h in await histories(client, run_id) for t in lanes_asked(h.events)]
     report = starter_report(home, run_id, client.service_client.config.target_host)
     # the model calls' own time (the provider's answer, as calls.complete timed it) against the turn activity's
     latency = [line["latency_s"] for line in read_ledger(home, run_id)
@@ -904,6 +921,8 @@ async def parallel_run(client: Client, queue: str, home: Path, repo: Path, tmp: 
            "model_calls_eager": _r(sum(s["started"] - s["scheduled"] < 0.001 for s in models) / len(models), 2),
            "model_call_exec_mean_s": _r(_mean([s["closed"] - s["started"] for s in models])),
            "setup_before_first_turn_s": _mean_max(setups),
+           "first_workflow_task_pickup_s": _mean_max([p for p, _ in firsts]),
+           "first_workflow_task_run_s": _mean_max([r for _, r in firsts]),
            "worktree_wait_s": _mean_max([s["started"] - s["scheduled"] for s in made]),
            "worktree_exec_s": _mean_max([s["closed"] - s["started"] for s in made]),
            "lane_start_spread_s": _r(max(s for s, _ in spans) - min(s for s, _ in spans)),

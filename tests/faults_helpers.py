@@ -43,7 +43,16 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from reposwarm.cli.runs import build_request, start
 from reposwarm.contracts import Phase, ReviewDecision, SwarmResult
 from tests.fake_models import FakeModelServer
-from tests.helpers import WorkerProcess, finish, git, make_repo, temporal_binary, turn, write_yaml
+from tests.helpers import (
+    WorkerProcess,
+    finish,
+    git,
+    lanes_started,
+    make_repo,
+    temporal_binary,
+    turn,
+    write_yaml,
+)
 from workflows.swarm import SwarmWorkflow
 
 KEY = "sk-" + "faults-fake-key-0123456789abcdefABCDEF"  # fake
@@ -357,6 +366,11 @@ async def pending_activities(client: Client, run_id: str) -> list[str]:
             continue
         raw = desc.raw_description
         ids += [c.workflow_id for c in raw.pending_children]
+        if wid == run_id:  # its lanes started by the client (activities/lanes.py)
+            try:
+                ids += lanes_started((await client.get_workflow_handle(wid).fetch_history()).events)
+            except Exception as err:  # noqa: BLE001 - a diagnostic: say what could not be read
+                found.append(f"{wid}: history unreadable ({type(err).__name__})")
         for a in raw.pending_activities:
             opts = a.activity_options
             s2c = opts.start_to_close_timeout.ToSeconds() if opts.HasField("start_to_close_timeout") else None

@@ -186,6 +186,22 @@ def assignment_spans(run_id: str) -> dict[str, list[tuple[float, float]]]:
     return spans
 
 
+def lanes_started(events: Any) -> list[str]:
+    """The lane workflows a run's history started, in order: its children (before patch "lanes-by-client") and
+    the ids each start_lanes local activity returned (activities/lanes.py), from its marker."""
+    from temporalio.api.enums.v1 import EventType
+
+    ids: list[str] = []
+    for e in events:
+        if e.event_type == EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_STARTED:
+            ids.append(e.child_workflow_execution_started_event_attributes.workflow_execution.workflow_id)
+        elif e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED:
+            details = e.marker_recorded_event_attributes.details
+            if "data" in details and b'"start_lanes"' in details["data"].payloads[0].data and "result" in details:
+                ids += list(json.loads(details["result"].payloads[0].data))  # workflow id -> task id
+    return list(dict.fromkeys(ids))
+
+
 async def lane_workflow(client: Client, run_id: str, lane: str) -> str:
     """The workflow id of a lane: <run>.<lane> for a warm lane (one workflow for the whole run), or
     <run>.<lane>.r1, its first round's, for a lane run as a child workflow per dispatch (workflows/scheduler.py)."""

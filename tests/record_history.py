@@ -44,6 +44,7 @@ from reposwarm.contracts import LanePlan, Phase, Plan, ReviewDecision, ReviewPac
 from tests.helpers import (  # noqa: E402
     finish,
     git,
+    lanes_started,
     make_repo,
     start_dev_server,
     start_run,
@@ -327,21 +328,23 @@ async def closed(client: Client, workflow_id: str, run_id: str) -> None:
 
 
 async def histories(client: Client, run_id: str) -> dict[str, list[WorkflowHistory]]:
-    """The swarm's runs and each of its lanes' runs (the children its histories started), by name."""
+    """The swarm's runs and each of its lanes' runs (the lanes its histories started), by name."""
     swarm = await runs_of(client, run_id)
-    started: dict[str, list[str]] = {}  # lane workflow id -> the runs the swarm started of it
+    started: dict[str, list[str | None]] = {}  # lane workflow id -> the runs the swarm started of it
     for h in swarm:
         for e in h.events:
             if e.event_type == EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_STARTED:
                 execution = e.child_workflow_execution_started_event_attributes.workflow_execution
                 started.setdefault(execution.workflow_id, []).append(execution.run_id)
+        for lane_id in lanes_started(e for e in h.events if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED):
+            started.setdefault(lane_id, []).append(None)  # started by the client: its latest run
     found = {"swarm": swarm}
     for child, run_ids in started.items():
         await asyncio.gather(*(closed(client, child, r) for r in run_ids))
         chain = await runs_of(client, child)
         # one execution per lane id (a chain of runs): a lane started afresh under the same id would be lost here
         recorded = {h.events[0].workflow_execution_started_event_attributes.original_execution_run_id for h in chain}
-        if set(run_ids) - recorded:
+        if {r for r in run_ids if r} - recorded or run_ids.count(None) > 1:
             raise AssertionError(f"{child}: started more than once ({run_ids}); the recorder keeps one execution")
         found[child.removeprefix(run_id + ".")] = chain
     return found

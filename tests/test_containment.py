@@ -26,12 +26,20 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from temporalio.api.enums.v1 import EventType
 
 from reposwarm.contracts import Phase, ReviewDecision
 from reposwarm.runs import ledger
 from reposwarm.runs.store import Store, run_dir
-from tests.helpers import WorkerProcess, finish, make_repo, start_run, turn, wait_for_phase, write_yaml
+from tests.helpers import (
+    WorkerProcess,
+    finish,
+    lanes_started,
+    make_repo,
+    start_run,
+    turn,
+    wait_for_phase,
+    write_yaml,
+)
 from workflows.swarm import SwarmWorkflow
 
 # A secret whose name does not look secret (only redaction by value can catch it), and a key of the shape a
@@ -355,11 +363,10 @@ def cmdline_of(pid: int) -> str:
 
 
 async def histories(client, run_id: str) -> dict[str, bytes]:
-    """Every event of the run's workflow and of its lane children (every run of each id), as bytes and JSON."""
+    """Every event of the run's workflow and of its lanes (every run of each id), as bytes and JSON."""
     ids = [run_id]
     parent = await client.get_workflow_handle(run_id).fetch_history()
-    ids += [e.child_workflow_execution_started_event_attributes.workflow_execution.workflow_id
-            for e in parent.events if e.event_type == EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_STARTED]
+    ids += lanes_started(parent.events)
     out = {}
     for wid in dict.fromkeys(ids):
         # every run of the id (a continued-as-new lane has several); visibility may lag: then the latest run

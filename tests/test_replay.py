@@ -136,11 +136,27 @@ def answer_id(answer: dict) -> str:
     return task_id[task_id.index("." + answer["lane"] + ".") + 1:]
 
 
+def lane_starts(e: HistoryEvent) -> dict[str, str]:
+    """The lanes a start_lanes local activity started (workflow id -> task id), from its marker; {} for any other
+    event. Since patch "lanes-by-client" a run's lanes are started so, not as children."""
+    if e.event_type != E.EVENT_TYPE_MARKER_RECORDED:
+        return {}
+    details = e.marker_recorded_event_attributes.details
+    if "data" not in details or b'"start_lanes"' not in details["data"].payloads[0].data or "result" not in details:
+        return {}
+    return data(details["result"])
+
+
 def children(history: WorkflowHistory) -> list[str]:
-    """The lane workflows the swarm started ("api"; cold: "api.r1", "api.r1.a2", ...), in order."""
+    """The lane workflows the swarm started ("api"; cold: "api.r1", "api.r1.a2", ...), in order: as its children,
+    or by the client (lane_starts)."""
     own = history.events[0].workflow_execution_started_event_attributes.workflow_id
-    return [e.child_workflow_execution_started_event_attributes.workflow_execution.workflow_id.removeprefix(own + ".")
-            for e in of(history, E.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_STARTED)]
+    ids: list[str] = []
+    for e in history.events:
+        if e.event_type == E.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_STARTED:
+            ids.append(e.child_workflow_execution_started_event_attributes.workflow_execution.workflow_id)
+        ids += list(lane_starts(e))
+    return [i.removeprefix(own + ".") for i in ids]
 
 
 def sent_signals(history: WorkflowHistory, name: str) -> list[Any]:
@@ -163,14 +179,16 @@ def got_signals(history: WorkflowHistory, name: str) -> list[Any]:
             for a in [e.workflow_execution_signaled_event_attributes] if a.signal_name == name]
 
 
-def dispatch(e: HistoryEvent) -> str | None:
-    """The task a swarm's event sends a lane: a lane workflow started with it, or (warm) an `assign` Signal."""
+def dispatched(e: HistoryEvent) -> list[str]:
+    """The tasks a swarm's event sends lanes: a lane workflow started with it (a child, or by the client: lanes
+    started together), or (warm) an `assign` Signal."""
     if e.event_type == E.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED:
-        return short(data(e.start_child_workflow_execution_initiated_event_attributes.input))
+        return [short(data(e.start_child_workflow_execution_initiated_event_attributes.input))]
     if e.event_type == E.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED:
         a = e.signal_external_workflow_execution_initiated_event_attributes
-        return short(data(a.input)) if a.signal_name == "assign" else None
-    return None
+        return [short(data(a.input))] if a.signal_name == "assign" else []
+    # a lane's id is <run>.<lane>, and a lane's name has no dot
+    return [task.removeprefix(lane.rsplit(".", 1)[0] + ".") for lane, task in lane_starts(e).items()]
 
 
 def answer(e: HistoryEvent) -> str | None:
@@ -187,7 +205,7 @@ def answer(e: HistoryEvent) -> str | None:
 
 def dispatches(history: WorkflowHistory) -> list[str]:
     """The tasks the swarm sent its lanes ("api.r1", "web.r1", "api.r1.a2", ...), in order."""
-    return [d for e in history.events if (d := dispatch(e))]
+    return [d for e in history.events for d in dispatched(e)]
 
 
 def answers(history: WorkflowHistory) -> list[str]:
@@ -237,8 +255,8 @@ def order(history: WorkflowHistory, *steps: str) -> None:
             a = e.activity_task_scheduled_event_attributes
             lane = (data(a.input) or {}).get("lane") if a.activity_type.name == "merge_lane" else None
             seen.append(f"merge_lane:{lane}" if lane else a.activity_type.name)
-        elif task := dispatch(e):
-            seen.append(f"lane:{task}")
+        elif tasks := dispatched(e):
+            seen += [f"lane:{task}" for task in tasks]
         elif task := answer(e):
             seen.append(f"done:{task}")
         elif e.event_type == E.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:

@@ -6,17 +6,30 @@ what the lane said and saw before. With `warm_lanes: false`, each dispatch start
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import json
 import uuid
 from pathlib import Path
 
 import pytest
 import yaml
+from temporalio.api.enums.v1 import EventType
+from temporalio.service import RPCError
 
 from reposwarm.cli.runs import build_request, start
-from reposwarm.contracts import Phase, Plan, ReviewDecision
+from reposwarm.contracts import LanePhase, LaneStatus, Phase, Plan, ReviewDecision
 from tests.fake_models import FakeModelServer
-from tests.helpers import finish, lane_assignments, turn, wait_for_phase
+from tests.helpers import (
+    finish,
+    lane_assignments,
+    lanes_started,
+    make_repo,
+    start_run,
+    turn,
+    wait_for_phase,
+    write_yaml,
+)
 from tests.test_validation import BREAK, FIX, lanes_yaml, plan, repo_with_tests
 from worker import make_worker
 from workflows.swarm import SwarmWorkflow
@@ -122,3 +135,65 @@ async def test_a_warm_lane_continues_as_new_and_keeps_its_conversation(tmp_path,
                 await client.get_workflow_handle(req.run_id).terminate("test done")
     finally:
         await env.shutdown()
+
+
+def two_lanes(tmp_path: Path, **swarm: object) -> tuple[Path, Path, Path]:
+    repo = make_repo(tmp_path / "repo", {"api/app.py": "VERSION = 1\n", "web/app.js": "v = 1\n"})
+    lanes = write_yaml(tmp_path / "lanes.yaml", {"swarm": {**swarm, "lanes": {
+        "api": {"allowed_paths": ["api/"]}, "web": {"allowed_paths": ["web/"]}}}})
+    plan_file = write_yaml(tmp_path / "plan.yaml", {"interface_contract": "-", "lanes": [
+        {"lane": "api", "goal": "Read api."}, {"lane": "web", "goal": "Read web."}]})
+    return repo, lanes, plan_file
+
+
+@pytest.mark.usefixtures("worker")
+async def test_a_round_s_lanes_are_started_together_by_the_client_not_as_children(client, tmp_path):
+    """The run asks for its lanes in one workflow task and one local activity starts them all (activities/lanes.py):
+    no child workflow, whose starts the server makes one after another under the run's lock."""
+    repo, lanes, plan_file = two_lanes(tmp_path)
+    script = write_yaml(tmp_path / "replay.yaml", {"version": 1, "lanes": {
+        n: {1: [finish(f"{n}f", f"{n} read")]} for n in ("api", "web")}})
+    run_id = await start_run(client, repo, lanes, script, plan=plan_file)
+    status = await wait_for_phase(client, run_id, Phase.review)
+    assert {lane.lane: lane.status for lane in status.review.lanes} == {"api": LaneStatus.done,
+                                                                        "web": LaneStatus.done}
+    history = await client.get_workflow_handle(run_id).fetch_history()
+    kinds = [e.event_type for e in history.events]
+    assert EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED not in kinds
+    assert lanes_started(history.events) == [f"{run_id}.api", f"{run_id}.web"]  # one batch, both lanes
+    described = await client.get_workflow_handle(f"{run_id}.api").describe()
+    assert described.raw_description.workflow_execution_info.parent_execution.workflow_id == ""
+    assert (await described.memo()) == {"run_id": run_id, "lane": "api"}
+    await client.get_workflow_handle(run_id).terminate("test done")
+
+
+async def test_a_lane_whose_workflow_is_terminated_ends_failed_and_the_run_goes_on(client, tmp_path, monkeypatch):
+    """A lane started by the client has no parent to tell of its end: the run asks after the lanes it waits for
+    every swarm.host_timeout_s, and one that ended without answering ends failed with the server's reason."""
+    repo, lanes, plan_file = two_lanes(tmp_path, host_timeout_s=2)
+    script = {"lanes": {"api": {1: [turn(("a1", "read_file", {"path": "api/app.py"})), finish("a2", "read")]},
+                        "web": {1: [turn(("w1", "read_file", {"path": "web/app.js"})), finish("w2", "read")]}}}
+    queue = f"ended-{uuid.uuid4().hex[:6]}"
+    monkeypatch.setenv("REPOSWARM_TASK_QUEUE", queue)
+    with FakeModelServer("openai", script, delay_s=3) as fake:
+        monkeypatch.setenv("OPENAI_BASE_URL", fake.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-ended-lane-test")
+        async with make_worker(client, queue):
+            req = build_request(argparse.Namespace(repo=str(repo), task="Read both", lanes=str(lanes),
+                                                   plan=str(plan_file), model="openai:fake"))
+            await start(client, req)
+            lane = client.get_workflow_handle(f"{req.run_id}.api")
+            for _ in range(100):  # its first model turn in flight
+                with contextlib.suppress(RPCError):
+                    if ((await lane.query("progress")).get("step") or "").startswith("model turn"):
+                        break
+                await asyncio.sleep(0.1)
+            await lane.terminate(reason="an operator stopped it")
+            status = await wait_for_phase(client, req.run_id, Phase.review, timeout=60)
+    api, web = sorted(status.review.lanes, key=lambda r: r.lane)
+    assert web.status == LaneStatus.done  # the other lane went on
+    assert api.status == LaneStatus.failed
+    assert "ended without answering" in api.reason and "terminated" in api.reason
+    assert "an operator stopped it" in api.reason
+    assert next(s for s in status.lanes if s.lane == "api").state == LanePhase.failed
+    await client.get_workflow_handle(req.run_id).terminate("test done")

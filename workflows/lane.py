@@ -15,7 +15,8 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError, TimeoutType
+from temporalio.exceptions import ActivityError, ApplicationError, TimeoutType
+from temporalio.exceptions import TimeoutError as TemporalTimeoutError
 
 with workflow.unsafe.imports_passed_through():
     from activities.model import model_turn
@@ -103,7 +104,7 @@ class LaneWorkflow:
             await workflow.get_external_workflow_handle(task.run_id).signal("lane_done", result)
             try:
                 await workflow.wait_condition(lambda: self._next is not None or self._retired, timeout=IDLE)
-            except TimeoutError:
+            except TimeoutError:  # wait_condition's (asyncio's), not Temporal's
                 return result
             if self._next is None:
                 return result
@@ -255,7 +256,7 @@ class LaneWorkflow:
             return await workflow.execute_activity(fn, arg, task_queue=r.host_queue,
                                                    **options.host_bound(task.host_timeout_s), **opts)
         except ActivityError as err:
-            if isinstance(err.cause, TimeoutError) and err.cause.type == TimeoutType.SCHEDULE_TO_START:
+            if isinstance(err.cause, TemporalTimeoutError) and err.cause.type == TimeoutType.SCHEDULE_TO_START:
                 raise HostLost(r.host_queue) from err
             raise
 

@@ -46,6 +46,9 @@ DELIVER: dict[str, Any] = dict(start_to_close_timeout=timedelta(minutes=5), hear
                                retry_policy=RetryPolicy(maximum_attempts=5, initial_interval=FIRST_RETRY))
 # A lane's quick tools, run as local activities where the lane's worktree is on the workflow's own host.
 QUICK: dict[str, Any] = dict(start_to_close_timeout=timedelta(seconds=60), retry_policy=RetryPolicy(maximum_attempts=3))
+# Starting a run's warm lanes by the client, and asking after lanes that have not answered (local activities).
+LANES: dict[str, Any] = dict(start_to_close_timeout=timedelta(seconds=60),
+                             retry_policy=RetryPolicy(initial_interval=FIRST_RETRY, maximum_attempts=5))
 # A trial batch's bare clone of the repository (objects shared, so quick but for a huge repository).
 TRIAL_CLONE: dict[str, Any] = dict(start_to_close_timeout=timedelta(minutes=30), heartbeat_timeout=HEARTBEAT,
                                    retry_policy=RetryPolicy(maximum_attempts=3))

@@ -14,24 +14,28 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.exceptions import ChildWorkflowError, FailureError, WorkflowAlreadyStartedError
+from temporalio.exceptions import ActivityError, ChildWorkflowError, FailureError, WorkflowAlreadyStartedError
 from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
+    from activities.lanes import ended_lanes, start_lanes
     from reposwarm.branches import lane_branch
     from reposwarm.contracts import (
         ChangeSet,
         HelperTask,
         LanePhase,
         LaneResult,
+        LaneStarts,
         LaneState,
         LaneStatus,
         Plan,
         SwarmRequest,
         SwarmStatus,
     )
+    from workflows import options
     from workflows.failures import short_reason
     from workflows.lane import LaneWorkflow
     from workflows.merging import MergeQueue
@@ -58,17 +62,33 @@ def lane_task(req: SwarmRequest, plan: Plan, lane: str, goal: str, round_no: int
     )
 
 
+# An answer a lane sent just before it ended may be on its way when its end is seen: this long for it to arrive.
+GRACE = timedelta(seconds=5)
+
+
 @dataclass
 class WarmLanes:
     """The run's warm lanes: one LaneWorkflow per lane for the whole run (id <run>.<lane>), started at its first
     dispatch and sent each later one (a repair, a redo after a conflict, the next round's goal) as a Signal; it
     answers each with a Signal (`lane_done`). Workflows cannot send each other Updates, so Signals both ways.
-    The lanes outlive a continue-as-new of the run (ParentClosePolicy.ABANDON) and are retired at its end."""
+    The lanes outlive a continue-as-new of the run and are retired at its end.
+
+    Since patch "lanes-by-client" (`by_client`) the lanes the run asks for in one workflow task are started
+    together by the client, in one local activity (activities/lanes.py), not as child workflows one by one;
+    a lane that ends without answering (terminated, timed out, failed) is found by asking the server every
+    `watch_s` (swarm.host_timeout_s) while any answer is awaited, and its dispatch ends failed with the reason.
+    Before it, as children, with the child's handle for a lane that ended without answering."""
 
     run_id: str
     started: set[str] = field(default_factory=set)
     handles: dict[str, workflow.ChildWorkflowHandle] = field(default_factory=dict)
     results: dict[str, LaneResult] = field(default_factory=dict)  # by task id, until its dispatch takes it
+    by_client: bool = False
+    watch_s: float = 60
+    collecting: dict[str, HelperTask] | None = None  # workflow id -> task: the next batch to start
+    starting: asyncio.Task[str | None] | None = None
+    waiting: dict[str, str] = field(default_factory=dict)  # task id -> lane: the answers awaited
+    watcher: asyncio.Task[None] | None = None
 
     def done(self, result: LaneResult) -> None:
         self.results[result.changeset.task_id] = result
@@ -84,6 +104,13 @@ class WarmLanes:
                     LaneWorkflow.assign, task)
             except FailureError:  # the lane has ended (idle too long): a fresh one
                 self.started.discard(task.lane)
+        if self.by_client:
+            if task.lane not in self.started:
+                self.started.add(task.lane)
+                if (why := await self._start(task)) is not None:
+                    self.started.discard(task.lane)
+                    return _failed(task, why)
+            return await self._answer(task)
         if task.lane not in self.started:
             self.started.add(task.lane)
             handle = self.handles[task.lane] = await workflow.start_child_workflow(
@@ -98,9 +125,59 @@ class WarmLanes:
             try:
                 return await handle  # type: ignore[misc]
             except ChildWorkflowError as err:
-                return LaneResult(lane=task.lane, status=LaneStatus.failed, reason=short_reason(err),
-                                  changeset=ChangeSet(task_id=task.task_id))
+                return _failed(task, short_reason(err))
         return self.results.pop(task.task_id)
+
+    async def _start(self, task: HelperTask) -> str | None:
+        """Start the lane with the others asked for in this workflow task, in one batch; why not, if it failed."""
+        if self.collecting is None:
+            self.collecting = {}
+            self.starting = asyncio.ensure_future(self._start_batch(self.collecting))
+        self.collecting[self.workflow_id(task.lane)] = task
+        assert self.starting is not None
+        return await self.starting
+
+    async def _start_batch(self, lanes: dict[str, HelperTask]) -> str | None:
+        self.collecting = None  # this runs once every dispatch of the workflow task has added its lane
+        try:
+            await workflow.execute_local_activity(
+                start_lanes, LaneStarts(task_queue=workflow.info().task_queue, lanes=lanes), **options.LANES)
+        except ActivityError as err:
+            return f"its workflow could not be started: {short_reason(err)}"
+        return None
+
+    async def _answer(self, task: HelperTask) -> LaneResult:
+        self.waiting[task.task_id] = task.lane
+        if self.watcher is None or self.watcher.done():
+            self.watcher = asyncio.ensure_future(self._watch())
+        await workflow.wait_condition(lambda: task.task_id in self.results)
+        self.waiting.pop(task.task_id, None)
+        return self.results.pop(task.task_id)
+
+    async def _watch(self) -> None:
+        """While answers are awaited: every watch_s, ask which of their lanes have ended; each of those answers
+        as failed, with the server's reason."""
+        while self.waiting:
+            try:
+                await workflow.wait_condition(lambda: not self.waiting, timeout=self.watch_s)
+                return
+            except TimeoutError:
+                pass
+            try:
+                ends = await workflow.execute_local_activity(
+                    ended_lanes, sorted({self.workflow_id(lane) for lane in self.waiting.values()}), **options.LANES)
+            except ActivityError:
+                continue  # asked again at the next look
+            if not ends:
+                continue
+            await workflow.sleep(GRACE)
+            ended = {e.workflow_id: e for e in ends}
+            for task_id, lane in list(self.waiting.items()):
+                end = ended.get(self.workflow_id(lane))
+                if end is not None and task_id not in self.results:
+                    self.started.discard(lane)
+                    self.results[task_id] = _failed_task(task_id, lane, f"its workflow ended without answering: "
+                                                                      f"{end.reason}")
 
     async def retire(self) -> None:
         """Tell every warm lane the run has ended, and wait until the server has the Signals."""
@@ -110,6 +187,14 @@ class WarmLanes:
             except FailureError:
                 pass  # already ended
         self.started.clear()
+
+
+def _failed(task: HelperTask, reason: str) -> LaneResult:
+    return _failed_task(task.task_id, task.lane, reason)
+
+
+def _failed_task(task_id: str, lane: str, reason: str) -> LaneResult:
+    return LaneResult(lane=lane, status=LaneStatus.failed, reason=reason, changeset=ChangeSet(task_id=task_id))
 
 
 @dataclass
@@ -194,8 +279,7 @@ class LaneScheduler:
         try:
             return await workflow.execute_child_workflow(LaneWorkflow.run, task, id=task.task_id)
         except (ChildWorkflowError, WorkflowAlreadyStartedError) as err:  # a lane that fails is a result
-            return LaneResult(lane=task.lane, status=LaneStatus.failed, reason=short_reason(err),
-                              changeset=ChangeSet(task_id=task.task_id))
+            return _failed(task, short_reason(err))
 
     async def _settle(self, name: str, result: LaneResult) -> None:
         """A lane's dispatch ended: count it, and merge its work (done, or out of budget with work kept)."""

@@ -305,10 +305,14 @@ class SwarmWorkflow:
     async def _lanes(self, req: SwarmRequest, plan: Plan, round_no: int, queue: MergeQueue,
                      goals: dict[str, str]) -> dict[str, LaneResult]:
         started, dispatched = workflow.now(), dict(self._dispatches)
+        warm = req.config.swarm.warm_lanes and workflow.patched("warm-lanes")
+        if warm:
+            self._warm.by_client = workflow.patched("lanes-by-client")
+            self._warm.watch_s = req.config.swarm.host_timeout_s
         results = await LaneScheduler(
             req=req, plan=plan, round_no=round_no, status=self._status, queue=queue, dispatches=self._dispatches,
             feedback=self._feedback, progress=lambda details: self._phase(Phase.running_lanes, details),
-            goals=goals, warm=self._warm if req.config.swarm.warm_lanes and workflow.patched("warm-lanes") else None,
+            goals=goals, warm=self._warm if warm else None,
         ).run()
         if (record := self._record) is not None:
             record.lanes_s = round(record.lanes_s + (workflow.now() - started).total_seconds(), 3)

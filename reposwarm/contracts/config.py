@@ -66,7 +66,9 @@ class SwarmConfig(Contract):
     max_consecutive_test_fails: int = Field(default=3, gt=0)
     max_review_rounds: int = Field(default=5, gt=0)
     review_timeout_s: float | None = Field(default=None, gt=0)  # then the run ends as expired, branches kept
-    host_timeout_s: float = Field(default=60, gt=0)  # a lane's host gone this long: rebuild it elsewhere
+    # a lane's host gone this long: rebuild it elsewhere; a lane's workflow ended without answering its run (terminated,
+    # say): noticed within this long, and the lane ends failed
+    host_timeout_s: float = Field(default=60, gt=0)
     # Lane worktrees check out only the lane's folders (cone mode, sparse index); None: when the repo is big.
     sparse: bool | None = None
     on_red: Literal["review", "fail"] = "review"  # after a rollback: go to review with the report, or fail

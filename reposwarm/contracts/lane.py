@@ -83,6 +83,21 @@ class HelperTask(Contract):
     lane_queue: str = ""
 
 
+class LaneStarts(Contract):
+    """Warm lanes for the client to start (activities/lanes.py), by workflow id, on the run's task queue."""
+
+    task_queue: str
+    lanes: dict[str, HelperTask]
+
+
+class LaneEnd(Contract):
+    """A lane's workflow that ended without answering its run, as the server tells it."""
+
+    workflow_id: str
+    status: str  # the execution's status: FAILED, TERMINATED, TIMED_OUT, CANCELED, COMPLETED...
+    reason: str = ""
+
+
 class ChangeSet(Contract):
     task_id: str
     edits: list[FileEdit] = []
