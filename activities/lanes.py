@@ -3,9 +3,9 @@
 The run asks for all of a round's lanes in one workflow task. Started as child workflows, the dev server
 starts them one after another, each under the run's lock, behind the running lanes' own work: 0.5-2.8 s
 from the first lane to the last at 64 lanes (README, Benchmarks). Started here, by the client, all at once,
-they start together; and eagerly: the server hands each lane's first workflow task back to this worker in
-its answer to the start (request_eager_start), not through the task queue, where 64 new lanes' first tasks
-waited 0.18-0.32 s for a poll. A warm lane answers its run by a Signal (`lane_done`), so the run needs no
+they start together; and, where every worker shares one home, eagerly: the server hands each lane's first
+workflow task back to this worker in its answer to the start (request_eager_start), not through the task
+queue, where 64 new lanes' first tasks waited 0.18-0.32 s for a poll. A warm lane answers its run by a Signal (`lane_done`), so the run needs no
 child handle for its result; a lane that ends without answering (terminated, timed out, failed) is found by
 `ended_lanes`, which the run asks now and then while it waits (workflows/scheduler.py: WarmLanes).
 
@@ -39,7 +39,10 @@ async def start_lanes(req: LaneStarts) -> dict[str, str]:
         try:
             await client.start_workflow(
                 "LaneWorkflow", task, id=workflow_id, task_queue=req.task_queue, rpc_timeout=RPC,
-                request_eager_start=True,
+                # eagerly only where every worker shares one home (a lane queue known before the worktree is
+                # made): with worker hosts of their own, a lane's first task goes through the task queue, so
+                # the lanes spread over the hosts rather than all starting on the one that ran the run's task
+                request_eager_start=bool(task.lane_queue),
                 id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
                 id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
                 static_summary=f"lane {task.lane} of run {task.run_id}",
