@@ -21,6 +21,7 @@ from temporalio import activity
 from temporalio.client import WorkflowExecutionStatus, WorkflowHistoryEventFilterType
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.service import RPCError, RPCStatusCode
 
 from reposwarm.contracts import LaneEnd, LaneStarts
 
@@ -62,7 +63,12 @@ async def ended_lanes(workflow_ids: list[str]) -> list[LaneEnd]:
 
     async def end(workflow_id: str) -> LaneEnd | None:
         handle = client.get_workflow_handle(workflow_id)
-        described = await handle.describe(rpc_timeout=RPC)
+        try:
+            described = await handle.describe(rpc_timeout=RPC)
+        except RPCError as err:
+            if err.status != RPCStatusCode.NOT_FOUND:
+                raise
+            return LaneEnd(workflow_id=workflow_id, status="NOT_FOUND", reason="not found on the server")
         if described.status in (None, WorkflowExecutionStatus.RUNNING):
             return None
         status = described.status.name

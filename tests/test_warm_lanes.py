@@ -10,7 +10,9 @@ import asyncio
 import contextlib
 import json
 import uuid
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -48,6 +50,25 @@ def requests_for(fake: FakeModelServer, marker: str) -> list[str]:
     return found
 
 
+@contextlib.asynccontextmanager
+async def openai_worker(client, monkeypatch, script: dict, name: str, **fake: Any) -> AsyncIterator[FakeModelServer]:
+    """A worker of its own queue, its model a fake OpenAI server playing `script`."""
+    queue = f"{name}-{uuid.uuid4().hex[:6]}"
+    monkeypatch.setenv("REPOSWARM_TASK_QUEUE", queue)
+    with FakeModelServer("openai", script, **fake) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", f"sk-{name}-test")
+        async with make_worker(client, queue):
+            yield server
+
+
+async def start_openai_run(client, repo: Path, lanes: Path, plan_file: Path, task: str) -> str:
+    req = build_request(argparse.Namespace(repo=str(repo), task=task, lanes=str(lanes), plan=str(plan_file),
+                                           model="openai:fake"))
+    await start(client, req)
+    return req.run_id
+
+
 async def run_repair(client, tmp_path: Path, monkeypatch, *, warm: bool) -> tuple[FakeModelServer, str]:
     repo = repo_with_tests(tmp_path)
     lanes = lanes_yaml(tmp_path)
@@ -57,27 +78,20 @@ async def run_repair(client, tmp_path: Path, monkeypatch, *, warm: bool) -> tupl
     script = {"lanes": {"calc": {1: [BREAK, finish("b2", "sub added (or so I think)")],
                                  "1.2": [FIX, finish("f2", "mul fixed, sub added")],
                                  2: [NEXT_ROUND, finish("n2", "sub marked")]}}}
-    queue = f"warm-{uuid.uuid4().hex[:6]}"
-    monkeypatch.setenv("REPOSWARM_TASK_QUEUE", queue)
-    with FakeModelServer("openai", script) as fake:
-        monkeypatch.setenv("OPENAI_BASE_URL", fake.base_url)
-        monkeypatch.setenv("OPENAI_API_KEY", "sk-warm-lanes-test")
-        async with make_worker(client, queue):
-            req = build_request(argparse.Namespace(repo=str(repo), task="Add sub", lanes=str(lanes),
-                                                   plan=str(plan(tmp_path)), model="openai:fake"))
-            await start(client, req)
-            status = await wait_for_phase(client, req.run_id, Phase.review, timeout=120)
-            if warm:
-                assert status.review.test_report.passed and status.lanes[0].attempt == 2  # repaired, then green  # round 2 through a rejection with the reviewer's plan: the same lane, warm again
-                handle = client.get_workflow_handle_for(SwarmWorkflow.run, req.run_id)
-                await handle.execute_update(SwarmWorkflow.review, ReviewDecision(
-                    approve=False, comment="Mark sub.", reviewer="ann", plan=Plan(
-                        interface_contract="calc.ops keeps add, mul and sub.",
-                        lanes=[{"lane": "calc", "goal": "Mark sub in calc/ops.py."}])))
-                await wait_for_phase(client, req.run_id, Phase.review, timeout=120)
-                await handle.execute_update(SwarmWorkflow.review, ReviewDecision(approve=True, reviewer="ann"))
-                await handle.result()
-    return fake, req.run_id
+    async with openai_worker(client, monkeypatch, script, "warm") as fake:
+        run_id = await start_openai_run(client, repo, lanes, plan(tmp_path), "Add sub")
+        status = await wait_for_phase(client, run_id, Phase.review, timeout=120)
+        if warm:
+            assert status.review.test_report.passed and status.lanes[0].attempt == 2  # repaired, then green  # round 2 through a rejection with the reviewer's plan: the same lane, warm again
+            handle = client.get_workflow_handle_for(SwarmWorkflow.run, run_id)
+            await handle.execute_update(SwarmWorkflow.review, ReviewDecision(
+                approve=False, comment="Mark sub.", reviewer="ann", plan=Plan(
+                    interface_contract="calc.ops keeps add, mul and sub.",
+                    lanes=[{"lane": "calc", "goal": "Mark sub in calc/ops.py."}])))
+            await wait_for_phase(client, run_id, Phase.review, timeout=120)
+            await handle.execute_update(SwarmWorkflow.review, ReviewDecision(approve=True, reviewer="ann"))
+            await handle.result()
+    return fake, run_id
 
 
 @pytest.mark.usefixtures("worker")
@@ -118,21 +132,15 @@ async def test_a_warm_lane_continues_as_new_and_keeps_its_conversation(tmp_path,
         reads = [turn((f"r{i}", "read_file", {"path": "calc/ops.py"})) for i in range(4)]
         script = {"lanes": {"calc": {1: [*reads, BREAK, finish("b2", "sub added (or so I think)")],
                                      "1.2": [FIX, finish("f2", "mul fixed, sub added")]}}}
-        monkeypatch.setenv("REPOSWARM_TASK_QUEUE", "warm-can")
-        with FakeModelServer("openai", script) as fake:
-            monkeypatch.setenv("OPENAI_BASE_URL", fake.base_url)
-            monkeypatch.setenv("OPENAI_API_KEY", "sk-warm-lanes-test")
-            async with make_worker(client, "warm-can"):
-                req = build_request(argparse.Namespace(repo=str(repo), task="Add sub", lanes=str(lanes),
-                                                       plan=str(plan(tmp_path)), model="openai:fake"))
-                await start(client, req)
-                status = await wait_for_phase(client, req.run_id, Phase.review, timeout=180)
-                assert status.review.test_report.passed and status.lanes[0].attempt == 2
-                runs = [w async for w in client.list_workflows(f"WorkflowId = '{req.run_id}.calc'")]
-                assert len(runs) > 1, "the lane never continued as new"
-                repair = requests_for(fake, "Next assignment for lane calc (round 1, dispatch 2)")
-                assert repair and '"r0"' in repair[0] and '"b1"' in repair[0]  # its whole earlier conversation
-                await client.get_workflow_handle(req.run_id).terminate("test done")
+        async with openai_worker(client, monkeypatch, script, "warm-can") as fake:
+            run_id = await start_openai_run(client, repo, lanes, plan(tmp_path), "Add sub")
+            status = await wait_for_phase(client, run_id, Phase.review, timeout=180)
+            assert status.review.test_report.passed and status.lanes[0].attempt == 2
+            runs = [w async for w in client.list_workflows(f"WorkflowId = '{run_id}.calc'")]
+            assert len(runs) > 1, "the lane never continued as new"
+            repair = requests_for(fake, "Next assignment for lane calc (round 1, dispatch 2)")
+            assert repair and '"r0"' in repair[0] and '"b1"' in repair[0]  # its whole earlier conversation
+            await client.get_workflow_handle(run_id).terminate("test done")
     finally:
         await env.shutdown()
 
@@ -173,27 +181,20 @@ async def test_a_lane_whose_workflow_is_terminated_ends_failed_and_the_run_goes_
     repo, lanes, plan_file = two_lanes(tmp_path, host_timeout_s=2)
     script = {"lanes": {"api": {1: [turn(("a1", "read_file", {"path": "api/app.py"})), finish("a2", "read")]},
                         "web": {1: [turn(("w1", "read_file", {"path": "web/app.js"})), finish("w2", "read")]}}}
-    queue = f"ended-{uuid.uuid4().hex[:6]}"
-    monkeypatch.setenv("REPOSWARM_TASK_QUEUE", queue)
-    with FakeModelServer("openai", script, delay_s=3) as fake:
-        monkeypatch.setenv("OPENAI_BASE_URL", fake.base_url)
-        monkeypatch.setenv("OPENAI_API_KEY", "sk-ended-lane-test")
-        async with make_worker(client, queue):
-            req = build_request(argparse.Namespace(repo=str(repo), task="Read both", lanes=str(lanes),
-                                                   plan=str(plan_file), model="openai:fake"))
-            await start(client, req)
-            lane = client.get_workflow_handle(f"{req.run_id}.api")
-            for _ in range(100):  # its first model turn in flight
-                with contextlib.suppress(RPCError):
-                    if ((await lane.query("progress")).get("step") or "").startswith("model turn"):
-                        break
-                await asyncio.sleep(0.1)
-            await lane.terminate(reason="an operator stopped it")
-            status = await wait_for_phase(client, req.run_id, Phase.review, timeout=60)
+    async with openai_worker(client, monkeypatch, script, "ended-lane", delay_s=3):
+        run_id = await start_openai_run(client, repo, lanes, plan_file, "Read both")
+        lane = client.get_workflow_handle(f"{run_id}.api")
+        for _ in range(100):  # its first model turn in flight
+            with contextlib.suppress(RPCError):
+                if ((await lane.query("progress")).get("step") or "").startswith("model turn"):
+                    break
+            await asyncio.sleep(0.1)
+        await lane.terminate(reason="an operator stopped it")
+        status = await wait_for_phase(client, run_id, Phase.review, timeout=60)
     api, web = sorted(status.review.lanes, key=lambda r: r.lane)
     assert web.status == LaneStatus.done  # the other lane went on
     assert api.status == LaneStatus.failed
     assert "ended without answering" in api.reason and "terminated" in api.reason
     assert "an operator stopped it" in api.reason
     assert next(s for s in status.lanes if s.lane == "api").state == LanePhase.failed
-    await client.get_workflow_handle(req.run_id).terminate("test done")
+    await client.get_workflow_handle(run_id).terminate("test done")
