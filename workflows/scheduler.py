@@ -108,7 +108,8 @@ class WarmLanes:
             if task.lane not in self.started:
                 self.started.add(task.lane)
                 if (why := await self._start(task)) is not None:
-                    self.started.discard(task.lane)
+                    # kept as started: the batch may have started it before it failed, and the lane's next
+                    # dispatch then reaches it as an `assign` (or, not found, starts it afresh)
                     return _failed(task, why)
             return await self._answer(task)
         if task.lane not in self.started:
