@@ -5,9 +5,10 @@ starts them one after another, each under the run's lock, behind the running lan
 from the first lane to the last at 64 lanes (README, Benchmarks). Started here, by the client, all at once,
 they start together; and, where every worker shares one home, eagerly: the server hands each lane's first
 workflow task back to this worker in its answer to the start (request_eager_start), not through the task
-queue, where 64 new lanes' first tasks waited 0.18-0.32 s for a poll. A warm lane answers its run by a Signal (`lane_done`), so the run needs no
-child handle for its result; a lane that ends without answering (terminated, timed out, failed) is found by
-`ended_lanes`, which the run asks now and then while it waits (workflows/scheduler.py: WarmLanes).
+queue, where 64 new lanes' first tasks waited 0.18-0.32 s for a poll. A warm lane answers its run by a
+Signal (`lane_done`), so the run needs no child handle for its result; a lane that ends without answering
+(terminated, timed out, failed) is found by `ended_lanes`, which the run asks now and then while it waits
+(workflows/scheduler.py: WarmLanes).
 
 Local activities: quick, and their results go in the run's history as markers, one per batch.
 """

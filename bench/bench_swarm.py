@@ -96,6 +96,7 @@ from tests.faults_helpers import free_port  # noqa: E402
 from tests.helpers import (  # noqa: E402
     WorkerProcess,
     finish,
+    lane_starts,
     lane_workflow,
     make_repo,
     start_dev_server,
@@ -867,7 +868,7 @@ def lanes_asked(events: list[Any]) -> list[float]:
             task_started = _ts(e)
         elif e.event_type == ET.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED:
             asked.append(_ts(e))
-        elif e.event_type == ET.EVENT_TYPE_MARKER_RECORDED and b"start_lanes" in e.SerializeToString():
+        elif lane_starts(e):
             asked.append(task_started)
     return asked
 

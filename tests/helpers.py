@@ -186,19 +186,30 @@ def assignment_spans(run_id: str) -> dict[str, list[tuple[float, float]]]:
     return spans
 
 
+def lane_starts(event: Any) -> dict[str, str]:
+    """The lanes a start_lanes local activity started (activities/lanes.py: workflow id -> task id), from its
+    marker in the run's history; {} for any other event."""
+    from temporalio.api.enums.v1 import EventType
+
+    if event.event_type != EventType.EVENT_TYPE_MARKER_RECORDED:
+        return {}
+    details = event.marker_recorded_event_attributes.details
+    if "data" not in details or b'"start_lanes"' not in details["data"].payloads[0].data or "result" not in details:
+        return {}
+    started: dict[str, str] = json.loads(details["result"].payloads[0].data)
+    return started
+
+
 def lanes_started(events: Any) -> list[str]:
     """The lane workflows a run's history started, in order: its children (before patch "lanes-by-client") and
-    the ids each start_lanes local activity returned (activities/lanes.py), from its marker."""
+    those its start_lanes local activities started (lane_starts)."""
     from temporalio.api.enums.v1 import EventType
 
     ids: list[str] = []
     for e in events:
         if e.event_type == EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_STARTED:
             ids.append(e.child_workflow_execution_started_event_attributes.workflow_execution.workflow_id)
-        elif e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED:
-            details = e.marker_recorded_event_attributes.details
-            if "data" in details and b'"start_lanes"' in details["data"].payloads[0].data and "result" in details:
-                ids += list(json.loads(details["result"].payloads[0].data))  # workflow id -> task id
+        ids += list(lane_starts(e))
     return list(dict.fromkeys(ids))
 
 

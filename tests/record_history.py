@@ -44,7 +44,7 @@ from reposwarm.contracts import LanePlan, Phase, Plan, ReviewDecision, ReviewPac
 from tests.helpers import (  # noqa: E402
     finish,
     git,
-    lanes_started,
+    lane_starts,
     make_repo,
     start_dev_server,
     start_run,
@@ -336,8 +336,8 @@ async def histories(client: Client, run_id: str) -> dict[str, list[WorkflowHisto
             if e.event_type == EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_STARTED:
                 execution = e.child_workflow_execution_started_event_attributes.workflow_execution
                 started.setdefault(execution.workflow_id, []).append(execution.run_id)
-        for lane_id in lanes_started(e for e in h.events if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED):
-            started.setdefault(lane_id, []).append(None)  # started by the client: its latest run
+            for lane_id in lane_starts(e):
+                started.setdefault(lane_id, []).append(None)  # started by the client: its latest run
     found = {"swarm": swarm}
     for child, run_ids in started.items():
         await asyncio.gather(*(closed(client, child, r) for r in run_ids))

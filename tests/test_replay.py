@@ -37,6 +37,7 @@ from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
+from tests.helpers import lane_starts, lanes_started
 from workflows.lane import LaneWorkflow
 from workflows.swarm import SwarmWorkflow
 
@@ -136,27 +137,11 @@ def answer_id(answer: dict) -> str:
     return task_id[task_id.index("." + answer["lane"] + ".") + 1:]
 
 
-def lane_starts(e: HistoryEvent) -> dict[str, str]:
-    """The lanes a start_lanes local activity started (workflow id -> task id), from its marker; {} for any other
-    event. Since patch "lanes-by-client" a run's lanes are started so, not as children."""
-    if e.event_type != E.EVENT_TYPE_MARKER_RECORDED:
-        return {}
-    details = e.marker_recorded_event_attributes.details
-    if "data" not in details or b'"start_lanes"' not in details["data"].payloads[0].data or "result" not in details:
-        return {}
-    return data(details["result"])
-
-
 def children(history: WorkflowHistory) -> list[str]:
     """The lane workflows the swarm started ("api"; cold: "api.r1", "api.r1.a2", ...), in order: as its children,
-    or by the client (lane_starts)."""
+    or (since patch "lanes-by-client") by the client."""
     own = history.events[0].workflow_execution_started_event_attributes.workflow_id
-    ids: list[str] = []
-    for e in history.events:
-        if e.event_type == E.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_STARTED:
-            ids.append(e.child_workflow_execution_started_event_attributes.workflow_execution.workflow_id)
-        ids += list(lane_starts(e))
-    return [i.removeprefix(own + ".") for i in ids]
+    return [i.removeprefix(own + ".") for i in lanes_started(history.events)]
 
 
 def sent_signals(history: WorkflowHistory, name: str) -> list[Any]:

@@ -85,8 +85,8 @@ class WarmLanes:
     results: dict[str, LaneResult] = field(default_factory=dict)  # by task id, until its dispatch takes it
     by_client: bool = False
     watch_s: float = 60
-    collecting: dict[str, HelperTask] | None = None  # workflow id -> task: the next batch to start
-    starting: asyncio.Task[str | None] | None = None
+    # the batch of lanes being asked for in this workflow task (workflow id -> task), and its start
+    batch: tuple[dict[str, HelperTask], asyncio.Task[str | None]] | None = None
     waiting: dict[str, str] = field(default_factory=dict)  # task id -> lane: the answers awaited
     watcher: asyncio.Task[None] | None = None
 
@@ -110,7 +110,7 @@ class WarmLanes:
                 if (why := await self._start(task)) is not None:
                     # kept as started: the batch may have started it before it failed, and the lane's next
                     # dispatch then reaches it as an `assign` (or, not found, starts it afresh)
-                    return _failed(task, why)
+                    return _failed(task.task_id, task.lane, why)
             return await self._answer(task)
         if task.lane not in self.started:
             self.started.add(task.lane)
@@ -126,20 +126,20 @@ class WarmLanes:
             try:
                 return await handle  # type: ignore[misc]
             except ChildWorkflowError as err:
-                return _failed(task, short_reason(err))
+                return _failed(task.task_id, task.lane, short_reason(err))
         return self.results.pop(task.task_id)
 
     async def _start(self, task: HelperTask) -> str | None:
         """Start the lane with the others asked for in this workflow task, in one batch; why not, if it failed."""
-        if self.collecting is None:
-            self.collecting = {}
-            self.starting = asyncio.ensure_future(self._start_batch(self.collecting))
-        self.collecting[self.workflow_id(task.lane)] = task
-        assert self.starting is not None
-        return await self.starting
+        if self.batch is None:
+            lanes: dict[str, HelperTask] = {}
+            self.batch = (lanes, asyncio.ensure_future(self._start_batch(lanes)))
+        lanes, starting = self.batch
+        lanes[self.workflow_id(task.lane)] = task
+        return await starting
 
     async def _start_batch(self, lanes: dict[str, HelperTask]) -> str | None:
-        self.collecting = None  # this runs once every dispatch of the workflow task has added its lane
+        self.batch = None  # this runs once every dispatch of the workflow task has added its lane
         try:
             await workflow.execute_local_activity(
                 start_lanes, LaneStarts(task_queue=workflow.info().task_queue, lanes=lanes), **options.LANES)
@@ -177,8 +177,8 @@ class WarmLanes:
                 end = ended.get(self.workflow_id(lane))
                 if end is not None and task_id not in self.results:
                     self.started.discard(lane)
-                    self.results[task_id] = _failed_task(task_id, lane, f"its workflow ended without answering: "
-                                                                      f"{end.reason}")
+                    self.results[task_id] = _failed(task_id, lane,
+                                                    f"its workflow ended without answering: {end.reason}")
 
     async def retire(self) -> None:
         """Tell every warm lane the run has ended, and wait until the server has the Signals."""
@@ -190,11 +190,7 @@ class WarmLanes:
         self.started.clear()
 
 
-def _failed(task: HelperTask, reason: str) -> LaneResult:
-    return _failed_task(task.task_id, task.lane, reason)
-
-
-def _failed_task(task_id: str, lane: str, reason: str) -> LaneResult:
+def _failed(task_id: str, lane: str, reason: str) -> LaneResult:
     return LaneResult(lane=lane, status=LaneStatus.failed, reason=reason, changeset=ChangeSet(task_id=task_id))
 
 
@@ -280,7 +276,7 @@ class LaneScheduler:
         try:
             return await workflow.execute_child_workflow(LaneWorkflow.run, task, id=task.task_id)
         except (ChildWorkflowError, WorkflowAlreadyStartedError) as err:  # a lane that fails is a result
-            return _failed(task, short_reason(err))
+            return _failed(task.task_id, task.lane, short_reason(err))
 
     async def _settle(self, name: str, result: LaneResult) -> None:
         """A lane's dispatch ended: count it, and merge its work (done, or out of budget with work kept)."""
