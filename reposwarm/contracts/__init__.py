@@ -78,7 +78,15 @@ from reposwarm.contracts.run import (
     SwarmResume,
     SwarmStatus,
 )
-from reposwarm.contracts.states import ExitClass, LanePhase, LaneStatus, Phase, TrialOutcome
+from reposwarm.contracts.states import (
+    ExitClass,
+    LanePhase,
+    LaneStatus,
+    Phase,
+    TestChangeKind,
+    TrialOutcome,
+    Verdict,
+)
 from reposwarm.contracts.trial import (
     ScoreInput,
     TrialBatchRequest,
@@ -103,6 +111,7 @@ from reposwarm.contracts.validation import (
     CommandResult,
     RollbackInput,
     RollbackResult,
+    TestChange,
     TestFailure,
     TestReport,
     ValidateInput,
@@ -118,8 +127,8 @@ __all__ = [
     "ModelPrice", "ModelTurnInput", "ModelTurnResult", "ProviderWait", "Overlap", "Phase", "Plan", "PlanInput", "PlanOutcome",
     "LaneRecord", "RoundRecord", "PrepareInput", "PrepareResult", "PublishInput", "Published", "Resolution", "ReviewDecision", "ReviewPackage",
     "ReviewReceipt", "RollbackInput", "RollbackResult", "ScoreInput", "SwarmConfig", "SwarmRequest", "SwarmResult",
-    "SwarmResume", "SwarmStatus", "TestFailure", "TestReport", "ToolCall", "ToolInput", "ToolOutcome",
+    "SwarmResume", "SwarmStatus", "TestChange", "TestChangeKind", "TestFailure", "TestReport", "ToolCall", "ToolInput", "ToolOutcome",
     "TrialBatchRequest", "TrialBatchResult", "TrialClone", "TrialCloneInput", "TrialOutcome", "TrialScore",
-    "TrialSpec", "Usage",
+    "TrialSpec", "Usage", "Verdict",
     "ValidateInput", "ValidationConfig",
 ]

@@ -72,6 +72,9 @@ class ReviewDecision(Contract):
     # A decision sent by `reposwarm approve|reject` is refused once this time (ISO 8601, UTC) has passed, so one
     # the command gave up on (no worker took it) can never apply itself later. Empty: no deadline (the Signal).
     not_after: str = ""
+    # An approval of a round whose checks FAILED, or PASSED WITH TEST CHANGES, is refused unless it says so.
+    accept_red: bool = False
+    accept_test_changes: bool = False
 
 
 class ReviewReceipt(Contract):

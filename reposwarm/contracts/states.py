@@ -69,6 +69,25 @@ class ExitClass(StrEnum):
         return {"passed": 0, "tests failed": 1, "no tests ran": 2, "error": 3, "timed out": 3}[self.value]
 
 
+class Verdict(StrEnum):
+    """The gate's word on a check (reposwarm/checks/verdicts.py): a check that passes only because tests changed
+    is never plainly PASSED."""
+
+    passed = "PASSED"  # no new failure, nothing lost, nothing rewritten to pass, no test configuration changed
+    passed_with_test_changes = "PASSED WITH TEST CHANGES"  # green, but tests were lost, rewritten or reconfigured
+    failed = "FAILED"
+
+
+class TestChangeKind(StrEnum):
+    """How a lane changed the tests that judge it (TestChange.kind)."""
+
+    __test__ = False
+
+    lost = "lost"  # passed on the base; on the merged tree skipped, xfailed, deselected, missing or renamed away
+    rewritten = "rewritten"  # the base's version fails against the merged code, the lane's version passes
+    reconfigured = "reconfigured"  # test configuration changed (conftest.py, pytest/jest/vitest config, ...)
+
+
 class TrialOutcome(StrEnum):
     scored = "scored"
     failed = "failed"  # the swarm run itself failed: TrialScore.failure says why

@@ -8,7 +8,7 @@ from pydantic import model_validator
 
 from reposwarm.contracts.base import Contract
 from reposwarm.contracts.config import CheckProfile
-from reposwarm.contracts.states import ExitClass
+from reposwarm.contracts.states import ExitClass, TestChangeKind, Verdict
 
 
 class TestFailure(Contract):
@@ -26,6 +26,21 @@ class TestFailure(Contract):
         return f"{self.command}::{self.file or ''}::{self.name}"
 
 
+class TestChange(Contract):
+    """A test a lane lost, rewrote to pass, or whose configuration it changed: never plainly PASSED."""
+
+    __test__ = False
+
+    kind: TestChangeKind
+    test: str  # the test's name, or the file for a configuration change
+    file: str | None = None
+    command: str = ""
+    lanes: list[str] = []  # the lanes that changed the file
+    reason: str = ""  # the lane's own words for it (its goal or finish), or "" when it gave none
+    detail: str = ""  # what happened to it: "passed on the base, skipped on the merged tree"
+    diff: str = ""  # the change to the test's file (bounded)
+
+
 class CommandResult(Contract):
     argv: list[str]  # as configured ({junit} not yet filled in)
     exit_code: int | None
@@ -38,6 +53,9 @@ class CommandResult(Contract):
     exit_class: ExitClass | None = None  # None: not sorted (a result recorded before exit classes)
     tests_run: int | None = None  # tests that ran (not skipped); None: no per-test results
     cases_ref: str | None = None  # every test's result, as JSON in the run's store
+    # Why it failed, first, in words: "command not found: pytset", "timed out after 30 s", "killed by the memory
+    # limit", "exited 2"; "" when it passed or a result recorded before reasons.
+    reason: str = ""
 
     @model_validator(mode="before")
     @classmethod
@@ -64,6 +82,16 @@ class TestReport(Contract):
     base_tests_run: int | None = None  # the same on the base commit, once judged against it
     fixed: list[TestFailure] = []  # failing on the base commit, passing here
     problems: list[str] = []  # why it did not pass besides new failures: fewer tests ran, a worse exit, not judged
+    # The gate's word (reposwarm/checks/verdicts.py); None in a report recorded before verdicts: see `verdict_of`.
+    verdict: Verdict | None = None
+    test_changes: list[TestChange] = []  # lost, rewritten and reconfigured tests, with the lanes that did it
+
+    @property
+    def verdict_of(self) -> Verdict:
+        """The verdict, also for reports recorded before verdicts (then `passed` says it)."""
+        if self.verdict is not None:
+            return self.verdict
+        return Verdict.passed if self.passed else Verdict.failed
 
 
 class ValidateInput(Contract):
