@@ -20,7 +20,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
-from reposwarm.agent.paths import PathPolicy
+from reposwarm.agent import slices
 from reposwarm.contracts import LanesFile, Plan
 
 # The reference design's environment knobs, read by the starter.
@@ -255,28 +255,20 @@ def load_plan_file(path: str | Path, config: LanesFile | None) -> Plan:
 
 
 def within(pattern: str, allowed: list[str], read_only: list[str]) -> bool:
-    """A narrower slice is acceptable when the fixed part of its pattern is writable for the lane."""
-    if pattern in allowed:
-        return True
-    fixed = re.split(r"[*?\[]", pattern.strip().removeprefix("./"), maxsplit=1)[0].rstrip("/")
-    return bool(fixed) and PathPolicy(".", allowed, read_only).writable(fixed + ("/x" if pattern != fixed else ""))
+    """Whether every path `pattern` matches is writable for the lane (reposwarm/agent/slices.py decides)."""
+    return slices.within(pattern, allowed, read_only)
 
 
 def check_plan(plan: Plan, config: LanesFile, where: str) -> None:
-    """A plan may only assign goals to lanes the lanes file defines."""
+    """A plan may only assign goals to lanes the lanes file defines, and only narrow their slices."""
     for i, lane in enumerate(plan.lanes):
         if lane.lane not in config.swarm.lanes:
             raise ConfigError(
                 f"{where}: lanes.{i}.lane: unknown lane {lane.lane!r} "
                 f"(the lanes file defines {', '.join(sorted(config.swarm.lanes))})"
             )
-        role = config.swarm.lanes[lane.lane]
-        for pattern in lane.allowed_paths or []:
-            if not within(pattern, role.allowed_paths, role.read_only_paths):
-                raise ConfigError(
-                    f"{where}: lanes.{i}.allowed_paths: {pattern!r} is not within lane {lane.lane!r}'s "
-                    f"allowed paths ({', '.join(role.allowed_paths)})"
-                )
+        if (why := slices.plan_lane_problem(lane, config.swarm.lanes[lane.lane])) is not None:
+            raise ConfigError(f"{where}: lanes.{i}.allowed_paths: {why}")
     planned = {lane.lane for lane in plan.lanes}
     for lane in plan.lanes:
         for dep in config.swarm.lanes[lane.lane].depends_on:

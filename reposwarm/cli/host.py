@@ -32,8 +32,9 @@ from reposwarm.cli.common import (
     run_model,
     ui_url,
 )
+from reposwarm.agent.slices import pattern_problem
 from reposwarm.client import connect, task_queue
-from reposwarm.contracts import LanesFile, TrialBatchRequest, TrialBatchResult, TrialSpec
+from reposwarm.contracts import LanesFile, TrialBatchRequest, TrialBatchResult, TrialOutcome, TrialSpec
 from reposwarm.runs import gc, ledger, metrics, objects, recording
 from reposwarm.runs.store import home
 from workflows.trial import TrialWorkflow
@@ -44,6 +45,10 @@ async def cmd_mcp(args: argparse.Namespace) -> int:
     from reposwarm.agent import mcp_server
 
     repo = check_repo(args.repo)
+    for flag, patterns in (("--allow", args.allow), ("--read-only", args.read_only)):
+        for pattern in patterns:  # the server's slice is a slice like a lane's: inside the repository, readable
+            if (why := pattern_problem(pattern)) is not None:
+                raise UserError(f"{flag}: {why}")
     mcp_server.setup_logging()
     server = mcp_server.build_server(repo, args.allow, args.read_only, args.lanes)
     sock = None
@@ -174,17 +179,25 @@ def render_trials(result: TrialBatchResult, oracle: bool) -> str:
         tests = "-" if sc.tests_passed is None else ("pass" if sc.tests_passed else "FAIL")
         lines.append(f"{sc.sha[:12]} {tests:<6} {len(sc.stray):>5} {len(sc.missed):>6} "
                      f"{sc.lines_swarm:>5}/{sc.lines_commit:<5} {sc.validations:>6} ${sc.cost_usd:>8.4f} "
-                     f"{sc.wall_s:>6.1f}s  {sc.status}" + (f": {sc.failure}" if sc.failure else ""))
+                     f"{sc.wall_s:>6.1f}s  {sc.status}" + (f": {sc.failure or sc.bad_reason}"
+                                                            if sc.failure or sc.bad_reason else ""))
     summary = trial_summary(scores)
-    lines += ["", f"{len(scores)} trials: pass rate {summary['pass_rate']}, median cost ${summary['median_cost_usd']}, "
-                  f"median time {summary['median_wall_s']}s, stray-edit rate {summary['stray_edit_rate']}"]
+    bad = f" ({summary['bad_tasks']} bad tasks left out)" if summary["bad_tasks"] else ""
+    lines += ["", f"{summary['trials']} trials{bad}: pass rate {summary['pass_rate']}, median cost "
+                  f"${summary['median_cost_usd']}, median time {summary['median_wall_s']}s, stray-edit rate "
+                  f"{summary['stray_edit_rate']}"]
     return "\n".join(line for line in lines if line is not None)
 
 
 def trial_summary(scores: list) -> dict:
+    """The swarm's figures, over the tasks that can judge it: a bad task (its commit failed its own check) is
+    counted apart, never as a pass or a failure."""
+    bad = [sc for sc in scores if sc.status == TrialOutcome.bad_task]
+    scores = [sc for sc in scores if sc.status != TrialOutcome.bad_task]
     tested = [sc for sc in scores if sc.tests_passed is not None]
     return {
         "trials": len(scores),
+        "bad_tasks": len(bad),
         "pass_rate": round(sum(sc.tests_passed for sc in tested) / len(tested), 3) if tested else None,
         "median_cost_usd": round(statistics.median(sc.cost_usd for sc in scores), 6) if scores else None,
         "median_wall_s": round(statistics.median(sc.wall_s for sc in scores), 3) if scores else None,
@@ -216,7 +229,9 @@ async def cmd_trial(args: argparse.Namespace) -> int:
         try:
             for sc in (await handle.query(TrialWorkflow.scores)).scores:
                 if sc.sha not in seen and not args.json:
-                    print(f"scored {sc.sha[:12]}: {sc.status}" + (f": {sc.failure}" if sc.failure else ""), flush=True)
+                    print(f"scored {sc.sha[:12]}: {sc.status}" + (f": {sc.failure or sc.bad_reason}"
+                                                                  if sc.failure or sc.bad_reason else ""),
+                          flush=True)
                 seen.add(sc.sha)
         except Exception:  # a query can fail while a worker restarts
             pass
