@@ -1,5 +1,5 @@
 """Running the repository's own checks: argv lists, no shell, each command in the sandbox
-(reposwarm/checks/sandbox.py) with the profile's limits, writing only the tree it checks.
+(reposwarm/checks/sandbox/) with the profile's limits, writing only the tree it checks.
 
 Used by validation (on the merged tree) and the baseline, by the lanes' run_checks tool, and by the MCP
 server. Inside an activity, a long check heartbeats.
@@ -73,22 +73,25 @@ async def _run_once(argv: list[str], tree: sandbox.Tree, profile: CheckProfile, 
                                     store)
     command = " ".join(argv)
     cases = None
+    report = _safe_report(prepared.report)
     if prepared.runner and result.exit_code is not None:  # a command killed at a limit left a partial report
-        cases = runners.parse(prepared.runner, log, _safe_report(prepared.report), tree.root)
+        cases = runners.parse(prepared.runner, log, report, tree.root)
     ran = None if cases is None else len(runners.ran(cases))
+    # (what the runner said about each test, whatever its exit code: a conftest that makes pytest exit 0 does
+    # not hide the failures in its report)
+    failed = [_case_failure(c, command) for c in runners.failing(cases or [])]
+    cut = result.exit_code is None and not result.timed_out
+    why = runners.reason(prepared.argv, result.exit_code, result.timed_out, cut, log, timeout_s, profile,
+                         len(failed))
     result = result.model_copy(update={
-        "argv": argv, "runner": prepared.runner, "tests_run": ran,
+        "argv": argv, "runner": prepared.runner, "tests_run": ran, "reason": why,
+        "unparsed_results": runners.unparsed(prepared.runner, log, report, cases) if prepared.runner else 0,
         "exit_class": runners.exit_class(prepared.runner, result.exit_code, result.timed_out, cases),
         "cases_ref": store.put_json([dataclasses.asdict(c) for c in cases])
         if store is not None and cases is not None else None})
-    if result.exit_code == 0:
-        return result, []
-    failed = [_case_failure(c, command) for c in runners.failing(cases or [])]
-    if failed:
+    if failed or not why:
         return result, failed
-    why = (f"killed after its {timeout_s:.0f}s timeout" if result.timed_out
-           else f"ended: its output passed {profile.max_output_mb} MB" if result.exit_code is None
-           else f"exit {result.exit_code} ({result.exit_class})")
+    # No test of its own to blame: the command is the failure, and its message says why, first.
     return result, [TestFailure(name=command, message=f"{why}\n{result.output_tail[-2000:]}", command=command)]
 
 
@@ -119,29 +122,51 @@ def load_cases(store: Store | None, result: CommandResult) -> list[runners.Case]
         return None
 
 
-async def run_profile(profile: CheckProfile, cwd: Path, store: Store | None, *, rerun: bool = True) -> TestReport:
+async def _counted(argv: list[str], tree: sandbox.Tree, profile: CheckProfile, started: float, store: Store | None,
+                   rerun: bool) -> tuple[CommandResult, list[TestFailure], list[TestFailure]]:
+    """One command, run again once if it failed: the result that counts, its failures, and its flaky tests.
+
+    A failure is blamed only if it failed on both runs. When the re-run is green, it is the run that counts
+    (its exit code, exit class and cases): a base whose only failures passed on re-run is a green base, not a
+    command that "already fails on the base commit". When both runs failed, on different tests, neither is
+    green: the re-run counts, with its failures."""
+    remaining = max(1.0, profile.timeout_s - (time.monotonic() - started))
+    result, failed = await _run_once(argv, tree, profile, remaining, store)
+    if not failed or not rerun or result.exit_code is None:  # (a command killed at a limit is not rerun)
+        return result, failed, []
+    remaining = max(1.0, profile.timeout_s - (time.monotonic() - started))
+    again, failed_again = await _run_once(argv, tree, profile, remaining, store)
+    if again.exit_code is None:  # the re-run was killed: it tells nothing about the first run's failures
+        return result, failed, []
+    if not failed_again:
+        return again, [], failed
+    still = {f.key for f in failed_again}
+    both = [f for f in failed if f.key in still]
+    flaky = [f for f in failed if f.key not in still]
+    if both:
+        return result, both, flaky
+    return again, failed_again, flaky
+
+
+async def run_profile(profile: CheckProfile, cwd: Path, store: Store | None, *, rerun: bool = True,
+                      readable: tuple[str, ...] | None = None) -> TestReport:
     """Run each command in `cwd`, the one tree they may write; a failing one runs once more, and what passes the
-    second time is flaky."""
+    second time is flaky. `readable`: the paths (a lane's) the commands' git view holds; None: the whole commit."""
     started = time.monotonic()
     results: list[CommandResult] = []
     failures: list[TestFailure] = []
     flaky: list[TestFailure] = []
     git_dir = common_git_dir(cwd)
     with tempfile.TemporaryDirectory(prefix="reposwarm-checks-") as scratch:
-        tree = sandbox.Tree(root=cwd.resolve(), git_dir=git_dir, reports=Path(scratch))
+        tree = sandbox.Tree(root=cwd.resolve(), git_dir=git_dir, reports=Path(scratch), readable=readable)
         for argv in profile.commands:
-            remaining = max(1.0, profile.timeout_s - (time.monotonic() - started))
-            result, failed = await _run_once(argv, tree, profile, remaining, store)
+            result, failed, flakes = await _counted(argv, tree, profile, started, store, rerun)
             results.append(result)
-            if failed and rerun and result.exit_code is not None:  # (a command killed at a limit is not rerun)
-                remaining = max(1.0, profile.timeout_s - (time.monotonic() - started))
-                again, failed_again = await _run_once(argv, tree, profile, remaining, store)
-                if again.exit_code is not None:
-                    still = {f.key for f in failed_again}
-                    flaky += [f for f in failed if f.key not in still]
-                    failed = [f for f in failed if f.key in still]
             failures += failed
+            flaky += flakes
     counted = [r.tests_run for r in results if r.tests_run is not None]
-    return TestReport(passed=not failures, failures=failures, flaky=flaky,
-                      duration_s=round(time.monotonic() - started, 3), commands=results,
+    # (the gate's judge keeps these problems beside its own: reposwarm/checks/verdicts.py)
+    problems = [p for p in map(runners.not_fully_judged, results) if p]
+    return TestReport(passed=not failures and not problems, failures=failures, flaky=flaky,
+                      duration_s=round(time.monotonic() - started, 3), commands=results, problems=problems,
                       unsandboxed=any(not r.sandboxed for r in results), tests_run=sum(counted) if counted else None)

@@ -38,7 +38,8 @@ def judge(report: TestReport, baseline: TestReport | None, cases: CaseLoader) ->
     new: list[TestFailure] = []
     old: list[TestFailure] = []
     fixed: list[TestFailure] = []
-    problems: list[str] = []
+    # (a command whose output holds results its parser missed is not fully judged: runners.not_fully_judged)
+    problems: list[str] = [p for p in map(runners.not_fully_judged, report.commands) if p]
     for cmd in report.commands:
         command = " ".join(cmd.argv)
         mine = [f for f in report.failures if f.command == command]
@@ -50,6 +51,8 @@ def judge(report: TestReport, baseline: TestReport | None, cases: CaseLoader) ->
         base_failed = base.exit_code != 0 or base.timed_out
         if base_failed and (base_cases is None or not _ran(base_cases)):
             why = NOT_JUDGED if base_cases is None else NO_TEST_RAN
+            if base.reason and runners.stops_judging(base.reason):  # {junit} would not help: the reason says what to
+                why = f"this check fails on the base commit: {base.reason}"  # fix (a missing command, a timeout, a limit)
             problems.append(f"`{command}`: {why}")
             old += mine  # not blamed on the swarm, but not passed either
             continue

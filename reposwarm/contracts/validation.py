@@ -56,6 +56,9 @@ class CommandResult(Contract):
     # Why it failed, first, in words: "command not found: pytset", "timed out after 30 s", "killed by the memory
     # limit", "exited 2"; "" when it passed or a result recorded before reasons.
     reason: str = ""
+    # Test results in its output that its parser did not read (reposwarm/checks/runners/counts.py): tests no
+    # verdict saw, so the check is not fully judged and never PASSED. 0: none (or a result recorded before).
+    unparsed_results: int = 0
 
     @model_validator(mode="before")
     @classmethod
