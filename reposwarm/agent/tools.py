@@ -216,7 +216,9 @@ class Toolbox:
                               f"(configured: {configured})")
         try:
             # Tools run in the worker's thread pool; the checks get an event loop of their own.
-            report = asyncio.run(run_profile(profile, self.policy.root, self.store))
+            # (their git view holds only what this lane may read: no other lane's branch, none of HEAD's other paths)
+            readable = (*self.policy.allowed_patterns, *self.policy.read_only_patterns)
+            report = asyncio.run(run_profile(profile, self.policy.root, self.store, readable=readable))
         except SandboxUnavailable as err:
             raise ToolRefused(str(err)) from None
         baseline = self.baseline() if self.baseline is not None else None

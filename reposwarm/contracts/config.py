@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import posixpath
 from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -37,7 +38,10 @@ class CheckProfile(Contract):
     max_processes: int = Field(default=256, gt=0)  # processes in the sandbox at once
     max_file_mb: int = Field(default=512, gt=0)  # largest file a command may write (RLIMIT_FSIZE)
     max_output_mb: int = Field(default=16, gt=0)  # output kept per command; more ends the command
-    tmp_mb: int = Field(default=1024, gt=0)  # size of the private /tmp and of the private HOME, each (memory-backed)
+    tmp_mb: int = Field(default=1024, gt=0)  # size of the private /tmp, HOME and /dev/shm, each (memory-backed)
+    max_tree_mb: int = Field(default=1024, gt=0)  # what a command may add to its tree; past it, it is ended
+    # Host paths the commands may read besides the system folders, the toolchains and their tree (absolute)
+    read_only_paths: list[str] = []
 
     @field_validator("commands")
     @classmethod
@@ -46,6 +50,16 @@ class CheckProfile(Contract):
             if not argv or not all(isinstance(a, str) and a for a in argv):
                 raise ValueError("each command is a non-empty list of non-empty strings (an argv, no shell)")
         return commands
+
+    @field_validator("read_only_paths")
+    @classmethod
+    def _absolute_paths(cls, paths: list[str]) -> list[str]:
+        for path in paths:
+            # (bwrap takes it as an argument: no NUL, no option; and "/" would show the whole host again)
+            if (not isinstance(path, str) or not path.startswith("/") or "\x00" in path
+                    or posixpath.normpath(path) in ("/", "//")):
+                raise ValueError(f"read_only_paths: {path!r} is not an absolute path below / (like /opt/sdk)")
+        return [posixpath.normpath(p) for p in paths]
 
 
 class ValidationConfig(Contract):

@@ -44,7 +44,10 @@ PASS_NAMES = frozenset({
     "MAX_CONSECUTIVE_TEST_FAILS", "SWARM_BRANCH", "BASE_BRANCH", "TEST_PROFILE", "VALIDATION_TIMEOUT_S",
     "AWS_ENDPOINT_URL", "AWS_DEFAULT_REGION", "AWS_REGION",  # where the object store is, not who may use it
 })
-PASS_PREFIXES = ("LC_", "REPOSWARM_", "GIT_CONFIG_")
+# The locale's own names, one by one: a prefix would let LC_FOO=<a secret> through unredacted.
+PASS_NAMES |= frozenset({"LC_ALL", "LC_CTYPE", "LC_COLLATE", "LC_MESSAGES", "LC_NUMERIC", "LC_TIME", "LC_MONETARY",
+                         "LC_PAPER", "LC_NAME", "LC_ADDRESS", "LC_TELEPHONE", "LC_MEASUREMENT", "LC_IDENTIFICATION"})
+PASS_PREFIXES = ("REPOSWARM_", "GIT_CONFIG_")
 MIN_SECRET_CHARS = 8
 
 
