@@ -16,6 +16,8 @@ from activities.repo import synced
 from reposwarm import forge
 from reposwarm.contracts import Delivered, DeliverInput
 from reposwarm.gitcmd import is_ancestor, rev, try_git
+from reposwarm.gitvalues import remote_problem
+from reposwarm.remote import shown
 from reposwarm.runs import ledger
 from reposwarm.runs.store import Store, run_dir
 
@@ -72,10 +74,13 @@ def _push(g: git.Git, req: DeliverInput) -> str | None:
     remote = req.delivery.remote
     if not remote:
         return None
-    status, _, err = try_git(g, "push", "--porcelain", remote, f"refs/heads/{req.branch}:refs/heads/{req.branch}")
+    if (why := remote_problem(remote)) is not None:  # (checked when the lanes file was read; again at the seam)
+        raise ApplicationError(f"delivery.remote {shown(remote)!r} {why}", non_retryable=True)
+    status, _, err = try_git(g, "push", "--porcelain", "--no-verify", "--", remote,
+                             f"refs/heads/{req.branch}:refs/heads/{req.branch}")
     if status != 0:
-        raise ApplicationError(f"git push to {remote} failed: {ledger.redact(err.strip())[:500]}")
-    ledger.record_activity(req.run_id, "push", remote=remote, branch=req.branch)
+        raise ApplicationError(f"git push to {shown(remote)} failed: {shown(err.strip())[:500]}")
+    ledger.record_activity(req.run_id, "push", remote=shown(remote), branch=req.branch)
     return remote
 
 
@@ -84,7 +89,7 @@ def _pull_request(g: git.Git, req: DeliverInput) -> str | None:
         return None
     repo = req.delivery.github_repo
     if repo is None and req.delivery.remote:
-        repo = forge.github_repo_of(g.remote("get-url", req.delivery.remote))
+        repo = forge.github_repo_of(g.remote("get-url", "--", req.delivery.remote))
     if repo is None:
         raise ApplicationError("delivery.pull_request needs delivery.github_repo (owner/name) or a GitHub remote",
                                non_retryable=True)

@@ -170,7 +170,7 @@ def create_lane_worktree(task: HelperTask) -> LaneWorktree:
         if cone is not None:
             # Only the lane's folders on disk, sharing the object store: a fraction of a full checkout.
             wt = _git(path)
-            wt.sparse_checkout("set", "--cone", "--sparse-index", *cone)
+            wt.sparse_checkout("set", "--cone", "--sparse-index", "--", *cone)  # (folders, never options)
             wt.checkout("-f", "-q", branch)
     head = start  # a worktree just added, or a recycled one checked out, is at its start
     repo.push(*kept, f"refs/heads/{branch}")

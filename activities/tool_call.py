@@ -120,6 +120,9 @@ def run_tool(req: ToolInput) -> ToolOutcome:
         output = shown
     output = ledger.redact(output)
     output_ref = store.put(output)
+    if tools.undone:  # a check's leftovers outside the slice (or a nested repository), reverted and told
+        ledger.record_activity(req.run_id, "slice_refused", lane=req.lane, at="run_checks", call_id=call.id,
+                               detail=ledger.redact("; ".join(tools.undone))[:2000])
     path = arguments.get("path") if isinstance(arguments, dict) else None
     span = trace.get_current_span()
     span.set_attributes({"reposwarm.lane": req.lane, "reposwarm.tool": call.name,

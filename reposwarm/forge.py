@@ -16,10 +16,14 @@ from temporalio.exceptions import ApplicationError
 API_VERSION = "2022-11-28"
 
 
+_OWNER_NAME = re.compile(r"(?!\.{1,2}/)[\w.-]+/(?!\.{1,2}$)[\w.-]+")
+
+
 def github_repo_of(url: str) -> str | None:
     """owner/name from a GitHub remote URL (https or ssh), else None."""
     match = re.search(r"github\.com[:/]([\w.-]+)/([\w.-]+?)(?:\.git)?/?$", url.strip())
-    return f"{match.group(1)}/{match.group(2)}" if match else None
+    found = f"{match.group(1)}/{match.group(2)}" if match else None
+    return found if found and _OWNER_NAME.fullmatch(found) else None
 
 
 def _client(transport: httpx.BaseTransport | None = None) -> httpx.Client:
@@ -50,6 +54,8 @@ def _fail(response: httpx.Response, what: str) -> ApplicationError:
 def open_pull_request(repo: str, *, head: str, base: str, title: str, body: str, draft: bool = False,
                       transport: httpx.BaseTransport | None = None) -> str:
     """Open the pull request and return its URL; one already open for this branch is returned as is."""
+    if not _OWNER_NAME.fullmatch(repo):  # it becomes the request's path: "../.." would reach another endpoint
+        raise ApplicationError(f"delivery.github_repo {repo!r} is not owner/name", non_retryable=True)
     with _client(transport) as client:
         try:
             response = client.post(f"/repos/{repo}/pulls", json={

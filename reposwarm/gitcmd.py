@@ -7,11 +7,22 @@ git the worker runs gets the same overrides, through git's own environment-confi
 
     core.hooksPath=/dev/null   no hook runs (post-commit, post-checkout, reference-transaction...)
     core.fsmonitor=false       no fsmonitor command
-    core.pager=cat             no pager
+    core.pager=cat, core.editor=:, sequence.editor=:   no pager, no editor (GIT_PAGER/GIT_EDITOR too)
     protocol.ext.allow=never   no ext:: transport (a command as a "remote")
+    protocol.file.allow=user   no file:// transport git chooses itself (a submodule's url = ../x)
+    submodule.recurse=false, fetch/push.recurseSubmodules, status.submoduleSummary=false, diff.ignoreSubmodules
+                               never into a submodule or a nested repository
+    *.gpgSign=false, log.showSignature=false   no gpg.program, for signing or for checking
 
-Diff and merge drivers need a config entry to run anything, and the git directory is never writable by a
-lane (not through its tools, not from inside the sandbox), so there is none to plant.
+Submodules and nested repositories are where planted configuration lives: a lane cannot write the shared git
+directory (not through its tools, not from inside the sandbox), but a check it wrote can `git init` a folder of
+its worktree and give that repository a `filter.<name>.clean` command; any git that enters it runs that
+command as the worker. So the worker's git never enters one: besides the settings above, every status, diff,
+show and log gets `--ignore-submodules=all` on its command line (only the flag stops git from reading
+`.gitmodules`, where a `submodule.<name>.update = !cmd` makes git die), and diffs get `--no-ext-diff
+--no-textconv`; reposwarm/agent/slice.py removes every nested `.git` a lane leaves. What still runs is named
+only by the user's own config files (a credential helper, core.sshCommand, an LFS filter), which nothing a
+lane or a repository writes can reach.
 
 Use `repo(path)` for GitPython and `run(...)` for a plain subprocess; `SAFE_ENV` for anything else. The
 small helpers below (`try_git`, `rev`, `is_ancestor`, `show`, `IDENTITY`) are the calls every activity makes;
@@ -31,13 +42,43 @@ OVERRIDES = {
     "core.hooksPath": "/dev/null",
     "core.fsmonitor": "false",
     "core.pager": "cat",
+    "core.editor": ":",
+    "sequence.editor": ":",
     "protocol.ext.allow": "never",
+    "protocol.file.allow": "user",
+    "submodule.recurse": "false",
+    "fetch.recurseSubmodules": "false",
+    "push.recurseSubmodules": "no",
+    "status.submoduleSummary": "false",
+    "diff.ignoreSubmodules": "all",
+    "commit.gpgSign": "false",
+    "tag.gpgSign": "false",
+    "push.gpgSign": "false",
+    "log.showSignature": "false",
     "gc.auto": "0",  # no background `git gc --auto` racing the lanes
 }
+# (environment variables outrank the config keys above: a worker started with GIT_EDITOR set must not keep it)
+FIXED_ENV = {"GIT_TERMINAL_PROMPT": "0", "GIT_OPTIONAL_LOCKS": "0", "GIT_PAGER": "cat", "GIT_EDITOR": ":",
+             "GIT_SEQUENCE_EDITOR": ":"}
+# Subcommands that would look into a submodule, with the flags that keep them out (and run no diff driver).
+NO_SUBMODULES = {"status": ("--ignore-submodules=all",)} | dict.fromkeys(
+    ("diff", "diff-index", "diff-files", "diff-tree", "show", "log"),
+    ("--ignore-submodules=all", "--no-ext-diff", "--no-textconv"))
+_GLOBAL_WITH_VALUE = {"-c", "-C", "--git-dir", "--work-tree", "--namespace", "--config-env", "--exec-path"}
+
+
+def hardened(args: list[str]) -> list[str]:
+    """git's arguments (without "git") with NO_SUBMODULES' flags right after the subcommand that needs them."""
+    i = 0
+    while i < len(args) and args[i].startswith("-"):  # global options before the subcommand
+        i += 2 if args[i] in _GLOBAL_WITH_VALUE else 1
+    if i < len(args) and args[i] in NO_SUBMODULES:
+        return [*args[:i + 1], *NO_SUBMODULES[args[i]], *args[i + 1:]]
+    return list(args)
 
 
 def _env() -> dict[str, str]:
-    env = {"GIT_CONFIG_COUNT": str(len(OVERRIDES)), "GIT_TERMINAL_PROMPT": "0", "GIT_OPTIONAL_LOCKS": "0"}
+    env = {"GIT_CONFIG_COUNT": str(len(OVERRIDES)), **FIXED_ENV}
     for i, (key, value) in enumerate(OVERRIDES.items()):
         env[f"GIT_CONFIG_KEY_{i}"], env[f"GIT_CONFIG_VALUE_{i}"] = key, value
     return env
@@ -50,9 +91,18 @@ SAFE_ENV = _env()
 IDENTITY = ["-c", "user.name=reposwarm", "-c", "user.email=reposwarm@localhost", "-c", "commit.gpgsign=false"]
 
 
+class _HardenedGit(git.Git):
+    """GitPython's command object, every command line of which goes through `hardened`."""
+
+    def execute(self, command: Any, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+        if isinstance(command, (list, tuple)) and command and Path(str(command[0])).name == "git":
+            command = [command[0], *hardened([str(a) for a in command[1:]])]
+        return super().execute(command, *args, **kwargs)
+
+
 def repo(path: str | Path) -> git.Git:
     """A GitPython command object at `path` whose every git call carries the overrides."""
-    g = git.Git(str(path))
+    g = _HardenedGit(str(path))
     g.update_environment(**SAFE_ENV)
     return g
 
@@ -64,11 +114,11 @@ def _with_env(kwargs: dict[str, Any]) -> dict[str, Any]:
 
 def run(args: list[str], cwd: str | Path | None = None, **kwargs: Any) -> subprocess.CompletedProcess:
     """`git <args>` as a subprocess with the overrides (kwargs as for subprocess.run; `env` adds to ours)."""
-    return subprocess.run(["git", *args], cwd=cwd, **_with_env(kwargs))
+    return subprocess.run(["git", *hardened(args)], cwd=cwd, **_with_env(kwargs))
 
 
 def popen(args: list[str], cwd: str | Path | None = None, **kwargs: Any) -> subprocess.Popen:
-    return subprocess.Popen(["git", *args], cwd=cwd, **_with_env(kwargs))
+    return subprocess.Popen(["git", *hardened(args)], cwd=cwd, **_with_env(kwargs))
 
 
 def try_git(g: git.Git, *args: str, keep_newline: bool = False) -> tuple[int, str, str]:
@@ -91,15 +141,15 @@ def healthy_worktree(path: Path) -> bool:
 
 def rev(g: git.Git, ref: str) -> str | None:
     """The commit `ref` names, or None."""
-    status, out, _ = try_git(g, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+    status, out, _ = try_git(g, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}")
     return out.strip() if status == 0 and out.strip() else None
 
 
 def is_ancestor(g: git.Git, older: str, newer: str) -> bool:
-    return try_git(g, "merge-base", "--is-ancestor", older, newer)[0] == 0
+    return try_git(g, "merge-base", "--is-ancestor", "--end-of-options", older, newer)[0] == 0
 
 
 def show(g: git.Git, rev: str, path: str) -> str | None:
     """A file's text at a commit, or None when it has no such file."""
-    status, out, _ = try_git(g, "show", f"{rev}:{path}", keep_newline=True)
+    status, out, _ = try_git(g, "show", "--end-of-options", f"{rev}:{path}", keep_newline=True)
     return out if status == 0 else None

@@ -28,6 +28,7 @@ from temporalio.exceptions import ApplicationError
 
 from reposwarm import gitcmd
 from reposwarm.gitcmd import is_ancestor, rev, try_git
+from reposwarm.gitvalues import url_problem
 
 _SCHEME = re.compile(r"^(file|ssh|git|https?)://", re.I)
 _SCP = re.compile(r"^[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:[^/]")  # git@github.com:org/repo.git
@@ -100,6 +101,9 @@ class Repository:
                 git.Repo(self.path)
             except (git.InvalidGitRepositoryError, git.NoSuchPathError):
                 raise ApplicationError(f"{self.spec} is not a git repository", non_retryable=True) from None
+        elif (why := url_problem(self.spec)) is not None:
+            # (the starter refuses these; a request made some other way meets the same rule here)
+            raise ApplicationError(f"repository URL {shown(self.spec)} {why}", non_retryable=True)
         elif not (self.path / "HEAD").exists():
             self._clone()
         self.git = gitcmd.repo(self.path)
@@ -167,7 +171,8 @@ class Repository:
 
     def have(self, *shas: str) -> None:
         """Fetch commits this clone lacks by their names (a remote serves any commit reachable there)."""
-        missing = [sha for sha in shas if sha and rev(self.git, sha) is None]
+        # (object names only: anything else would reach `git fetch` as an argument)
+        missing = [sha for sha in shas if re.fullmatch(r"[0-9a-f]{40,64}", sha or "") and rev(self.git, sha) is None]
         if self.url is None or not missing:
             return
         with repo_lock(self.url):
@@ -220,12 +225,12 @@ class Repository:
     def _git_fetch(self, specs: list[str], *, allow_missing: bool) -> None:
         assert self.url is not None
         # from "origin" (this clone's name for the URL), so a blob-less clone stays blob-less
-        status, _, err = try_git(self.git, "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "origin",
+        status, _, err = try_git(self.git, "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--", "origin",
                                  *specs)
         if status != 0 and allow_missing and "couldn't find remote ref" in err:
             # a branch not made yet: fetch the rest one by one, the missing ones are simply not there
             for spec in specs:
-                try_git(self.git, "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "origin", spec)
+                try_git(self.git, "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--", "origin", spec)
         elif status != 0:
             raise _failed("git fetch from", self.url, err)
 

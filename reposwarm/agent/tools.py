@@ -67,6 +67,7 @@ class Toolbox:
         self.default_reason = default_reason
         self.baseline = baseline  # the run's report on the base commit, once it is in (a lane's run_checks)
         self.edit: FileEdit | None = None  # the edit the last call made, if any
+        self.undone: list[str] = []  # what the last run_checks left outside the slice, undone (for the ledger)
 
     def call(self, name: str, arguments: dict[str, Any] | None, raw: str = "") -> str:
         """Run one tool by name; raises ToolRefused, or ValueError/OSError for a failed call."""
@@ -242,7 +243,7 @@ class Toolbox:
             lines.append(f"$ {' '.join(result.argv)}  ({state}; full log {result.log_ref})\n"
                          f"{result.output_tail[-3000:]}")
         text = _cap("\n".join(lines))
-        undone = self._contain_checks()
+        undone = self.undone = self._contain_checks()
         if undone:  # (after the cap, which must not cut it)
             more = f"; and {len(undone) - 20} more" if len(undone) > 20 else ""
             text += ("\nrefused: the checks changed paths outside this lane's slice; reverted: "

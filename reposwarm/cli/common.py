@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 from temporalio.client import Client
@@ -12,7 +13,7 @@ from temporalio.client import Client
 from reposwarm import gitcmd
 from reposwarm.client import connect
 from reposwarm.config import apply_env, load_lanes_file
-from reposwarm.contracts import LanesFile
+from reposwarm.contracts import DeliveryConfig, LanesFile
 from reposwarm.models import KNOWN_PROVIDERS
 
 LANES_FILE_NAMES = ("reposwarm.yaml", "helpers.yaml", ".reposwarm.yaml")
@@ -35,7 +36,24 @@ def git_out(repo: Path, *args: str) -> str:
     return gitcmd.run(["-C", str(repo), *args], capture_output=True, text=True, check=True).stdout.strip()
 
 
+def check_url(url: str, key: str = "--repo") -> None:
+    """A repository URL fit to start a run with: the URL goes into the run's history, memo, search attributes,
+    Web UI details and every worker's clone config, so it may carry no credential, and git must read it as an
+    address, never an option or a transport helper."""
+    from reposwarm.gitvalues import url_credential, url_problem
+    from reposwarm.remote import shown
+
+    if (what := url_credential(url)) is not None:
+        raise UserError(f"{key}: the URL carries a credential ({what}); give it to git instead: a credential "
+                        "helper or an ssh key on the worker hosts (and this one), never a password or token in "
+                        "the URL")
+    if (why := url_problem(url)) is not None:
+        raise UserError(f"{key}: {shown(url)!r} {why}")
+
+
 def check_repo(path: str) -> Path:
+    if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", path):
+        check_url(path)  # (a URL where a folder is wanted: said without echoing its credential)
     repo = Path(path).expanduser().resolve()
     if not repo.exists():
         raise UserError(f"no such repository: {path}")
@@ -64,10 +82,7 @@ class RemoteHeads:
     def __init__(self, url: str) -> None:
         from reposwarm.remote import shown
 
-        if re.search(r"://[^/@\s]*:[^/@\s]*@", url):
-            # the URL goes into the run's history, its search attributes and the Web UI
-            raise UserError(f"the repository URL {shown(url)} carries a password or token: give it to git on the "
-                            "worker hosts instead (a credential helper, an ssh key), never in the URL")
+        check_url(url)
 
         done = gitcmd.run(["ls-remote", "--symref", "--", url], capture_output=True, text=True, timeout=120)
         if done.returncode != 0:
@@ -126,9 +141,37 @@ async def client_or_die() -> Client:
         raise UserError(f"cannot reach Temporal at {address} ({err}); start one with ./temporal-dev") from None
 
 
+# What a check profile read from the repository itself may set: its commands and their limits. Anything else
+# (its env, network, and whatever a profile may name later) widens what a check reaches, so only the user sets it.
+UNTRUSTED_PROFILE_KEYS = frozenset({"commands", "timeout_s", "memory_mb", "max_processes", "max_file_mb",
+                                    "max_output_mb", "tmp_mb", "max_tree_mb"})
+
+
+def settings_only_the_user_makes(config: LanesFile) -> list[str]:
+    """The keys a lanes file found in the repository sets that only the user may: delivery (remotes, forge
+    settings) and a check profile's environment, network or more. The repository's author wrote that file."""
+    keys = [f"delivery.{name}" for name in sorted(config.delivery.model_fields_set)
+            if getattr(config.delivery, name) != DeliveryConfig.model_fields[name].default]
+    for profile_name, profile in config.validation.profiles.items():
+        keys += [f"validation.profiles.{profile_name}.{name}" for name in sorted(profile.model_fields_set)
+                 if name not in UNTRUSTED_PROFILE_KEYS
+                 and getattr(profile, name) != type(profile).model_fields[name].get_default(call_default_factory=True)]
+    return keys
+
+
 def load_config(repo: Path, given: str | None) -> tuple[Path, LanesFile]:
-    """The lanes file (given, or found at the repository's root), checked, with the environment's knobs applied."""
+    """The lanes file (given, or found at the repository's root), checked, with the environment's knobs applied.
+
+    One found in the repository is its author's, not the user's: said on stderr, and refused if it sets what
+    only the user may (settings_only_the_user_makes)."""
     path = Path(given) if given else next((repo / n for n in LANES_FILE_NAMES if (repo / n).is_file()), None)
     if path is None:
         raise UserError(f"no lanes file: pass --lanes FILE or add one of {', '.join(LANES_FILE_NAMES)} to {repo}")
-    return path, apply_env(load_lanes_file(path))
+    config = load_lanes_file(path)
+    if not given:
+        print(f"note: using the repository's own {path.name} (untrusted: it may not set delivery, a check "
+              "profile's env or network; --lanes FILE gives a lanes file of your own)", file=sys.stderr)
+        if keys := settings_only_the_user_makes(config):
+            raise UserError(f"{path}: the repository's own lanes file may not set {', '.join(keys)}; give "
+                            "them yourself, in a lanes file of your own (--lanes FILE)")
+    return path, apply_env(config)

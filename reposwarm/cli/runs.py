@@ -62,6 +62,7 @@ from reposwarm.contracts import (
     SwarmRequest,
     SwarmResult,
 )
+from reposwarm.gitvalues import ref_problem
 from reposwarm.remote import is_url
 from reposwarm.runs import objects
 from reposwarm.runs.review_package import render_review, render_status
@@ -73,11 +74,23 @@ DEMO = HERE / "examples" / "demo"
 DEMO_TASK = "Add a priority (low|normal|high, default normal) to tasks across the DB, the API and the web client, with tests"
 
 
+def _checked_request_env() -> tuple[str | None, str | None]:
+    """BASE_BRANCH and SWARM_BRANCH, each a branch name git reads as one (never an option)."""
+    values = []
+    for key in ("BASE_BRANCH", "SWARM_BRANCH"):
+        value = os.environ.get(key) or None
+        if value is not None and (why := ref_problem(value)) is not None and value != "HEAD":
+            raise UserError(f"{key}={value!r} {why}")
+        values.append(value)
+    return values[0], values[1]
+
+
 def build_request(args: argparse.Namespace, *, auto_approve: bool = False) -> SwarmRequest:
     remote = RemoteHeads(args.repo) if is_url(args.repo) else None
     if remote is not None and not args.lanes:
         raise UserError(f"a repository named by URL needs --lanes FILE (the lanes file is read here, not from {args.repo})")
     repo = check_repo(args.repo) if remote is None else Path(args.lanes).resolve().parent
+    env_base, swarm_branch = _checked_request_env()
     lanes_path, config = load_config(repo, args.lanes)
     # Lane models: replay scripts named relative to the lanes file.
     for name, role in config.swarm.lanes.items():
@@ -86,20 +99,20 @@ def build_request(args: argparse.Namespace, *, auto_approve: bool = False) -> Sw
     plan = load_plan_file(args.plan, config) if args.plan else None
     if getattr(args, "pin_base", False):
         config.swarm.pin_base = True
-    base_ref = os.environ.get("BASE_BRANCH") or "HEAD"
+    base_ref = env_base or "HEAD"
     if remote is not None:
-        base_branch = os.environ.get("BASE_BRANCH") or remote.head_branch
+        base_branch = env_base or remote.head_branch
         found = remote.commit(base_ref)
         if found is None:
             raise UserError(f"base {base_ref!r} (BASE_BRANCH) is not a branch of {args.repo}")
         base_sha = found
     else:
         try:
-            base_branch = os.environ.get("BASE_BRANCH") or git_out(repo, "symbolic-ref", "--short", "-q", "HEAD")
+            base_branch = env_base or git_out(repo, "symbolic-ref", "--short", "-q", "HEAD")
         except subprocess.CalledProcessError:
             base_branch = None  # a detached HEAD: no pull request base to name
         try:
-            base_sha = git_out(repo, "rev-parse", "--verify", "--quiet", f"{base_ref}^{{commit}}")
+            base_sha = git_out(repo, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{base_ref}^{{commit}}")
         except subprocess.CalledProcessError:
             raise UserError(f"base {base_ref!r} (BASE_BRANCH) is not a commit in {repo}") from None
         if git_out(repo, "status", "--porcelain", "--untracked-files=no"):
@@ -107,14 +120,13 @@ def build_request(args: argparse.Namespace, *, auto_approve: bool = False) -> Sw
                   "alone", file=sys.stderr)
     slug = repo_slug(args.repo if remote is not None else repo)
     run_id = f"reposwarm-{slug}-{uuid.uuid4().hex[:6]}"
-    swarm_branch = os.environ.get("SWARM_BRANCH") or None
     if swarm_branch:
         try:
             git_out(repo, "check-ref-format", "--branch", swarm_branch)
         except subprocess.CalledProcessError:
             raise UserError(f"SWARM_BRANCH={swarm_branch!r} is not a valid branch name") from None
         if (remote.commit(f"refs/heads/{swarm_branch}") if remote is not None
-                else git_out(repo, "branch", "--list", swarm_branch)):
+                else git_out(repo, "branch", "--list", "--", swarm_branch)):
             raise UserError(f"SWARM_BRANCH {swarm_branch!r} already exists in {repo}; reposwarm only adds new branches")
     return SwarmRequest(
         run_id=run_id, repo_path=args.repo if remote is not None else str(repo), task=args.task, config=config, plan=plan,

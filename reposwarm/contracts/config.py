@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from reposwarm.contracts.base import Contract
+from reposwarm.gitvalues import remote_problem
 
 
 class HelperRole(Contract):
@@ -116,6 +117,21 @@ class DeliveryConfig(Contract):
     pull_request: bool = False  # open a pull request (GitHub REST API; GITHUB_TOKEN in the worker's environment)
     github_repo: str | None = Field(default=None, pattern=r"^[\w.-]+/[\w.-]+$")  # owner/name; else from the remote's URL
     draft: bool = False
+
+    @field_validator("github_repo")
+    @classmethod
+    def _owner_and_name(cls, repo: str | None) -> str | None:
+        if repo is not None and any(part in (".", "..") for part in repo.split("/")):
+            raise ValueError(f"{repo!r} is not owner/name")  # (it becomes a path of the GitHub API)
+        return repo
+
+    @field_validator("remote")
+    @classmethod
+    def _remote_is_data(cls, remote: str | None) -> str | None:
+        # it reaches `git push` and `git remote get-url`: a name or an address, never an option
+        if remote is not None and (why := remote_problem(remote)) is not None:
+            raise ValueError(f"the remote {why}")  # (not echoed: it may hold a credential)
+        return remote
 
 
 class LanesFile(Contract):

@@ -25,7 +25,17 @@ from reposwarm.runs import objects
 from reposwarm.runs.objects import run_dir
 
 _SECRET_ENV = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL)", re.I)
-_SECRET_SHAPES = re.compile(r"\b(sk-[A-Za-z0-9_-]{16,}|sk-ant-[A-Za-z0-9_-]{16,}|gh[pousr]_[A-Za-z0-9]{20,}|xox[abp]-[A-Za-z0-9-]{10,})")
+# Known key shapes: OpenAI and Anthropic keys, GitHub tokens (classic and fine-grained), GitLab tokens, Slack
+# tokens, AWS access key ids.
+_SECRET_SHAPES = re.compile(
+    r"\b(sk-[A-Za-z0-9_-]{16,}|sk-ant-[A-Za-z0-9_-]{16,}|gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}"
+    r"|gl(?:pat|dt|rt|ptt|cbt|oas|soat|ft|imt|agent)-[A-Za-z0-9_-]{16,}|xox[abp]-[A-Za-z0-9-]{10,}"
+    r"|(?:AKIA|ASIA)[0-9A-Z]{16})")
+# What a URL may carry besides its address: who and a password (scheme://user[:pass]@host), a token in its query
+# string (?private_token=..., &access_token=...).
+_URL_USERINFO = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://)[^/?#@\s]+@")
+_URL_QUERY_SECRET = re.compile(
+    r"([?&](?:[\w.-]*(?:token|key|secret|password|passwd|auth|signature|sig|credential)[\w.-]*)=)[^&#\s]+", re.I)
 _lock = threading.Lock()
 _seen: dict[Path, set[str]] = {}
 _render = structlog.processors.JSONRenderer(sort_keys=True)
@@ -83,6 +93,8 @@ def redact(text: str) -> str:
     for name, value in secret_values():
         if value in text:
             text = text.replace(value, f"[redacted:{name}]")
+    text = _URL_USERINFO.sub(r"\1[redacted]@", text)
+    text = _URL_QUERY_SECRET.sub(r"\1[redacted]", text)
     return _SECRET_SHAPES.sub("[redacted]", text)
 
 
