@@ -57,17 +57,16 @@ def _read(report: Path | None) -> str | None:
 
 def _node(output: str, report: Path | None) -> tuple[int, int] | None:
     """node's spec reporter closes with "ℹ tests N" and "ℹ suites M"; a test with subtests is a testsuite in
-    the JUnit report, and a describe block is a suite in both: N + M is the testcases and testsuites there."""
+    the JUnit report, and a describe block is a suite in both: N + M is the cases read plus the testsuites."""
     tests = re.findall(r"^ℹ tests (\d+)$", output, re.M)
     suites = re.findall(r"^ℹ suites (\d+)$", output, re.M)
     text = _read(report)
     if not tests or text is None:
         return None
-    seen = len(re.findall(r"<testcase\b", text)) + len(re.findall(r"<testsuite\b", text))
-    return int(tests[-1]) + (int(suites[-1]) if suites else 0), seen
+    return int(tests[-1]) + (int(suites[-1]) if suites else 0), len(re.findall(r"<testsuite\b", text))
 
 
-def _junit(report: Path | None) -> tuple[int, int] | None:
+def _junit(report: Path | None) -> int | None:
     try:
         root = ElementTree.parse(report).getroot() if report is not None else None
     except (OSError, ElementTree.ParseError):
@@ -79,7 +78,7 @@ def _junit(report: Path | None) -> tuple[int, int] | None:
     else:  # the top-level suites' own counts (a nested suite's cases are its parent's too)
         tops = [root] if root.tag == "testsuite" else [s for s in root if s.tag == "testsuite"]
         said = [int(s.get("tests") or 0) for s in tops if (s.get("tests") or "").isdigit()]
-    return (sum(said), len(list(root.iter("testcase")))) if said else None
+    return sum(said) if said else None
 
 
 def _jest(report: Path | None) -> int | None:
@@ -97,14 +96,11 @@ def unparsed(runner: str, output: str, report: Path | None, cases: list[Case] | 
     tested = len([c for c in cases or [] if c.outcome != ERROR])  # a file that did not load is no test result
     if runner == "node":
         pair = _node(output, report)
-        return max(0, pair[0] - pair[1]) if pair else 0
-    if runner == "junit":
-        pair = _junit(report)
-        return max(0, pair[0] - pair[1]) if pair else 0
-    expected = {"pytest": lambda: _pytest(output), "unittest": lambda: _unittest(output),
+        return max(0, pair[0] - pair[1] - parsed) if pair else 0
+    expected = {"junit": lambda: _junit(report), "pytest": lambda: _pytest(output), "unittest": lambda: _unittest(output),
                 "cargo": lambda: _cargo(output), "go": lambda: _go(output),
                 "jest": lambda: _jest(report), "vitest": lambda: _jest(report)}.get(runner, lambda: None)()
     if expected is None:
         return 0
-    seen = parsed if runner in ("unittest", "cargo") else tested
+    seen = parsed if runner in ("unittest", "cargo", "junit") else tested
     return max(0, expected - seen)

@@ -21,6 +21,7 @@ PASSED, FAILED, ERROR, SKIPPED, XFAILED, XPASSED, DESELECTED = (
     "passed", "failed", "error", "skipped", "xfailed", "xpassed", "deselected")
 OUTCOMES = (PASSED, FAILED, ERROR, SKIPPED, XFAILED, XPASSED, DESELECTED)
 RAN = (PASSED, FAILED, XPASSED)
+CRASHED = "crashed"  # (while parsing only: a test the run ended in, reported as failed)
 FAILING = (FAILED, ERROR)
 
 
@@ -150,13 +151,17 @@ def parse_unittest(output: str, cwd: Path) -> list[Case] | None:
             tail = _UT_TAIL.search(line)
             if tail:
                 found[pending], pending = _outcome(tail.group(1)), None
+    if pending is not None and pending not in found:  # the run ended (a crash, os._exit) during this test
+        found[pending] = CRASHED
     cases = []
     for (where, method), outcome in found.items():
         name = where if where.endswith("." + method) else f"{where}.{method}"
         if where.startswith("unittest.loader._FailedTest."):  # a module that failed to import
             name, outcome = where.removeprefix("unittest.loader._FailedTest."), ERROR
         message = details.get(f"{where}|{method}", "")
-        if not message and outcome == FAILED:
+        if outcome == CRASHED:
+            outcome, message = FAILED, "the run ended during this test, with no verdict (a crash?)"
+        elif not message and outcome == FAILED:
             message = "unexpected success: marked expectedFailure, it passed"
         cases.append(Case(name, outcome, guess_file(name, cwd), _cut(message)))
     return cases if cases or re.search(r"^Ran \d+ tests? in ", output, re.M) else None
@@ -208,6 +213,11 @@ def parse_go(output: str) -> list[Case] | None:
 # "test tests::slow ... ignored, slow on CI", "test tests::panics - should panic ... ok"
 _CARGO_LINE = re.compile(r"^test (.+?)(?: - (?:should panic|compile fail|compile))? \.\.\. (ok|FAILED|ignored)"
                          r"(?:, (.*))?$", re.M)
+# "test name ... " with no verdict after it: what the test printed came between (--nocapture; the verdict
+# then stands on a later line of its own), or the binary died during it (cargo's error follows on that line)
+_CARGO_OPEN = re.compile(r"^test (.+?)(?: - (?:should panic|compile fail|compile))? \.\.\. (?!(?:ok|FAILED|ignored)"
+                         r"(?:, .*)?$)")
+_CARGO_DIED = re.compile(r"process didn't exit successfully: .*$", re.M)
 _CARGO_BLOCK = re.compile(r"^---- (.+?) stdout ----\n(.*?)(?=^---- |^failures:$)", re.M | re.S)
 
 
@@ -218,7 +228,23 @@ def parse_cargo(output: str) -> list[Case] | None:
     cases = [Case(name, {"ok": PASSED, "FAILED": FAILED, "ignored": SKIPPED}[verdict], None,
                   _cut(failures.get(name, "") if verdict == "FAILED" else why or ""))
              for name, verdict, why in _CARGO_LINE.findall(output)]
+    lines = output.splitlines()
+    for i, line in enumerate(lines):
+        opened = _CARGO_OPEN.match(line)
+        if opened:
+            cases.append(_cargo_open(opened.group(1), lines[i + 1:], failures))
     return cases if cases or re.search(r"^test result: ", output, re.M) else None
+
+
+def _cargo_open(name: str, after: list[str], failures: dict[str, str]) -> Case:
+    for line in after:
+        if line in ("ok", "FAILED", "ignored"):
+            outcome = {"ok": PASSED, "FAILED": FAILED, "ignored": SKIPPED}[line]
+            return Case(name, outcome, None, _cut(failures.get(name, "")) if outcome == FAILED else "")
+        if line.startswith("test ") or re.match(r"^running \d+ tests?$", line):
+            break
+    died = "\n".join(_CARGO_DIED.findall("\n".join(after[:20])))
+    return Case(name, FAILED, None, _cut(f"the test binary ended during this test, with no verdict\n{died}"))
 
 
 # --- jest, vitest -------------------------------------------------------------------------------------------------
