@@ -8,17 +8,19 @@ from __future__ import annotations
 
 import re
 
+from reposwarm.text import inert
+
 _MARKDOWN = re.compile(r"([\\`*_{}\[\]<>()#+!|~])")
 
 
 def md_escape(text: str) -> str:
-    """Free text shown as itself in Markdown."""
-    return _MARKDOWN.sub(r"\\\1", text)
+    """Free text shown as itself in Markdown, with no escape sequence or control character (reposwarm/text.py)."""
+    return _MARKDOWN.sub(r"\\\1", inert(text))
 
 
 def static_summary(task: str) -> str:
     """The one line the UI shows for a run (its Summary, in the run's page and in a list column)."""
-    return f"reposwarm: {task[:120]}"
+    return f"reposwarm: {inert(task)[:120]}"
 
 
 def static_details(task: str, repo: str, base_sha: str, lanes: list[str], planned: str, model: str) -> str:
@@ -26,9 +28,17 @@ def static_details(task: str, repo: str, base_sha: str, lanes: list[str], planne
             f"**Lanes:** {md_escape(', '.join(lanes))} ({planned})\n\n**Model:** `{model}`")
 
 
-def review_call(run_id: str, checks: str) -> str:
-    """What leads a run's current details while it waits for a person: the state, and both ways to act."""
+def review_call(run_id: str, checks: str, accept: str = "") -> str:
+    """What leads a run's current details while it waits for a person: the state, and both ways to act.
+
+    `accept` is the flag an approval of this round must carry (workflows/review.py approve_hint): "accept_red"
+    for checks that FAILED, "accept_test_changes" for PASSED WITH TEST CHANGES; the hint then says it, on the
+    command line and in the Signal's payload, as the run refuses an approval without it."""
+    flag = f" --{accept.replace('_', '-')}" if accept else ""
+    extra = f', "{accept}": true' if accept else ""
+    why = {"accept_red": " (the checks failed: an approval must say it delivers a red round)",
+           "accept_test_changes": " (tests were changed: an approval must say it accepts them)"}.get(accept, "")
     return (f"**WAITING FOR YOUR REVIEW** ({checks}): read it with `reposwarm review {run_id}`, then approve with "
-            f"`reposwarm approve {run_id}` or reject with `reposwarm reject {run_id} --comment \"...\"`. "
+            f"`reposwarm approve {run_id}{flag}`{why} or reject with `reposwarm reject {run_id} --comment \"...\"`. "
             "In this UI: More Actions → Send a Signal → `review_signal` with input "
-            '`{"approve": true, "reviewer": "you"}` (or `{"approve": false, "comment": "what to change"}`).')
+            f'`{{"approve": true{extra}, "reviewer": "you"}}` (or `{{"approve": false, "comment": "what to change"}}`).')

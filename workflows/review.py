@@ -1,25 +1,38 @@
-"""A round's review package, for SwarmWorkflow (workflow code: decisions only).
+"""A round's review package and the decision on it, for SwarmWorkflow (workflow code: decisions only).
 
 What a person reads before approving: the plan, each lane's account (LaneReview,
 from its LaneResult), conflicts and how they were settled, the checks, warnings.
+What they send back (an Update, or a Signal from the Web UI) is checked here,
+by pure functions of the run's status, so a payload can be refused with its
+reason but never fail a workflow task.
 """
 
 from __future__ import annotations
 
+from datetime import datetime
+
+from pydantic import ValidationError
 from temporalio import workflow
+from temporalio.common import RawValue
 
 with workflow.unsafe.imports_passed_through():
+    from reposwarm.agent.slices import plan_problem
     from reposwarm.branches import lane_branch
     from reposwarm.contracts import (
+        HelperRole,
         LaneResult,
         LaneReview,
+        Phase,
         Plan,
+        ReviewDecision,
         ReviewPackage,
         SwarmRequest,
         SwarmStatus,
         TestReport,
         Usage,
+        Verdict,
     )
+    from reposwarm.text import inert_line
 
 UNSANDBOXED = ("checks ran UNSANDBOXED (REPOSWARM_SANDBOX=off on the worker): code the lanes wrote ran "
                "with the worker's own powers")
@@ -43,3 +56,93 @@ def review_package(req: SwarmRequest, status: SwarmStatus, plan: Plan, base_sha:
                          validations=list(status.validations),
                          usage=sum((r.usage for r in results.values()), Usage()),
                          previous_comments=list(feedback), ui_url=req.ui_url)
+
+
+def decision_of(payload: RawValue) -> ReviewDecision | str:
+    """A Signal's payload as a decision, or why it is none. The Signal takes the raw payload because the SDK
+    drops one that fails to convert without a word; here its reason is kept for `ignored_signals`."""
+    try:
+        return workflow.payload_converter().from_payload(payload.payload, ReviewDecision)
+    except Exception as err:  # anything a sender can put in a payload ends as a reason, never a failed task
+        return f"not a review decision: {_conversion_problem(err)}"
+
+
+def _conversion_problem(err: BaseException) -> str:
+    cause: BaseException | None = err
+    while cause is not None and not isinstance(cause, ValidationError):
+        cause = cause.__cause__ or cause.__context__
+    if not isinstance(cause, ValidationError):
+        return inert_line(str(err))[:200] or type(err).__name__
+    problems = [f"{'.'.join(map(str, e['loc'])) or 'payload'}: {str(e['msg']).removeprefix('Value error, ')}"
+                for e in cause.errors(include_url=False, include_input=False)[:3]]
+    return inert_line("; ".join(problems))[:400]
+
+
+def decision_refusal(status: SwarmStatus, decision: ReviewDecision, roles: dict[str, HelperRole], now: datetime,
+                     taken: bool, strict: bool = True) -> str | None:
+    """Why the run may not take this decision now (None when it may): the Update's validator and the Signal's
+    handler ask the same. `strict` is the patch "review-inputs": a history recorded before it checked lane
+    names only, and replays as it ran."""
+    if status.phase != Phase.review:
+        return f"the run is not waiting for review (phase: {status.phase.value})"
+    if taken:
+        return f"round {status.round} already has a decision"
+    if not decision.approve and not decision.comment.strip():
+        return "a rejection needs a comment: it becomes the next plan's input"
+    review = status.review
+    if decision.approve and review is not None and review.nothing_merged:
+        return ("nothing was merged in this round, so there is nothing to approve; reject with a comment "
+                "to plan again")
+    deadline = decision.deadline
+    if deadline is not None and now > deadline:
+        return (f"this decision expired at {decision.not_after[11:19]} UTC before the run could take it "
+                "(no worker took it in time); send it again")
+    if decision.plan is not None:
+        if decision.approve:
+            return "a plan goes with a rejection: it is the next round's plan"
+        if not strict:
+            unknown = sorted({lp.lane for lp in decision.plan.lanes} - set(roles))
+            return (f"the plan names unknown lane(s) {', '.join(unknown)} (the run's lanes: {', '.join(roles)})"
+                    if unknown else None)
+        if (why := plan_problem(decision.plan, roles)) is not None:
+            return f"the plan is refused: {why}"
+    if strict and decision.approve and review is not None and review.test_report is not None:
+        return red_refusal(review.round, review.test_report, decision)
+    return None
+
+
+def red_refusal(round_no: int, report: TestReport, decision: ReviewDecision) -> str | None:
+    """An approval of a red round (or of one green only with changed tests) must say it means it."""
+    verdict = report.verdict_of
+    if verdict == Verdict.failed and not decision.accept_red:
+        why = first_reason(report)
+        return (f"checks FAILED in round {round_no}{f' ({why})' if why else ''}: approve with --accept-red "
+                '(Signal: "accept_red": true) to deliver it anyway')
+    if verdict == Verdict.passed_with_test_changes and not decision.accept_test_changes:
+        changes = report.test_changes
+        first = changes[0] if changes else None
+        what = (f" ({len(changes)} test change(s), first: {first.kind} {first.test}"
+                f"{' by ' + ', '.join(first.lanes) if first.lanes else ''})" if first else "")
+        return (f"checks PASSED WITH TEST CHANGES in round {round_no}{what}: the tests that judged it were changed; "
+                'read them in the review, then approve with --accept-test-changes (Signal: '
+                '"accept_test_changes": true) to deliver it')
+    return None
+
+
+def first_reason(report: TestReport) -> str:
+    """The first thing that made the checks fail, in a few words."""
+    for command in report.commands:
+        if command.reason:
+            return inert_line(command.reason)[:160]
+    if report.failures:
+        failure = report.failures[0]
+        more = f" and {len(report.failures) - 1} more" if len(report.failures) > 1 else ""
+        return inert_line(f"{failure.name} failed{more}")[:160]
+    return inert_line(report.problems[0])[:160] if report.problems else ""
+
+
+def approve_hint(report: TestReport | None) -> str:
+    """The flag an approval of this round needs ("" for none), as the CLI and the Web UI's hint spell it."""
+    if report is None or report.verdict_of == Verdict.passed:
+        return ""
+    return "accept_red" if report.verdict_of == Verdict.failed else "accept_test_changes"

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
+from temporalio.common import RawValue, SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
 from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
@@ -49,19 +49,15 @@ with workflow.unsafe.imports_passed_through():
     from workflows import options
     from workflows.base import BaseTracker
     from workflows.failures import root_cause
+    from workflows.memo import REVIEW_MEMO, STATUS_MEMO, memo_package, memo_status
     from workflows.merging import MergeQueue
-    from workflows.review import review_package
+    from workflows.review import approve_hint, decision_of, decision_refusal, review_package
     from workflows.scheduler import LaneScheduler, WarmLanes, lane_task
     from workflows.validation import Gate, repair_note
 
 REPO_ATTR = SearchAttributeKey.for_keyword("RepoSwarmRepo")
 STATUS_ATTR = SearchAttributeKey.for_keyword("RepoSwarmStatus")
-# The run's record on the server, as memo fields: its status at every phase change and its latest review
-# package, so a client answers status, review, report and explain with no worker running, and after the run.
-STATUS_MEMO, REVIEW_MEMO = "status", "review"
-# The server refuses a memo over 2 MB in all (and logs a warning over 2 KB): the status is kept under 400 KB and
-# the package under 1.2 MB, trimmed (the full ones: a worker host's files, with --home) when they would not be.
-STATUS_LIMIT, REVIEW_LIMIT = 400_000, 1_200_000
+__all__ = ["REVIEW_MEMO", "STATUS_MEMO", "SwarmWorkflow"]  # the memo's field names, where clients look for them
 
 
 def search_attributes(repo_path: str, phase: str) -> TypedSearchAttributes:
@@ -92,7 +88,8 @@ class SwarmWorkflow:
         self._feedback: list[str] = list(resume.feedback) if resume else []  # the reviewers' comments so far
         self._reviewed_sha: str | None = resume.reviewed_sha if resume else None
         self._review_ref: str | None = resume.review_ref if resume else None
-        self._lane_names = list(req.config.swarm.lanes)  # what a reviewer's plan may name
+        self._roles = dict(req.config.swarm.lanes)  # what a reviewer's plan may name, and the slices it may narrow
+        self._strict_review = False  # patch "review-inputs", read at each review (a validator may not read it)
         self._memo_phase: Phase | None = None
         self._base: BaseTracker | None = None
         self._warm = WarmLanes(run_id=req.run_id, started=set(resume.warm_lanes) if resume else set())
@@ -107,26 +104,8 @@ class SwarmWorkflow:
         return self._status
 
     def _refusal(self, decision: ReviewDecision) -> str | None:
-        if self._status.phase != Phase.review:
-            return f"the run is not waiting for review (phase: {self._status.phase.value})"
-        if self._decision is not None:
-            return f"round {self._status.round} already has a decision"
-        if not decision.approve and not decision.comment.strip():
-            return "a rejection needs a comment: it becomes the next plan's input"
-        if decision.approve and self._status.review is not None and self._status.review.nothing_merged:
-            return ("nothing was merged in this round, so there is nothing to approve; reject with a comment "
-                    "to plan again")
-        if decision.not_after and workflow.now() > datetime.fromisoformat(decision.not_after):
-            return (f"this decision expired at {decision.not_after[11:19]} UTC before the run could take it "
-                    "(no worker took it in time); send it again")
-        if decision.plan is not None:
-            if decision.approve:
-                return "a plan goes with a rejection: it is the next round's plan"
-            unknown = sorted({lp.lane for lp in decision.plan.lanes} - set(self._lane_names))
-            if unknown:
-                return (f"the plan names unknown lane(s) {', '.join(unknown)} (the run's lanes: "
-                        f"{', '.join(self._lane_names)})")
-        return None
+        return decision_refusal(self._status, decision, self._roles, workflow.now(), self._decision is not None,
+                                self._strict_review)
 
     @workflow.update
     async def review(self, decision: ReviewDecision) -> ReviewReceipt:
@@ -166,12 +145,15 @@ class SwarmWorkflow:
         self._warm.done(result)
 
     @workflow.signal
-    def review_signal(self, decision: ReviewDecision) -> None:
-        """The same decision as a Signal, which the Web UI can send; an invalid one is ignored with its reason."""
-        if (why := self._refusal(decision)) is not None:
+    def review_signal(self, payload: RawValue) -> None:
+        """The same decision as a Signal, which the Web UI can send; an invalid one is ignored with its reason.
+        Raw, so that a payload which is not even a decision is recorded too (workflows/review.py decision_of)."""
+        decision = decision_of(payload)
+        why = decision if isinstance(decision, str) else self._refusal(decision)
+        if why is not None:
             self._status.ignored_signals.append(why)
-            return
-        self._decision = decision
+        elif not isinstance(decision, str):
+            self._decision = decision
 
     # --- the run ---
 
@@ -367,12 +349,14 @@ class SwarmWorkflow:
             green = (report is None or report.passed) and not nothing
             why = "nothing merged" if nothing else "validation failed"
             return ReviewDecision(approve=green, reviewer="auto", comment="" if green else why, **stamp)
+        self._strict_review = workflow.patched("review-inputs")
         checks = "no checks configured" if report is None else ("checks passed" if report.passed else "checks FAILED")
         if nothing:
             checks = "NOTHING MERGED: reject with a comment to plan again"
         if self._status.review is not None and self._status.review.planning_error:
             checks += f"; {self._status.review.planning_error}"
-        self._phase(Phase.review, review_call(req.run_id, md_escape(checks)))
+        self._phase(Phase.review, review_call(req.run_id, md_escape(checks),
+                                              approve_hint(report) if self._strict_review else ""))
         timeout = req.config.swarm.review_timeout_s
         try:
             await workflow.wait_condition(lambda: self._decision is not None,
@@ -482,41 +466,18 @@ class SwarmWorkflow:
         waiting = f"**{md_escape(self._status.provider_wait)}**\n\n" if self._status.provider_wait else ""
         workflow.set_current_details(waiting + self._details)
 
-    # --- the run's record on the server (memo), for clients with no worker at hand ---
+    # --- the run's record on the server (memo), for clients with no worker at hand (workflows/memo.py) ---
 
     def _memo_status(self) -> None:
         if not workflow.patched("status-memo"):
             return  # a run started before the record existed
         self._memo_phase = self._status.phase
         self._status.updated_at = workflow.now().isoformat()
-        status = self._status.model_copy(update={"review": None})
-        if len(status.model_dump_json()) > STATUS_LIMIT:
-            status.rounds = [r.model_copy(update={"lanes": [ln.model_copy(update={"edits": []}) for ln in r.lanes]})
-                             for r in status.rounds]
-            status.warnings = [*status.warnings, TRIMMED]
-        if len(status.model_dump_json()) > STATUS_LIMIT:
-            status.rounds, status.overlaps, status.resolutions = status.rounds[-1:], [], []
-            status.validations = status.validations[-20:]
-        workflow.upsert_memo({STATUS_MEMO: status})
+        workflow.upsert_memo({STATUS_MEMO: memo_status(self._status)})
 
     def _memo_review(self, package: ReviewPackage) -> None:
-        if not workflow.patched("status-memo"):
-            return
-        if len(package.model_dump_json()) > REVIEW_LIMIT:
-            package = package.model_copy(update={
-                "lanes": [ln.model_copy(update={"edits": [], "failed_calls": ln.failed_calls[:5]})
-                          for ln in package.lanes],
-                "warnings": [*package.warnings, TRIMMED]})
-        if len(package.model_dump_json()) > REVIEW_LIMIT and package.test_report is not None:
-            report = package.test_report
-            package.test_report = report.model_copy(update={
-                "failures": report.failures[:50], "pre_existing": report.pre_existing[:50],
-                "fixed": report.fixed[:50], "flaky": report.flaky[:50], "commands": []})
-        workflow.upsert_memo({REVIEW_MEMO: package})
-
-
-TRIMMED = ("trimmed on the Temporal server (too large for a memo): `reposwarm review|explain RUN --home DIR` on a "
-           "worker host, or the review ref in the repository, has all of it")
+        if workflow.patched("status-memo"):
+            workflow.upsert_memo({REVIEW_MEMO: memo_package(package)})
 
 
 def _swarm_branch(req: SwarmRequest) -> str:

@@ -15,6 +15,7 @@ can call it: a review decision carrying a plan is checked here inside the run.
 from __future__ import annotations
 
 import bisect
+import importlib
 import re
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -24,12 +25,10 @@ from reposwarm.agent.paths import _spec
 from reposwarm.contracts.config import HelperRole
 from reposwarm.contracts.plan import LanePlan, Plan
 
-try:  # the parser `re` itself uses, so a character class means exactly what it means to `re`
-    from re import _constants as sre_c  # type: ignore[attr-defined]
-    from re import _parser as sre_p  # type: ignore[attr-defined]
-except ImportError:  # pragma: no cover - Python before 3.11
-    import sre_constants as sre_c  # type: ignore[no-redef]
-    import sre_parse as sre_p  # type: ignore[no-redef]
+# The parser `re` itself uses, so a character class means exactly what it means to `re` (private modules, read
+# through Any: their names are re's own and stable since Python 3.11).
+sre_c: Any = importlib.import_module("re._constants")
+sre_p: Any = importlib.import_module("re._parser")
 
 MAX_PATTERNS = 64  # per list: more is not a slice anyone writes, and bounds the search
 MAX_PATTERN_CHARS = 256
@@ -244,7 +243,7 @@ class _List:
 
     def matched(self, sets: Sequence[frozenset[int]]) -> bool:
         result = False
-        for (include, nfa, _), states in zip(self.parts, sets):
+        for (include, nfa, _), states in zip(self.parts, sets, strict=True):
             if states & nfa.accepting:
                 result = include
         return result
@@ -294,7 +293,7 @@ def _counterexample(lists: list[list[str]], bad: Callable[[list[bool]], bool]) -
             nxt_path = _path_step(path_state, ch)
             if nxt_path < 0:
                 continue
-            nxt = (nxt_path, tuple(nfa.step(states, symbol) for (nfa, _), states in zip(nfas, sets)))
+            nxt = (nxt_path, tuple(nfa.step(states, symbol) for (nfa, _), states in zip(nfas, sets, strict=True)))
             if nxt not in parent:
                 if len(parent) >= MAX_STATES:
                     raise Undecided("the patterns are too intricate to check")

@@ -20,6 +20,7 @@ from temporalio.common import WorkflowIDConflictPolicy
 
 from reposwarm import gitcmd
 from reposwarm.agent.paths import PathPolicy
+from reposwarm.agent.slices import pattern_problem
 from reposwarm.branches import delivered_branch, integration_branch
 from reposwarm.cli import answers
 from reposwarm.cli.common import (
@@ -32,7 +33,6 @@ from reposwarm.cli.common import (
     run_model,
     ui_url,
 )
-from reposwarm.agent.slices import pattern_problem
 from reposwarm.client import connect, task_queue
 from reposwarm.contracts import LanesFile, TrialBatchRequest, TrialBatchResult, TrialOutcome, TrialSpec
 from reposwarm.runs import gc, ledger, metrics, objects, recording

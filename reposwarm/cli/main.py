@@ -80,6 +80,10 @@ def parser() -> argparse.ArgumentParser:
     approve.add_argument("--comment")
     approve.add_argument("--no-wait", action="store_true", help="return once the approval is taken")
     approve.add_argument("--queue", action="store_true", help=queue_help)
+    approve.add_argument("--accept-red", action="store_true",
+                         help="deliver a round whose checks FAILED (refused without it, saying why they failed)")
+    approve.add_argument("--accept-test-changes", action="store_true",
+                         help="deliver a round that PASSED WITH TEST CHANGES (tests lost, rewritten or reconfigured)")
     approve.set_defaults(handler=runs.cmd_decide)
     reject = sub.add_parser("reject", help="reject a run; the comment becomes the next plan's input")
     reject.add_argument("run")

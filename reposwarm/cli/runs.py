@@ -20,6 +20,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from pydantic import ValidationError
 from temporalio.client import (
     Client,
     WorkflowExecutionStatus,
@@ -67,6 +68,7 @@ from reposwarm.remote import is_url
 from reposwarm.runs import objects
 from reposwarm.runs.review_package import render_review, render_status
 from workflows.failures import root_cause
+from workflows.review import red_refusal
 from workflows.swarm import REPO_ATTR, STATUS_ATTR, SwarmWorkflow, search_attributes
 
 HERE = Path(__file__).resolve().parents[2]  # the checkout: examples/ lives beside reposwarm/
@@ -175,9 +177,14 @@ async def decide(client: Client, run_id: str, decision: ReviewDecision, *, queue
     if v.status.phase != Phase.review:
         raise UserError(f"run {run_id} is not waiting for review (phase: {v.status.phase.value}); "
                         f"{prog()} watch {run_id} follows it")
+    review = v.status.review  # said here at once, before a queued Signal would be ignored by the run for it
+    if decision.approve and review is not None and review.test_report is not None and (
+            why := red_refusal(review.round, review.test_report, decision)) is not None:
+        raise UserError(f"review refused: {why}")
     handle = client.get_workflow_handle_for(SwarmWorkflow.run, run_id)
     if queue_it:
-        await handle.signal(SwarmWorkflow.review_signal, decision)
+        # by name: the run's handler takes the raw payload (so it can record one that is no decision)
+        await handle.signal("review_signal", decision)
         return (f"queued: the {word} of round {v.status.round} of {run_id} is held by Temporal, not yet taken; it "
                 f"applies when a worker on task queue {v.queue!r} takes it (start one: {worker_hint()}); "
                 f"{prog()} status {run_id} shows when it is taken")
@@ -389,7 +396,13 @@ async def cmd_decide(args: argparse.Namespace) -> int:
     plan = None
     if not approve and args.plan:
         plan = load_plan_file(args.plan, None)
-    decision = ReviewDecision(approve=approve, comment=args.comment or "", reviewer=reviewer_name(), plan=plan)
+    try:
+        decision = ReviewDecision(approve=approve, comment=args.comment or "", reviewer=reviewer_name(), plan=plan,
+                                  accept_red=bool(getattr(args, "accept_red", False)),
+                                  accept_test_changes=bool(getattr(args, "accept_test_changes", False)))
+    except ValidationError as err:  # a comment over the limit, say: one line naming the field
+        problem = err.errors(include_url=False)[0]
+        raise UserError(f"{'.'.join(map(str, problem['loc']))}: {problem['msg']}") from None
     print(await decide(await client_or_die(), args.run, decision, queue_it=args.queue,
                        wait=not getattr(args, "no_wait", False)))
     return 0

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from reposwarm.contracts.base import Contract, Usage
 from reposwarm.contracts.config import CheckProfile, HelperRole, ModelPrice
 from reposwarm.contracts.states import LanePhase, LaneStatus
 from reposwarm.contracts.validation import TestReport
+from reposwarm.text import inert, inert_text
 
 
 class FileEdit(Contract):
@@ -18,6 +19,9 @@ class FileEdit(Contract):
     reason: str = Field(min_length=12)
     content_ref: str | None = None
     turns: list[int] = []  # the lane's turns that changed the file (for `explain`)
+
+    # Model-written: made inert here, so no terminal, page or commit message shows its escapes (never raises).
+    _inert = field_validator("reason")(lambda cls, v: inert(v))
 
 
 class LaneResume(Contract):
@@ -108,6 +112,8 @@ class ChangeSet(Contract):
     diff_stat: str = ""
     head_sha: str = ""
 
+    _inert = field_validator("summary", "assumptions")(lambda cls, v: inert_text(v))
+
 
 class LaneResult(Contract):
     lane: str
@@ -122,6 +128,8 @@ class LaneResult(Contract):
     failed_calls: list[str] = []  # one line per failed or refused call: "turn 3 edit_file calc/x.py: ..."
     flags: list[str] = []  # what a reviewer should doubt (a summary claiming checks pass that failed)
     elapsed_s: float = 0.0
+
+    _inert = field_validator("reason", "failed_calls")(lambda cls, v: inert_text(v))
 
 
 class LaneState(Contract):

@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
+from pydantic import Field, StrictBool, field_validator
+
 from reposwarm.contracts.base import Contract, Usage
 from reposwarm.contracts.lane import FileEdit, LaneResult
 from reposwarm.contracts.merge import Overlap
 from reposwarm.contracts.plan import Plan
 from reposwarm.contracts.states import LaneStatus, Phase
 from reposwarm.contracts.validation import TestReport
+from reposwarm.text import inert, inert_line, inert_text
+
+# A decision is a payload anyone able to signal the run can send: every field is bounded well below Temporal's
+# 2 MB payload limit, so no decision can make a workflow task fail (issue 30.6).
+MAX_COMMENT = 20_000
+MAX_REVIEWER = 200
+MAX_STAMP = 64
 
 
 class LaneReview(Contract):
@@ -27,6 +38,8 @@ class LaneReview(Contract):
     failed_calls: list[str] = []
     flags: list[str] = []  # what a reviewer should doubt: a summary claiming green checks that failed
     elapsed_s: float = 0.0
+
+    _inert = field_validator("summary", "assumptions", "reason", "failed_calls")(lambda cls, v: inert_text(v))
 
     @classmethod
     def of(cls, result: LaneResult, goal: str) -> LaneReview:
@@ -63,18 +76,56 @@ class ReviewPackage(Contract):
 
 
 class ReviewDecision(Contract):
-    approve: bool
-    comment: str = ""
-    reviewer: str = ""
-    decided_at: str = ""  # set by the run when it takes the decision (ISO 8601, UTC)
-    round: int = 0  # set by the run
+    approve: StrictBool  # true or false, never "yes" or 1: a decision is read as sent
+    comment: str = Field("", max_length=MAX_COMMENT)
+    reviewer: str = Field("", max_length=MAX_REVIEWER)
+    decided_at: str = Field("", max_length=MAX_STAMP)  # set by the run when it takes the decision (ISO 8601, UTC)
+    round: int = Field(0, ge=0)  # set by the run
     plan: Plan | None = None  # a rejection's next plan, handed in by the reviewer (the planning model is skipped)
     # A decision sent by `reposwarm approve|reject` is refused once this time (ISO 8601, UTC) has passed, so one
     # the command gave up on (no worker took it) can never apply itself later. Empty: no deadline (the Signal).
-    not_after: str = ""
+    # Kept as text (recorded histories hold text), but only a date and time with its zone is accepted.
+    not_after: str = Field("", max_length=MAX_STAMP)
     # An approval of a round whose checks FAILED, or PASSED WITH TEST CHANGES, is refused unless it says so.
-    accept_red: bool = False
-    accept_test_changes: bool = False
+    accept_red: StrictBool = False
+    accept_test_changes: StrictBool = False
+
+    @field_validator("comment")
+    @classmethod
+    def _comment(cls, value: str) -> str:
+        return inert(value)  # newlines and tabs stay: a comment is prose
+
+    @field_validator("reviewer")
+    @classmethod
+    def _reviewer(cls, value: str) -> str:
+        return inert_line(value)
+
+    @field_validator("decided_at", "not_after")
+    @classmethod
+    def _stamp(cls, value: str) -> str:
+        if value and stamp_problem(value) is not None:
+            raise ValueError(stamp_problem(value))
+        return value
+
+    @property
+    def deadline(self) -> datetime | None:
+        """not_after as a time (validated above, so it parses), or None."""
+        return datetime.fromisoformat(self.not_after) if self.not_after else None
+
+
+def stamp_problem(value: str) -> str | None:
+    """Why a time stamp is not an ISO 8601 date and time with its zone (None when it is)."""
+    try:
+        when = datetime.fromisoformat(value)
+    except (TypeError, ValueError):
+        return f"{value[:40]!r} is not an ISO 8601 date and time"
+    if when.tzinfo is None or when.utcoffset() is None:
+        return f"{value[:40]!r} has no time zone (add +00:00 or Z)"
+    try:
+        when.astimezone(UTC)  # a time whose UTC falls outside years 1-9999 is no deadline either
+    except (OverflowError, ValueError):
+        return f"{value[:40]!r} is out of range"
+    return None
 
 
 class ReviewReceipt(Contract):

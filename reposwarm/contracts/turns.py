@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import field_validator
+
 from reposwarm.contracts.base import Contract, Usage
 from reposwarm.contracts.config import CheckProfile, ModelPrice
 from reposwarm.contracts.lane import FileEdit
+from reposwarm.text import inert_text
 
 
 class ToolCall(Contract):
@@ -21,6 +24,9 @@ class ToolCall(Contract):
 class Finish(Contract):
     summary: str
     assumptions: list[str] = []
+
+    # Model-written: made inert at once (reposwarm/text.py), so it reaches no terminal or commit with escapes.
+    _inert = field_validator("summary", "assumptions")(lambda cls, v: inert_text(v))
 
 
 class ModelTurnInput(Contract):

@@ -1,0 +1,47 @@
+"""The run's record on the Temporal server, as memo fields, for clients with no worker at hand (workflow code).
+
+Its status at every phase change and its latest review package, so a client answers status, review, report and
+explain with no worker running, and after the run. The server refuses a memo over 2 MB in all (and logs a
+warning over 2 KB): the status is kept under 400 KB and the package under 1.2 MB, trimmed (the full ones: a
+worker host's files, with --home) when they would not be.
+"""
+
+from __future__ import annotations
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from reposwarm.contracts import ReviewPackage, SwarmStatus
+
+STATUS_MEMO, REVIEW_MEMO = "status", "review"
+STATUS_LIMIT, REVIEW_LIMIT = 400_000, 1_200_000
+TRIMMED = ("trimmed on the Temporal server (too large for a memo): `reposwarm review|explain RUN --home DIR` on a "
+           "worker host, or the review ref in the repository, has all of it")
+
+
+def memo_status(status: SwarmStatus) -> SwarmStatus:
+    """The status as the memo holds it: without the package (a memo of its own), trimmed to its limit."""
+    status = status.model_copy(update={"review": None})
+    if len(status.model_dump_json()) > STATUS_LIMIT:
+        status.rounds = [r.model_copy(update={"lanes": [ln.model_copy(update={"edits": []}) for ln in r.lanes]})
+                         for r in status.rounds]
+        status.warnings = [*status.warnings, TRIMMED]
+    if len(status.model_dump_json()) > STATUS_LIMIT:
+        status.rounds, status.overlaps, status.resolutions = status.rounds[-1:], [], []
+        status.validations = status.validations[-20:]
+    return status
+
+
+def memo_package(package: ReviewPackage) -> ReviewPackage:
+    """The review package as the memo holds it, trimmed to its limit."""
+    if len(package.model_dump_json()) > REVIEW_LIMIT:
+        package = package.model_copy(update={
+            "lanes": [ln.model_copy(update={"edits": [], "failed_calls": ln.failed_calls[:5]})
+                      for ln in package.lanes],
+            "warnings": [*package.warnings, TRIMMED]})
+    if len(package.model_dump_json()) > REVIEW_LIMIT and package.test_report is not None:
+        report = package.test_report
+        package.test_report = report.model_copy(update={
+            "failures": report.failures[:50], "pre_existing": report.pre_existing[:50],
+            "fixed": report.fixed[:50], "flaky": report.flaky[:50], "commands": []})
+    return package
