@@ -39,7 +39,7 @@ from activities.repo import (
     prepare_run,
 )
 from activities.tool_call import run_tool
-from activities.trials import prepare_trial_clone, score_trial
+from activities.trials import prepare_trial_clone, score_trial, vet_trial
 from activities.validate import attribute_failures, rollback_integration, validate
 from reposwarm.checks import sandbox
 from reposwarm.client import affinity, connect, host_queue, serve_lanes, task_queue
@@ -53,7 +53,7 @@ WORKFLOWS = [SwarmWorkflow, LaneWorkflow, TrialWorkflow]
 HEARTBEAT_THROTTLE = timedelta(seconds=1)
 ACTIVITIES: list[Callable[..., Any]] = [prepare_run, look_at_base, create_lane_worktree, checkpoint_lane, describe_lane, merge_lane, deliver,
               model_turn, plan_round, run_tool, validate, resolve_conflict, attribute_failures,
-              rollback_integration, publish_review, prepare_trial_clone, score_trial, start_lanes, ended_lanes]
+              rollback_integration, publish_review, prepare_trial_clone, score_trial, vet_trial, start_lanes, ended_lanes]
 
 
 class Workers:

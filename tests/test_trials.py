@@ -5,14 +5,28 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import uuid
 from pathlib import Path
 
 import pytest
+from temporalio.client import WorkflowHistory
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Replayer
 
+from activities.trials import BASE_REF, prepare_trial_clone, vet_trial
+from reposwarm.agent.paths import PathPolicy, ToolRefused
+from reposwarm.agent.tools import Toolbox
+from reposwarm.contracts import CheckProfile, TrialCloneInput, TrialSpec, TrialVetInput
 from tests.helpers import ROOT, WorkerProcess, git, make_repo, write_yaml
+from workflows.trial import TrialWorkflow
+
+# A batch recorded before patch "trial-clone-per-base" (one shared clone for the batch, no vetting): batches
+# still open when a worker upgrades must go on the way they started.
+RECORDED = sorted((Path(__file__).parent / "trial_histories").glob("*.json"))
 
 API = "def total(xs):\n    return sum(xs)\n"
 API_TEST = ("import unittest\n\nfrom api.app import total\n\n\nclass T(unittest.TestCase):\n"
@@ -126,3 +140,133 @@ async def test_a_killed_batch_resumes_without_rerunning_finished_trials(client, 
     for sha in (first, second):
         runs = [w async for w in client.list_workflows(f"WorkflowId = '{batch}-{sha[:10]}'")]
         assert len(runs) == 1  # no finished trial ran again
+
+
+def _commits(repo: Path, *shas: str) -> list[TrialSpec]:
+    return [TrialSpec(sha=sha, parent=git(repo, "rev-parse", f"{sha}^"), message=git(repo, "log", "-1", "--format=%B",
+                                                                                     sha)) for sha in shas]
+
+
+@pytest.fixture
+def visible_dir():
+    """A folder outside /tmp and HOME, which the sandbox leaves readable (it hides only those and the worker's
+    home): where a user's repository may well be, and where a check could read it if it knew the path."""
+    folder = Path(tempfile.mkdtemp(prefix="reposwarm-trial-test-", dir="/var/tmp"))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_a_trial_clone_holds_nothing_after_its_base(visible_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("REPOSWARM_HOME", str(tmp_path / "home"))
+    repo, _, (first, _) = history(visible_dir)
+    base = git(repo, "rev-parse", f"{first}^")
+    secret = commit(repo, "Later work", {"api/answer.py": "ANSWER = 'GOLD_ANSWER_42'\n"})
+    git(repo, "tag", "-a", "-m", "release", "v1", first)
+    git(repo, "tag", "later", secret)
+    git(repo, "branch", "feature", first)
+    git(repo, "notes", "add", "-m", "the answer is in " + first, first)
+    git(repo, "update-ref", "refs/pull/1/head", secret)
+    git(repo, "pack-refs", "--all")
+    git(repo, "gc", "-q")  # one pack holding every commit: a clone copying or sharing it would hold the answer
+
+    clone = Path(prepare_trial_clone(TrialCloneInput(batch_id="b1", repo_path=str(repo), sha=first,
+                                                     base=base)).path)
+    assert prepare_trial_clone(TrialCloneInput(batch_id="b1", repo_path=str(repo), sha=first,
+                                               base=base)).path == str(clone)  # a retry reuses it
+    for gold in (first, secret):
+        assert subprocess.run(["git", "-C", str(clone), "cat-file", "-e", gold], capture_output=True).returncode != 0
+    assert git(clone, "log", "--all", "--format=%H").split() == git(repo, "rev-list", base).split()
+    assert git(clone, "for-each-ref", "--format=%(refname) %(objectname)") == f"{BASE_REF} {base}"
+    assert git(clone, "tag") == "" and git(clone, "reflog", "--all") == ""
+    assert subprocess.run(["git", "-C", str(clone), "notes", "list"], capture_output=True, text=True).stdout == ""
+    assert git(clone, "config", "--list", "--local").find(str(repo)) == -1  # no remote, no url
+    # every object it holds is reachable from the base: no pack of the user's came along, and none is shared
+    held = set(git(clone, "cat-file", "--batch-all-objects", "--batch-check=%(objectname)").split())
+    assert held == {line.split()[0] for line in git(clone, "rev-list", "--objects", "--all").splitlines()}
+    assert not (clone / "objects" / "info" / "alternates").exists()
+    leaked = [p for p in clone.rglob("*") if p.is_file() and (first.encode() in p.read_bytes()
+                                                                or str(repo).encode() in p.read_bytes())]
+    assert leaked == []  # (no FETCH_HEAD, packed-refs or log naming the answer or where it is)
+
+    # A lane's worktree of the clone, as the swarm makes it: its checks and read tools find no trace of the gold.
+    lane = tmp_path / "lane"
+    git(clone, "worktree", "add", "-q", "--detach", str(lane), BASE_REF)
+    tools = Toolbox(PathPolicy(lane, ["**"]), check_profiles={"default": CheckProfile(commands=[
+        ["git", "show", "--stat", first], ["git", "cat-file", "-e", secret], ["git", "log", "--all", "--oneline"],
+        ["git", "grep", "-c", "GOLD_ANSWER", secret]])})
+    out = tools.call("run_checks", {})
+    assert out.count("(exit 0;") == 1 and "$ git log --all --oneline  (exit 0;" in out, out
+    logged = out.split("$ git log --all --oneline", 1)[1].split("\n$ ", 1)[0]
+    assert base[:7] in logged and first[:7] not in logged and secret[:7] not in logged  # the base's history alone
+    assert tools.call("search", {"pattern": "GOLD_ANSWER|show_mean"}) == "no matches"
+    with pytest.raises(ToolRefused):
+        tools.call("read_file", {"path": ".git"})
+
+
+async def test_a_task_is_vetted_once_per_commit(tmp_path, monkeypatch):
+    monkeypatch.setenv("REPOSWARM_HOME", str(tmp_path / "home"))
+    repo, _, (first, _) = history(tmp_path)
+    profile = CheckProfile(commands=[[sys.executable, "-m", "unittest", "discover", "-s", "api/tests", "-t", "."]],
+                           timeout_s=120)
+    (spec,) = _commits(repo, first)
+    vetted = await vet_trial(TrialVetInput(repo_path=str(repo), spec=spec, profile=profile))
+    assert (vetted.ok, vetted.cached) == (True, False), vetted
+    again = await vet_trial(TrialVetInput(repo_path=str(repo), spec=spec, profile=profile))
+    assert (again.ok, again.cached) == (True, True)  # a re-run trial runs no check again
+    (no_tests,) = _commits(repo, git(repo, "rev-parse", "HEAD~1"))  # "Docs only": no test tells it apart
+    bad = await vet_trial(TrialVetInput(repo_path=str(repo), spec=no_tests, profile=profile))
+    assert not bad.ok and "no test" in bad.reason
+    assert git(repo, "worktree", "list").count("\n") == 0  # vetting left nothing in the user's repository
+
+
+def bad_history(tmp_path: Path) -> tuple[Path, Path, dict[str, str]]:
+    """Beside a good commit, one whose own tests fail on it and one whose tests pass on its base already."""
+    repo, lanes, (first, _) = history(tmp_path)
+    idle = commit(repo, "Test what already works, and reword a label", {
+        "api/tests/test_empty.py": "import unittest\n\nfrom api.app import total\n\n\nclass T(unittest.TestCase):\n"
+                                   "    def test_empty(self):\n        self.assertEqual(total([]), 0)\n",
+        "web/README.md": "web, with means, totals and medians\n"})
+    broken = commit(repo, "Add a median that its test proves wrong", {
+        "api/app.py": git(repo, "show", "HEAD:api/app.py") + "\n\ndef median(xs):\n    return xs[0]\n",
+        "api/tests/test_median.py": "import unittest\n\nfrom api.app import median\n\n\nclass T(unittest.TestCase):\n"
+                                    "    def test_median(self):\n        self.assertEqual(median([1, 2, 3]), 2)\n",
+        "web/client.py": git(repo, "show", "HEAD:web/client.py") + "\n\nMEDIAN = 'median'\n"})
+    return repo, lanes, {"good": first, "broken": broken, "idle": idle}
+
+
+async def test_a_bad_task_is_reported_as_such_and_left_out_of_the_score(client, temporal_address, worker, tmp_path):
+    repo, lanes, shas = bad_history(tmp_path)
+    batch = f"trial-bad-{uuid.uuid4().hex[:6]}"
+    env = {**os.environ, "TEMPORAL_ADDRESS": temporal_address}
+    done = await asyncio.to_thread(trial, "--repo", str(repo), "--commits", shas["broken"], shas["idle"],
+                                   shas["good"], "--lanes", str(lanes), "--oracle", "--json", "--batch", batch, env=env)
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    by = {t["sha"]: t for t in out["trials"]}
+    broken, idle, good = by[shas["broken"]], by[shas["idle"]], by[shas["good"]]
+    assert broken["status"] == "bad_task" and "fails its own tests" in broken["bad_reason"], broken
+    assert "test_median" in broken["bad_reason"]
+    assert idle["status"] == "bad_task" and "already passes" in idle["bad_reason"], idle
+    for bad in (broken, idle):  # not a swarm failure: no swarm ran, and nothing of one is counted
+        assert (bad["failure"], bad["tests_passed"], bad["missed"], bad["lines_swarm"]) == ("", None, [], 0)
+        assert [w async for w in client.list_workflows(f"WorkflowId = '{bad['run_id']}'")] == []
+    assert (good["status"], good["tests_passed"], good["stray"], good["missed"]) == ("scored", True, [], [])
+    assert out["summary"]["trials"] == 1 and out["summary"]["bad_tasks"] == 2
+    assert out["summary"]["pass_rate"] == 1.0  # the good task alone: the bad ones neither pass nor fail it
+
+    # today's batch (vetted, a clone per trial) replays on today's code
+    await Replayer(workflows=[TrialWorkflow], data_converter=pydantic_data_converter).replay_workflow(
+        await client.get_workflow_handle(batch).fetch_history())
+
+    shown = await asyncio.to_thread(trial, "--repo", str(repo), "--commits", shas["broken"], "--lanes", str(lanes),
+                                    "--oracle", env=env)
+    assert "bad_task: the commit fails its own tests" in shown.stdout, shown.stdout
+    assert "0 trials (1 bad tasks left out): pass rate None" in shown.stdout
+
+
+@pytest.mark.parametrize("path", RECORDED, ids=[p.stem for p in RECORDED])
+async def test_a_batch_recorded_before_replays(path):
+    recorded = WorkflowHistory.from_json(path.stem, path.read_text())
+    assert sum(e.activity_task_scheduled_event_attributes.activity_type.name == "prepare_trial_clone"
+               for e in recorded.events if e.HasField("activity_task_scheduled_event_attributes")) == 1
+    await Replayer(workflows=[TrialWorkflow], data_converter=pydantic_data_converter).replay_workflow(recorded)

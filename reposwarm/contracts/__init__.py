@@ -95,6 +95,8 @@ from reposwarm.contracts.trial import (
     TrialCloneInput,
     TrialScore,
     TrialSpec,
+    TrialVetInput,
+    TrialVetting,
 )
 from reposwarm.contracts.turns import (
     Finish,
@@ -129,6 +131,6 @@ __all__ = [
     "ReviewReceipt", "RollbackInput", "RollbackResult", "ScoreInput", "SwarmConfig", "SwarmRequest", "SwarmResult",
     "SwarmResume", "SwarmStatus", "TestChange", "TestChangeKind", "TestFailure", "TestReport", "ToolCall", "ToolInput", "ToolOutcome",
     "TrialBatchRequest", "TrialBatchResult", "TrialClone", "TrialCloneInput", "TrialOutcome", "TrialScore",
-    "TrialSpec", "Usage", "Verdict",
+    "TrialSpec", "TrialVetInput", "TrialVetting", "Usage", "Verdict",
     "ValidateInput", "ValidationConfig",
 ]

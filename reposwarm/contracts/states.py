@@ -91,3 +91,4 @@ class TestChangeKind(StrEnum):
 class TrialOutcome(StrEnum):
     scored = "scored"
     failed = "failed"  # the swarm run itself failed: TrialScore.failure says why
+    bad_task = "bad_task"  # the commit failed its own check (TrialScore.bad_reason): no swarm ran, nothing scored

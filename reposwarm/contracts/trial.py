@@ -29,7 +29,25 @@ class TrialBatchRequest(Contract):
 
 class TrialCloneInput(Contract):
     batch_id: str
-    repo_path: str  # the user's repository, cloned bare with its objects shared
+    repo_path: str  # the user's repository
+    # The trial's commit and its base: the clone holds the base's history alone. Both None in batches scheduled
+    # before (one bare clone for the batch, sharing the repository's objects, the gold commit among them).
+    sha: str | None = None
+    base: str | None = None
+
+
+class TrialVetInput(Contract):
+    repo_path: str  # the user's repository, where the gold commit is
+    spec: TrialSpec
+    profile: CheckProfile | None = None
+
+
+class TrialVetting(Contract):
+    """Whether a commit can judge a swarm: its tests pass on it and fail on its base (their versions from it)."""
+
+    ok: bool
+    reason: str = ""  # why not, in words
+    cached: bool = False  # answered from an earlier vetting of the same commit and profile
 
 
 class TrialClone(Contract):
@@ -49,6 +67,7 @@ class TrialScore(Contract):
     message: str
     status: TrialOutcome
     failure: str = ""  # why the swarm run itself failed
+    bad_reason: str = ""  # why the task failed its own check (status bad_task): the swarm is not scored on it
     tests: list[str] = []  # the commit's own test files
     tests_passed: bool | None = None  # run against the swarm's result; None when the commit has no tests
     stray: list[str] = []  # files the swarm changed that the commit did not
@@ -74,15 +93,18 @@ class TrialScore(Contract):
         return data
 
 
-
 class ScoreInput(Contract):
     batch_id: str
-    clone_path: str
+    clone_path: str  # where the swarm ran ("" for a bad task, which ran none)
     spec: TrialSpec
     run_id: str
     result_sha: str | None  # the swarm's delivered commit; None when the run failed
     failure: str = ""
     profile: CheckProfile | None = None
+    # The user's repository, for the gold commit, which the trial's clone does not hold (None: scheduled before,
+    # when the clone shared every object of the repository).
+    repo_path: str | None = None
+    bad_reason: str = ""  # the task failed its check: scored as a bad task, with no swarm run
 
 
 class TrialBatchResult(Contract):
