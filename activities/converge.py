@@ -26,6 +26,7 @@ from reposwarm.gitcmd import IDENTITY, rev, show, try_git
 from reposwarm.intel.syntax import has_conflict_markers, parses
 from reposwarm.models.calls import complete
 from reposwarm.runs import ledger
+from reposwarm.text import inert
 
 CONVERGER_SYSTEM = """You resolve merge conflicts between lanes of a coding-agent swarm.
 For each conflicted file you get the common base, the integration side (lanes already merged) and the
@@ -136,12 +137,12 @@ async def resolve_conflict(req: ConflictInput) -> Resolution:
                              req.lane_sha)
     merged_tree = _tree_with(g, out.splitlines()[0].strip(), {p: sides[p]["integration"] for p in req.files})
     merge = g.execute(["git", *IDENTITY, "commit-tree", merged_tree, "-p", req.integration_sha, "-p", req.lane_sha,
-                       "-m", req.merge_message])
+                       "-m", inert(req.merge_message)])
     # ...then the resolution, as a commit of its own.
     resolved_tree = _tree_with(g, merged_tree, files)
     message = "\n".join([f"reposwarm converger: resolve {req.lane}'s conflict in {', '.join(req.files)}", "",
                          answer.explanation, "", json.dumps({"lane": req.lane, "files": req.files})])
-    resolution = g.execute(["git", *IDENTITY, "commit-tree", resolved_tree, "-p", merge, "-m", message])
+    resolution = g.execute(["git", *IDENTITY, "commit-tree", resolved_tree, "-p", merge, "-m", inert(message)])
     g.update_ref(integ_ref, resolution, req.integration_sha)
     repo.push(integ_ref)
     ledger.record_activity(req.run_id, "resolution", lane=req.lane, files=req.files, resolved=True,

@@ -41,6 +41,7 @@ from reposwarm.gitcmd import IDENTITY, healthy_worktree, is_ancestor, rev, try_g
 from reposwarm.remote import Repository, is_url, open_repository, repo_lock
 from reposwarm.runs import ledger
 from reposwarm.runs.store import run_dir
+from reposwarm.text import inert
 
 
 def _git(cwd: str | Path) -> git.Git:
@@ -233,7 +234,7 @@ def checkpoint_lane(req: CheckpointInput) -> CheckpointResult:
     refused = stage_slice(PathPolicy(path, req.allowed_paths or ["**"], req.read_only_paths))
     status, _, _ = try_git(wt, "diff", "--cached", "--quiet")
     if status == 1:
-        wt.execute(["git", *IDENTITY, "commit", "-q", "--no-verify", "-m", req.message])
+        wt.execute(["git", *IDENTITY, "commit", "-q", "--no-verify", "-m", inert(req.message)])  # `git log` shows it
     head = wt.rev_parse("HEAD")
     if is_url(req.repo_path):  # on a remote, the checkpoint is where another host can take the lane up from
         open_repository(req.repo_path).push(f"refs/heads/{wt.rev_parse('--abbrev-ref', 'HEAD')}")
@@ -338,7 +339,7 @@ def merge_lane(req: MergeInput) -> MergeResult:
     if status != 0:
         raise ApplicationError(f"git merge-tree failed for lane {req.lane}: {out.strip()[:500]}")
     commit = g.execute(["git", *IDENTITY, "commit-tree", lines[0].strip(), "-p", integ, "-p", lane_head,
-                        "-m", req.message])
+                        "-m", inert(req.message)])  # a lane's summary and reasons: inert in `git log`
     g.update_ref(integ_ref, commit, integ)
     repo.push(integ_ref)
     ledger.record_activity(req.run_id, "merge", lane=req.lane, merged=True, sha=commit, files=files,

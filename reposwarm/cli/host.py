@@ -37,6 +37,7 @@ from reposwarm.client import connect, task_queue
 from reposwarm.contracts import LanesFile, TrialBatchRequest, TrialBatchResult, TrialOutcome, TrialSpec
 from reposwarm.runs import gc, ledger, metrics, objects, recording
 from reposwarm.runs.store import home
+from reposwarm.text import inert
 from workflows.trial import TrialWorkflow
 
 
@@ -83,7 +84,7 @@ async def cmd_report(args: argparse.Namespace) -> int:
         figures = metrics.from_status(v.status, elapsed)
         if v.ending and not args.json:
             print(f"ended: {v.ending}")
-    print(figures.model_dump_json(indent=2) if args.json else metrics.render(figures))
+    print(figures.model_dump_json(indent=2) if args.json else inert(metrics.render(figures)))
     return 0
 
 
@@ -100,11 +101,11 @@ async def cmd_explain(args: argparse.Namespace) -> int:
                  for edit in lane.edits if edit.path == path]
         if not found:
             raise UserError(f"no lane of run {args.run} changed {path}")
-        print(f"{path} in run {args.run}:")
+        print(inert(f"{path} in run {args.run}:"))
         for round_no, lane_name, edit in found:
             word = "turns" if len(edit.turns) > 1 else "turn"
             turns = f", {word} {', '.join(map(str, edit.turns))}" if edit.turns else ""
-            print(f"- lane {lane_name}, round {round_no}{turns}: {edit.operation}: {edit.reason}")
+            print(inert(f"- lane {lane_name}, round {round_no}{turns}: {edit.operation}: {edit.reason}"))
         repo = v.status.repo_path
     if repo and Path(repo).is_dir():
         delivered = delivered_branch(args.run)
@@ -113,7 +114,7 @@ async def cmd_explain(args: argparse.Namespace) -> int:
                          capture_output=True, text=True).stdout.strip()
         if log:
             print(f"\ncommits on {ref}:")
-            print(log)
+            print(inert(log))  # commit subjects carry lanes' words
     return 0
 
 
@@ -123,12 +124,12 @@ def _explain_from_ledger(run_id: str, path: str, lines: list[dict]) -> str | Non
     refused = [e for e in lines if e["event"] == "tool_call" and e.get("path") == path and e.get("outcome") != "ok"]
     if not edits and not refused:
         raise UserError(f"no lane of run {run_id} changed {path}")
-    print(f"{path} in run {run_id}:")
+    print(inert(f"{path} in run {run_id}:"))
     for e in edits:
-        print(f"- lane {e['lane']}, round {e.get('round', 1)}, turn {e.get('turn', '?')}: {e['tool']} "
-              f"(call {e['call_id']}): {e.get('reason') or 'no reason given'}")
+        print(inert(f"- lane {e['lane']}, round {e.get('round', 1)}, turn {e.get('turn', '?')}: {e['tool']} "
+                    f"(call {e['call_id']}): {e.get('reason') or 'no reason given'}"))
     for e in refused:
-        print(f"- refused: lane {e['lane']} tried {e['tool']}: {e.get('detail')}")
+        print(inert(f"- refused: lane {e['lane']} tried {e['tool']}: {e.get('detail')}"))
     return next((e.get("repo") for e in lines if e.get("repo")), None) or _repo_of(run_id)
 
 

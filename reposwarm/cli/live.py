@@ -73,7 +73,8 @@ def table(v: RunView, notes: list[str]) -> Group:
                             ("tools", "right"), ("tokens", "right")):
         rows.add_column(column, justify=justify)  # type: ignore[arg-type]
     for lane in v.status.lanes:
-        rows.add_row(lane.lane, str(lane.state), step_text(lane, now), str(lane.turns), str(lane.tool_calls),
+        # Text, not markup: a lane's step is no place for rich's [link=...] either
+        rows.add_row(lane.lane, str(lane.state), Text(step_text(lane, now)), str(lane.turns), str(lane.tool_calls),
                      f"{lane.tokens:,}")
     parts: list[Any] = [Text(headline(v), style="bold")]
     if v.status.provider_wait:

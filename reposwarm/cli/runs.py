@@ -67,6 +67,7 @@ from reposwarm.gitvalues import ref_problem
 from reposwarm.remote import is_url
 from reposwarm.runs import objects
 from reposwarm.runs.review_package import render_review, render_status
+from reposwarm.text import inert
 from workflows.failures import root_cause
 from workflows.review import red_refusal
 from workflows.swarm import REPO_ATTR, STATUS_ATTR, SwarmWorkflow, search_attributes
@@ -305,11 +306,11 @@ async def cmd_demo(args: argparse.Namespace) -> int:
     print(f"started {req.run_id}; watch it at {ui_url(req.run_id)}")
     v = await follow(client, req.run_id, until_review=True)
     if v.status.phase != Phase.review or v.status.review is None:
-        print(render_status(v.status))
-        print(next_step(v))
+        print(inert(render_status(v.status)))
+        print(inert(next_step(v)))
         return 1
     print()
-    print(render_review(v.status.review, ui_url(req.run_id)))
+    print(inert(render_review(v.status.review, ui_url(req.run_id))))
     if args.yes:
         approve = True
     else:
@@ -341,7 +342,8 @@ async def cmd_status(args: argparse.Namespace) -> int:
     v = await view(client, args.run)
     if v.live:
         await with_lane_progress(client, v.status)
-    print(v.status.model_dump_json(indent=2) if args.json else render_status(v.status))
+    # model-written text is inert in the contracts already; this seam holds for anything older or overlooked
+    print(v.status.model_dump_json(indent=2) if args.json else inert(render_status(v.status)))
     _note(v, args.json)
     return 0
 
@@ -352,13 +354,13 @@ async def cmd_review(args: argparse.Namespace) -> int:
         saved = objects.get(args.run, name, fresh=True)  # this folder's copy, or the shared object store's
         if saved is None:
             raise UserError(f"no saved review package at {objects.describe(args.run, name)}")
-        print(saved.decode("utf-8"), end="")
+        print(inert(saved.decode("utf-8", "replace")), end="")
         return 0
     v = await view(await client_or_die(), args.run)
     package = v.status.review or v.review
     if package is None:
         raise UserError(f"run {args.run} has no review package yet (phase: {v.status.phase.value})")
-    print(package.model_dump_json(indent=2) if args.json else render_review(package, ui_url(args.run)))
+    print(package.model_dump_json(indent=2) if args.json else inert(render_review(package, ui_url(args.run))))
     _note(v, args.json)
     return 0
 
@@ -366,8 +368,8 @@ async def cmd_review(args: argparse.Namespace) -> int:
 async def cmd_watch(args: argparse.Namespace) -> int:
     v = await follow(await client_or_die(), args.run, until_review=True)
     if v.closed:
-        print(render_status(v.status))
-    print(next_step(v))
+        print(inert(render_status(v.status)))
+    print(inert(next_step(v)))
     return 1 if v.status.phase in (Phase.failed, Phase.expired, Phase.not_approved) or (
         v.closed and v.status.phase not in (Phase.delivered, Phase.planned)) else 0
 
@@ -387,7 +389,7 @@ async def cmd_list(args: argparse.Namespace) -> int:
         since = age((datetime.now(UTC) - wf.start_time).total_seconds())
         rows.append(f"{wf.id:<40} {phase:<14} {since:>8}  {attrs.get(REPO_ATTR) or '-'}")
     print(f"{'run':<40} {'phase':<14} {'age':>8}  repository")
-    print("\n".join(rows) if rows else "(no runs)")
+    print(inert("\n".join(rows)) if rows else "(no runs)")
     return 0
 
 
