@@ -22,6 +22,7 @@ from temporalio.service import RPCError
 
 from reposwarm.cli.answers import QUERY_TIMEOUT_S, NoWorker, RunView, ended_at, prog, view, worker_polling
 from reposwarm.contracts import LaneState, Phase, SwarmStatus
+from reposwarm.text import inert, inert_line
 from workflows.lane import LaneWorkflow
 
 TICK_S = 1.0
@@ -53,11 +54,11 @@ async def with_lane_progress(client: Client, status: SwarmStatus) -> None:
 
 def step_text(lane: LaneState, now: float) -> str:
     if lane.state != "running":
-        return lane.reason[:60]
+        return inert_line(lane.reason)[:60]  # a lane's words (and paths it chose): inert in a terminal
     if not lane.step:
         return ""
     since = f" for {int(now - lane.step_since)} s" if lane.step_since and now - lane.step_since >= 2 else ""
-    return f"{lane.step}{since}"
+    return f"{inert_line(lane.step)}{since}"
 
 
 def headline(v: RunView) -> str:
@@ -79,7 +80,7 @@ def table(v: RunView, notes: list[str]) -> Group:
     parts: list[Any] = [Text(headline(v), style="bold")]
     if v.status.provider_wait:
         parts.append(Text(f"  {v.status.provider_wait}", style="yellow"))
-    parts += [Text(f"  {note}", style="dim") for note in notes]
+    parts += [Text(f"  {inert_line(note)}", style="dim") for note in notes]
     parts.append(rows)
     return Group(*parts)
 
@@ -89,7 +90,7 @@ def line(v: RunView) -> str:
     lanes = "  ".join(f"{lane.lane}:{lane.state}" + (f"({lane.step})" if lane.state == "running" and lane.step
                                                       else "") for lane in v.status.lanes)
     waiting = f"  ({v.status.provider_wait.split(';')[0]})" if v.status.provider_wait else ""
-    return f"[{v.status.phase.value} r{v.status.round}] {lanes}{waiting}".rstrip()
+    return inert(f"[{v.status.phase.value} r{v.status.round}] {lanes}{waiting}".rstrip())
 
 
 def next_step(v: RunView) -> str:
