@@ -1,4 +1,5 @@
-"""Validation: the check profile run on a clean checkout of the merged tree."""
+"""Validation: the check profile run on a clean checkout of the merged tree; where the lanes changed test paths,
+run once more with the base commit's versions of them (reposwarm/checks/test_changes.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from temporalio.exceptions import ApplicationError
 from activities.repo import synced
 from reposwarm import gitcmd
 from reposwarm.agent.paths import PathPolicy
-from reposwarm.checks import verdicts
+from reposwarm.checks import test_changes, verdicts
 from reposwarm.checks.runner import load_cases, run_profile, save_baseline
 from reposwarm.checks.sandbox import SandboxUnavailable
 from reposwarm.contracts import (
@@ -23,10 +24,11 @@ from reposwarm.contracts import (
     Attribution,
     RollbackInput,
     RollbackResult,
+    TestChangeKind,
     TestReport,
     ValidateInput,
 )
-from reposwarm.remote import open_repository
+from reposwarm.remote import Repository, open_repository
 from reposwarm.runs import ledger
 from reposwarm.runs.store import Store, run_dir
 
@@ -74,6 +76,8 @@ async def validate(req: ValidateInput) -> TestReport:
     report = report.model_copy(update={"ref": req.ref})
     if req.baseline is not None:
         report = verdicts.judge(report, req.baseline, lambda result: load_cases(store, result))
+        if req.baseline.ref and slug != "baseline":
+            report = await _judge_tests(req, req.baseline, repo, store, report)
     if slug == "baseline":
         # the lanes' run_checks tell their own failures from the base commit's by this
         save_baseline(req.run_id, report)
@@ -88,8 +92,54 @@ async def validate(req: ValidateInput) -> TestReport:
                            flaky=[f.name for f in report.flaky], duration_s=report.duration_s,
                            pre_existing=[f.name for f in report.pre_existing], fixed=[f.name for f in report.fixed],
                            tests_run=report.tests_run, base_tests_run=report.base_tests_run,
-                           problems=report.problems)
+                           problems=report.problems, verdict=report.verdict_of.value,
+                           test_changes=[f"{c.kind}: {c.test}" for c in report.test_changes],
+                           base_tests_s=report.base_tests_s)
     return report
+
+
+async def _judge_tests(req: ValidateInput, baseline: TestReport, repo: Repository, store: Store,
+                       report: TestReport) -> TestReport:
+    """The test changes of the merged tree: lost tests (already found by the judge), the base commit's tests run
+    against the merged code (rewritten ones), changed test configuration; each with its lanes, their reason and
+    the diff. The second run costs a run of the profile, and happens only when a test path changed."""
+    g, base = repo.git, baseline.ref
+    paths, config = await asyncio.to_thread(test_changes.changed_paths, g, base, req.ref)
+    changes = list(report.test_changes)
+    update: dict[str, object] = {}
+    if paths:
+        # Same sandbox, same profile, a checkout of its own: the merged tree with the tests as the base has them.
+        path = run_dir(req.run_id) / "validate-base-tests"
+        await asyncio.to_thread(_checkout, str(repo.path), path, req.ref)
+        try:
+            await asyncio.to_thread(test_changes.base_tests_tree, g, path, base, paths)
+            base_tests = await run_profile(req.profile, path, store)
+        except SandboxUnavailable as err:
+            raise ApplicationError(str(err), type="SandboxUnavailable", non_retryable=True) from None
+        finally:
+            await asyncio.to_thread(_clean, path)
+        update = {"base_tests_s": base_tests.duration_s, "base_tests_paths": len(paths)}
+        by_argv = {tuple(c.argv): c for c in baseline.commands}
+        ran_by_argv = {tuple(c.argv): c for c in base_tests.commands}
+        changes = [test_changes.base_verdict_note(c, base_tests.failures) if c.kind == TestChangeKind.lost else c
+                   for c in changes]
+        for cmd in report.commands:
+            base_cmd, bt_cmd = by_argv.get(tuple(cmd.argv)), ran_by_argv.get(tuple(cmd.argv))
+            cases = [load_cases(store, r) if r is not None else None for r in (base_cmd, cmd, bt_cmd)]
+            if cases[0] is None or cases[1] is None or cases[2] is None:
+                continue  # no per-test results on one of the three: the judge has said so already
+            command = " ".join(cmd.argv)
+            found = test_changes.rewritten(cases[0], cases[1], cases[2], base_tests.failures, command)
+            changes += test_changes.capped(found, TestChangeKind.rewritten, command)
+    changes += test_changes.reconfigured(config)
+    if not changes:
+        return report.model_copy(update=update)
+    files = {c.file for c in changes if c.file}
+    diffs = {f: await asyncio.to_thread(test_changes.diff, g, base, req.ref, [f]) for f in sorted(files)}
+    shared = await asyncio.to_thread(test_changes.diff, g, base, req.ref, paths) \
+        if any(not c.file for c in changes) else ""
+    changes = test_changes.attribute(changes, req.touched, req.statements, diffs, shared)
+    return verdicts.settle(report.model_copy(update={**update, "test_changes": changes}))
 
 
 _PY_IMPORT = re.compile(r"^\s*(?:from\s+([\w.]+)\s+import|import\s+([\w.]+))", re.M)

@@ -384,10 +384,12 @@ def _account(r: LaneResume, call: ToolCall, outcome: ToolOutcome) -> None:
     """A tool call's outcome in the lane's tally: a call that ran and failed, and how its last check went.
 
     A run_checks call whose checks fail still runs fine (ok): whether they passed is its output's first line,
-    "checks passed ..." or "checks FAILED ...".
+    "checks PASSED ...", "checks PASSED WITH TEST CHANGES ..." or "checks FAILED ..." ("checks passed ..." before).
     """
     if not outcome.ok:
         r.tool_errors += not outcome.refused
         _note_failure(r, call, outcome.output)
     if call.name == "run_checks":
-        r.last_checks_ok = outcome.ok and outcome.output.startswith("checks passed")
+        # "checks passed" before verdicts; since them, the verdict word ("checks PASSED WITH TEST CHANGES" is not)
+        first = outcome.output.split(",", 1)[0].split(";", 1)[0].split(" (", 1)[0]
+        r.last_checks_ok = outcome.ok and (outcome.output.startswith("checks passed") or first == "checks PASSED")

@@ -53,7 +53,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.merging import MergeQueue
     from workflows.review import approve_hint, decision_of, decision_refusal, review_package
     from workflows.scheduler import LaneScheduler, WarmLanes, lane_task
-    from workflows.validation import Gate, repair_note
+    from workflows.validation import Gate, checks_line, repair_note
 
 REPO_ATTR = SearchAttributeKey.for_keyword("RepoSwarmRepo")
 STATUS_ATTR = SearchAttributeKey.for_keyword("RepoSwarmStatus")
@@ -260,6 +260,8 @@ class SwarmWorkflow:
             gate.start_baseline()
         goals = {lp.lane: lp.goal for lp in plan.lanes}
         results = await self._lanes(req, plan, round_no, queue, goals)
+        if gate is not None:
+            gate.results = results  # (repairs update it in place) their finish summaries may say why a test changed
         if gate is None:
             await self._refreshed(plan, round_no)
             return self._ended(Round(results=results, report=None,
@@ -350,7 +352,7 @@ class SwarmWorkflow:
             why = "nothing merged" if nothing else "validation failed"
             return ReviewDecision(approve=green, reviewer="auto", comment="" if green else why, **stamp)
         self._strict_review = workflow.patched("review-inputs")
-        checks = "no checks configured" if report is None else ("checks passed" if report.passed else "checks FAILED")
+        checks = checks_line(report)
         if nothing:
             checks = "NOTHING MERGED: reject with a comment to plan again"
         if self._status.review is not None and self._status.review.planning_error:

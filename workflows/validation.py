@@ -5,19 +5,30 @@ lanes) and on every merged state. Failures the base has too are pre-existing,
 never blamed. New failures are attributed to lanes, which are redone with the
 failure report; after MAX_CONSECUTIVE_TEST_FAILS red checks in a row the
 integration branch goes back to the last green state.
+
+Three verdicts (reposwarm/checks/verdicts.py). A check that PASSED WITH TEST
+CHANGES (tests lost, rewritten to pass, or reconfigured) is not red: it does not
+count towards the rollback's red checks in a row. Nor is it green: its state is
+never the last green one a rollback returns to, and the row of red checks it
+sits in goes on. Its lost and rewritten tests go back first to the lanes that
+changed them, with the base commit's test as the reference, unless the lane's
+goal or finish summary says why the test had to change
+(reposwarm/checks/test_changes.py `stated`); what remains reaches the review.
 """
 
 from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from activities.validate import attribute_failures, rollback_integration, validate
-    from reposwarm.checks.verdicts import against_baseline
+    from reposwarm.checks import test_changes
+    from reposwarm.checks.verdicts import against_baseline, change_counts
     from reposwarm.contracts import (
         AttributeInput,
         CheckProfile,
@@ -25,9 +36,11 @@ with workflow.unsafe.imports_passed_through():
         RollbackInput,
         SwarmRequest,
         SwarmStatus,
+        TestChange,
         TestFailure,
         TestReport,
         ValidateInput,
+        Verdict,
     )
     from workflows import options
 
@@ -43,40 +56,76 @@ class Gate:
     checks: int = 0
     consecutive_fails: int = 0
     history: list[str] = field(default_factory=list)  # one line per check, for the review package
+    # The round's lane results (SwarmWorkflow sets it; updated in place by repairs): their finish summaries may say
+    # why a test had to change.
+    results: dict[str, LaneResult] = field(default_factory=dict)
 
     def start_baseline(self) -> None:
         """Run the profile on the base commit while the lanes work."""
         self.baseline = asyncio.create_task(self._validate(self.last_green, "baseline"))
 
-    async def _validate(self, ref: str, label: str, baseline: TestReport | None = None) -> TestReport:
+    async def _validate(self, ref: str, label: str, baseline: TestReport | None = None,
+                        lanes: bool = False) -> TestReport:
+        opts = options.validation(self.profile)
+        extra: dict[str, dict[str, list[str]]] = {}
+        if lanes:
+            # the base commit's tests may run once more against the merged code: room for a second run
+            opts["start_to_close_timeout"] = timedelta(seconds=4 * self.profile.timeout_s + 120)
+            extra = {"touched": self.touched(), "statements": self.statements()}
         return await workflow.execute_activity(
             validate, ValidateInput(run_id=self.req.run_id, repo_path=self.req.repo_path, ref=ref,
                                     profile_name=self.profile_name, profile=self.profile, label=label,
-                                    baseline=baseline),
-            **options.validation(self.profile))
+                                    baseline=baseline, **extra),
+            **opts)
+
+    def touched(self) -> dict[str, list[str]]:
+        """The files each lane changed, in every round so far: the merged tree holds all of them."""
+        files: dict[str, set[str]] = {}
+        for record in self.status.rounds:
+            for lane in record.lanes:
+                files.setdefault(lane.lane, set()).update(e.path for e in lane.edits)
+        for name, result in self.results.items():
+            files.setdefault(name, set()).update(e.path for e in result.changeset.edits)
+        return {lane: sorted(paths) for lane, paths in files.items()}
+
+    def statements(self) -> dict[str, list[str]]:
+        """Each lane's own words: its goal, and its finish summary."""
+        said: dict[str, list[str]] = {s.lane: [s.goal] for s in self.status.lanes if s.goal}
+        for name, result in self.results.items():
+            if result.changeset.summary:
+                said.setdefault(name, []).append(result.changeset.summary)
+        return said
 
     async def check(self, round_no: int) -> TestReport:
         baseline = await self.baseline if self.baseline is not None else None
         self.checks += 1
         label = f"round {round_no} check {self.checks}"
         if workflow.patched("judged-per-test"):
-            # the activity judges the merged tree against the baseline per test (reposwarm/checks/verdicts.py)
-            report = await self._validate(self.status.integration_sha, label, baseline)
+            # the activity judges the merged tree against the baseline per test (reposwarm/checks/verdicts.py),
+            # and (since "test-changes") the lanes' test changes, with the base commit's tests as the reference
+            lanes = baseline is not None and workflow.patched("test-changes")
+            report = await self._validate(self.status.integration_sha, label, baseline, lanes)
         else:  # runs started before: their histories hold unjudged reports
             report = against_baseline(await self._validate(self.status.integration_sha, label), baseline)
-        state = "green" if report.passed else (f"red: {len(report.failures)} new failure(s)" if report.failures
-                                               else f"red: {'; '.join(report.problems)[:300]}")
+        verdict = report.verdict_of
+        state = "green" if verdict == Verdict.passed else (
+            f"{verdict}: {', '.join(change_counts(report))}" if verdict == Verdict.passed_with_test_changes
+            else f"red: {len(report.failures)} new failure(s)" if report.failures
+            else f"red: {'; '.join(report.problems)[:300]}")
         extra = [f"{len(report.pre_existing)} pre-existing"] if report.pre_existing else []
         extra += [f"{len(report.fixed)} fixed"] if report.fixed else []
         extra += [f"{report.tests_run} tests ran, {report.base_tests_run} on the base"] \
             if report.tests_run is not None and report.base_tests_run is not None else []
         extra += [f"{len(report.flaky)} flaky"] if report.flaky else []
+        extra += [f"{report.base_tests_paths} test path(s) changed, so the base commit's tests also ran against "
+                  f"the merged code: a second run, {report.base_tests_s:.1f}s"] if report.base_tests_s is not None else []
         self.history.append(f"round {round_no} check {self.checks} at {self.status.integration_sha[:12]}: {state}"
                             + (f" ({', '.join(extra)})" if extra else ""))
-        if report.passed:
+        if verdict == Verdict.passed:
             self.last_green, self.consecutive_fails = self.status.integration_sha, 0
-        else:
+        elif verdict == Verdict.failed:
             self.consecutive_fails += 1
+        # PASSED WITH TEST CHANGES: neither green nor red (the module's docstring)
         self.status.test_report = report
         return report
 
@@ -89,16 +138,27 @@ class Gate:
         """The lanes a red check goes back to, with the failures each is answerable for. Empty once the red
         checks in a row reach the limit (rolled back to the last green state then), or when no lane that
         caused a failure has a dispatch left (MAX_HELPER_LOOPS)."""
-        if self.exhausted:
+        changed = report.verdict_of == Verdict.passed_with_test_changes
+        if self.exhausted and not changed:
             await self.rollback()
             if self.req.config.swarm.on_red == "fail":
                 raise ApplicationError(f"validation failed {self.consecutive_fails} times in a row; rolled back "
                                        f"to {self.last_green[:12]}", non_retryable=True)
             return {}
-        blamed = await self.blame(report, {lane: [e.path for e in r.changeset.edits] for lane, r in results.items()})
+        # (a red check asks whom to blame even with no failure to attribute: the histories of earlier runs hold it)
+        blamed = {} if changed else await self.blame(
+            report, {lane: [e.path for e in r.changeset.edits] for lane, r in results.items()})
+        for change in report.test_changes:
+            if test_changes.needs_repair(change):
+                for lane in change.lanes:
+                    if lane in results:
+                        blamed.setdefault(lane, []).append(as_failure(change))
         loops = self.req.config.swarm.max_helper_loops
         repairs = {lane: failures for lane, failures in blamed.items() if dispatches.get(lane, 0) < loops}
-        if not repairs:
+        if not repairs and changed:
+            self.history.append("test changes with no repair to send (each one's lane said why, it is test "
+                                "configuration, or its lane has no dispatch left): going to review with them")
+        elif not repairs:
             self.history.append("no lane left to repair within MAX_HELPER_LOOPS: going to review as it is")
         return repairs
 
@@ -123,8 +183,38 @@ class Gate:
                             f"refs/reposwarm/{self.req.run_id}/)")
 
 
+TEST_CHANGE = "(test change)"  # TestFailure.command of a test change sent back as a repair
+
+
+def as_failure(change: TestChange) -> TestFailure:
+    """A lost or rewritten test as a repair item, with the base commit's test as the reference."""
+    return TestFailure(name=change.test, file=change.file, command=TEST_CHANGE,
+                       message=f"{change.kind}: {change.detail}" + (f"\n{change.diff}" if change.diff else ""))
+
+
 def repair_note(failures: list[TestFailure]) -> str:
-    lines = [f"- {f.name}" + (f" ({f.file})" if f.file else "") + (f": {f.message[:600]}" if f.message else "")
-             for f in failures[:10]]
-    return ("\n\nThe merged tree fails these checks, and they are attributed to your change. Fix them, "
-            "keeping the goal above:\n" + "\n".join(lines))
+    fails = [f for f in failures if f.command != TEST_CHANGE]
+    changed = [f for f in failures if f.command == TEST_CHANGE]
+    note = ""
+    if fails:
+        lines = [f"- {f.name}" + (f" ({f.file})" if f.file else "") + (f": {f.message[:600]}" if f.message else "")
+                 for f in fails[:10]]
+        note += ("\n\nThe merged tree fails these checks, and they are attributed to your change. Fix them, "
+                 "keeping the goal above:\n" + "\n".join(lines))
+    if changed:
+        lines = [f"- {f.name}" + (f" ({f.file})" if f.file else "") + f": {f.message[:2500]}" for f in changed[:10]]
+        note += ("\n\nThese tests passed on the base commit, and your change lost them or changed them so that they "
+                 "pass where the base commit's version fails. The base commit's test is the reference: put it back "
+                 "and make the code pass it. If the goal really needs the test changed, say why in your finish "
+                 "summary, naming the test:\n" + "\n".join(lines))
+    return note
+
+
+def checks_line(report: TestReport | None) -> str:
+    """The checks' state in one line, for the Web UI's details at the review gate: the verdict word first."""
+    if report is None:
+        return "no checks configured"
+    verdict = report.verdict_of
+    if verdict == Verdict.passed_with_test_changes:
+        return f"checks {verdict} ({', '.join(change_counts(report))}): see Test changes in the review"
+    return f"checks {verdict}"

@@ -7,14 +7,20 @@ did not start) fails the gate even when the command already exited non-zero on t
 worse exit class (tests failed on the base; a usage, collection or internal error on the merged tree). A
 command that fails on the base and gives no per-test results cannot be judged at all: it says so, and the
 check does not pass.
+
+Three verdicts, never a silent green (issue 31): PASSED (no new failure, no problem, and the tests that judge the
+tree are the base commit's: nothing lost, nothing rewritten to pass, no test configuration changed); PASSED WITH
+TEST CHANGES (green, but only with the test changes listed, reposwarm/checks/test_changes.py); FAILED. A test that
+passed on the base commit and is skipped, xfailed, deselected or missing on the merged tree is lost; the tests it
+stands for are not counted as "fewer tests ran" (it is said once, as a test change).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from reposwarm.checks import runners
-from reposwarm.contracts import CommandResult, TestFailure, TestReport
+from reposwarm.checks import runners, test_changes
+from reposwarm.contracts import CommandResult, TestChange, TestChangeKind, TestFailure, TestReport, Verdict
 
 NOT_JUDGED = ("this check already fails on the base commit and gives no per-test results: fix the check, "
               "or add {junit}")
@@ -40,6 +46,7 @@ def judge(report: TestReport, baseline: TestReport | None, cases: CaseLoader) ->
     fixed: list[TestFailure] = []
     # (a command whose output holds results its parser missed is not fully judged: runners.not_fully_judged)
     problems: list[str] = [p for p in map(runners.not_fully_judged, report.commands) if p]
+    changes: list[TestChange] = []
     for cmd in report.commands:
         command = " ".join(cmd.argv)
         mine = [f for f in report.failures if f.command == command]
@@ -64,11 +71,13 @@ def judge(report: TestReport, baseline: TestReport | None, cases: CaseLoader) ->
             failing_on_base = {c.name for c in runners.failing(base_cases)}
             fixed += [TestFailure(name=c.name, file=c.file, command=command) for c in merged_cases or []
                       if c.outcome == "passed" and c.name in failing_on_base]
+            lost = test_changes.lost(base_cases, merged_cases, command) if merged_cases is not None else []
+            changes += test_changes.capped(lost, TestChangeKind.lost, command)
             if merged_cases is None:
                 problems.append(f"`{command}`: no per-test results on the merged tree ({len(base_ran)} tests ran "
                                 "on the base commit): the suite did not start")
-            elif len(merged_ran) < len(base_ran):
-                missing = sorted(base_ran - merged_ran)
+            elif len(merged_ran) < len(base_ran) and \
+                    (missing := sorted(base_ran - merged_ran - {c.test for c in lost})):
                 problems.append(f"`{command}`: fewer tests ran on the merged tree ({len(merged_ran)}) than on the "
                                 f"base commit ({len(base_ran)}); not run: {', '.join(missing[:5])}"
                                 + (f" and {len(missing) - 5} more" if len(missing) > 5 else ""))
@@ -76,22 +85,35 @@ def judge(report: TestReport, baseline: TestReport | None, cases: CaseLoader) ->
                 cmd.exit_class.severity >= runners.NO_TESTS.severity:
             problems.append(f"`{command}`: {base.exit_class} on the base commit, {cmd.exit_class} on the merged tree "
                             f"(exit {base.exit_code} -> {cmd.exit_code})")
-    return report.model_copy(update={
-        "failures": new, "pre_existing": old, "fixed": fixed, "problems": problems,
-        "passed": not new and not problems, "base_tests_run": baseline.tests_run})
+    return settle(report.model_copy(update={
+        "failures": new, "pre_existing": old, "fixed": fixed, "problems": problems, "test_changes": changes,
+        "base_tests_run": baseline.tests_run}))
+
+
+def settle(report: TestReport) -> TestReport:
+    """The verdict from what the report holds; `passed` only for a plain PASSED."""
+    if report.failures or report.problems:
+        verdict = Verdict.failed
+    else:
+        verdict = Verdict.passed_with_test_changes if report.test_changes else Verdict.passed
+    return report.model_copy(update={"verdict": verdict, "passed": verdict == Verdict.passed})
+
+
+def change_counts(report: TestReport) -> list[str]:
+    """"2 lost, 1 rewritten": the test changes by kind."""
+    return [f"{n} {kind}" for kind in TestChangeKind
+            if (n := sum(c.kind == kind for c in report.test_changes if not c.test.endswith(" more")))]
 
 
 def summary(report: TestReport) -> str:
-    """One line: what a lane or a reviewer reads first."""
-    if report.passed and not report.pre_existing and not report.flaky:
-        head = "passed"
-    else:
-        parts = [f"{len(report.failures)} new failure(s)"] if report.failures else []
-        parts += [f"{len(report.pre_existing)} pre-existing"] if report.pre_existing else []
-        parts += [f"{len(report.fixed)} fixed"] if report.fixed else []
-        parts += [f"{len(report.flaky)} flaky"] if report.flaky else []
-        parts += [f"{len(report.problems)} problem(s)"] if report.problems else []
-        head = ("passed" if report.passed else "FAILED") + (f" ({', '.join(parts)})" if parts else "")
+    """One line, starting with the verdict word: what a lane, a reviewer, status and watch read first."""
+    parts = [f"{len(report.failures)} new failure(s)"] if report.failures else []
+    parts += [f"tests {', '.join(change_counts(report))}"] if report.test_changes else []
+    parts += [f"{len(report.pre_existing)} pre-existing"] if report.pre_existing else []
+    parts += [f"{len(report.fixed)} fixed"] if report.fixed else []
+    parts += [f"{len(report.flaky)} flaky"] if report.flaky else []
+    parts += [f"{len(report.problems)} problem(s)"] if report.problems else []
+    head = report.verdict_of.value + (f" ({', '.join(parts)})" if parts else "")
     if report.tests_run is not None:
         base = f" (base commit: {report.base_tests_run})" if report.base_tests_run is not None else ""
         head += f"; {report.tests_run} tests ran{base}"

@@ -20,6 +20,7 @@ from rich.text import Text
 from temporalio.client import Client, WorkflowExecutionDescription
 from temporalio.service import RPCError
 
+from reposwarm.checks import verdicts
 from reposwarm.cli.answers import QUERY_TIMEOUT_S, NoWorker, RunView, ended_at, prog, view, worker_polling
 from reposwarm.contracts import LaneState, Phase, SwarmStatus
 from reposwarm.text import inert, inert_line
@@ -98,7 +99,10 @@ def next_step(v: RunView) -> str:
     if v.closed:
         return f"{run}: {v.ending}"
     if v.status.phase == Phase.review:
-        return (f"waiting for review: {prog()} review {run}, then {prog()} approve {run} "
+        # the gate's verdict first, in the words status and the review use (reposwarm/checks/verdicts.py)
+        report = v.status.test_report
+        checks = f"checks: {verdicts.summary(report)}\n" if report is not None else ""
+        return (f"{checks}waiting for review: {prog()} review {run}, then {prog()} approve {run} "
                 f"or {prog()} reject {run} --comment TEXT")
     return f"{run}: {v.status.phase.value}"
 

@@ -88,6 +88,10 @@ class TestReport(Contract):
     # The gate's word (reposwarm/checks/verdicts.py); None in a report recorded before verdicts: see `verdict_of`.
     verdict: Verdict | None = None
     test_changes: list[TestChange] = []  # lost, rewritten and reconfigured tests, with the lanes that did it
+    # The second run, only when the lanes changed test paths: the base commit's tests against the merged code
+    # (reposwarm/checks/test_changes.py). Its time, and how many test paths it put back; None: not run.
+    base_tests_s: float | None = None
+    base_tests_paths: int = 0
 
     @property
     def verdict_of(self) -> Verdict:
@@ -105,6 +109,10 @@ class ValidateInput(Contract):
     profile: CheckProfile
     label: str = ""  # "baseline", or "round 1 check 2": names the kept ref of a validated state
     baseline: TestReport | None = None  # the base commit's report: the result is judged against it, per test
+    # For the test changes (issue 31): the files each lane changed (in any round), and each lane's own words
+    # (its goal, its finish summary), which may say why a test had to change.
+    touched: dict[str, list[str]] = {}
+    statements: dict[str, list[str]] = {}
 
 
 class AttributeInput(Contract):

@@ -53,6 +53,8 @@ class CheckFigures(BaseModel):
     fixed: int = 0
     flaky: int = 0
     problems: list[str] = []
+    verdict: str = ""  # PASSED, PASSED WITH TEST CHANGES, FAILED ("" from a ledger written before verdicts)
+    test_changes: list[str] = []  # "lost: tests.test_calc.test_add", one per lost, rewritten or reconfigured test
 
 
 class RunReport(BaseModel):
@@ -85,7 +87,9 @@ def _pooled(rounds: list[RoundFigures]) -> float | None:
 def check_figures(report: TestReport) -> CheckFigures:
     return CheckFigures(passed=report.passed, tests_run=report.tests_run, base_tests_run=report.base_tests_run,
                         new_failures=len(report.failures), pre_existing=len(report.pre_existing),
-                        fixed=len(report.fixed), flaky=len(report.flaky), problems=report.problems)
+                        fixed=len(report.fixed), flaky=len(report.flaky), problems=report.problems,
+                        verdict=report.verdict_of.value,
+                        test_changes=[f"{c.kind}: {c.test}" for c in report.test_changes])
 
 
 def from_status(status: SwarmStatus, elapsed_s: float) -> RunReport:
@@ -170,7 +174,8 @@ def report(run_id: str, lines: list[dict[str, Any]]) -> RunReport:
             last_check = CheckFigures(
                 passed=bool(e.get("passed")), tests_run=e.get("tests_run"), base_tests_run=e.get("base_tests_run"),
                 new_failures=len(e.get("failures") or []), pre_existing=len(e.get("pre_existing") or []),
-                fixed=len(e.get("fixed") or []), flaky=len(e.get("flaky") or []), problems=e.get("problems") or [])
+                fixed=len(e.get("fixed") or []), flaky=len(e.get("flaky") or []), problems=e.get("problems") or [],
+                verdict=e.get("verdict") or "", test_changes=e.get("test_changes") or [])
     for key, n in retries_by_activity.items():
         lane_name = next((e.get("lane") or e.get("agent") for e in lines
                           if f"{e.get('workflow_id')}/{e.get('activity_id')}" == key), None)
@@ -242,9 +247,9 @@ def render(r: RunReport) -> str:
     if (c := r.last_check) is not None:
         ran = "" if c.tests_run is None else f"; tests run {c.base_tests_run if c.base_tests_run is not None else '?'}" \
             f" on the base -> {c.tests_run} merged"
-        out += ["", f"last check: {'passed' if c.passed else 'FAILED'}: {c.new_failures} new failure(s), "
+        out += ["", f"last check: {c.verdict or ('PASSED' if c.passed else 'FAILED')}: {c.new_failures} new failure(s), "
                     f"{c.pre_existing} pre-existing, {c.fixed} fixed, {c.flaky} flaky{ran}",
-                *[f"  problem: {p}" for p in c.problems]]
+                *[f"  problem: {p}" for p in c.problems], *[f"  test change: {t}" for t in c.test_changes]]
     if r.source == "server":
         out += ["", "from the run's record on the Temporal server; retries per lane: report --home on a worker host"]
     return "\n".join(out)

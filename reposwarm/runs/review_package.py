@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import re
+
 from reposwarm.checks import verdicts
-from reposwarm.contracts import LaneReview, ReviewPackage, SwarmStatus, TestFailure, TestReport
+from reposwarm.contracts import LaneReview, ReviewPackage, SwarmStatus, TestChange, TestFailure, TestReport, Verdict
 
 FAILED_CALLS_SHOWN = 10  # per lane in the Markdown; the --json package keeps the lane's whole list
 
@@ -56,6 +58,8 @@ def render_review(pkg: ReviewPackage, ui_url: str = "") -> str:
         out += ["", "**Interface contract changed** by a lane whose goal did not ask for it:"]
         out += [f"- {f}" for f in pkg.contract_flags]
     out.append("")
+    if pkg.test_report is not None and pkg.test_report.test_changes:
+        out += test_changes_section(pkg.test_report)
     out += ["## Checks", ""]
     report = pkg.test_report
     if report is None:
@@ -94,6 +98,7 @@ def render_status(status: SwarmStatus) -> str:
     if status.test_report is not None:
         lines.append(f"checks: {verdicts.summary(status.test_report)}")
         lines += [f"  {p}" for p in status.test_report.problems]
+        lines += [f"  test change: {_change_line(c)}" for c in status.test_report.test_changes[:20]]
     if status.delivered_branch:
         lines.append(f"delivered: {status.delivered_branch}")
     if status.error:
@@ -124,8 +129,14 @@ def _owners(pkg: ReviewPackage, failure: TestFailure) -> list[str]:
 
 def _checks(pkg: ReviewPackage, report: TestReport) -> list[str]:
     """The check at a glance: the verdict, the test delta against the base commit, then the details."""
-    out = [f"**{'PASSED' if report.passed else 'FAILED'}** in {report.duration_s:.1f}s (on `{report.ref[:12]}`): "
+    out = [f"**{report.verdict_of}** in {report.duration_s:.1f}s (on `{report.ref[:12]}`): "
            f"{verdicts.summary(report)}", ""]
+    if report.verdict_of == Verdict.passed_with_test_changes:
+        out += ["The checks pass only with the test changes listed under **Test changes** above: approve only if "
+                "each is right.", ""]
+    if report.base_tests_s is not None:
+        out += [f"Test paths changed ({report.base_tests_paths}), so the base commit's tests also ran against the "
+                f"merged code: a second run of the profile, {report.base_tests_s:.1f}s.", ""]
     if report.tests_run is not None or report.base_tests_run is not None:
         def n(value: int | None) -> str:
             return "-" if value is None else str(value)
@@ -156,4 +167,32 @@ def _checks(pkg: ReviewPackage, report: TestReport) -> list[str]:
         if items:
             out += ["", f"{title}:"]
             out += [f"- {f.name}" + (f" (`{f.file}`)" if f.file else "") for f in items]
+    return out
+
+
+def _change_line(change: TestChange) -> str:
+    lanes = f" (lane {', '.join(change.lanes)})" if change.lanes else ""
+    return f"{change.kind}: {change.test}{lanes}: {change.detail}"
+
+
+def test_changes_section(report: TestReport) -> list[str]:
+    """Every lost, rewritten and reconfigured test, with the lanes that did it, their reason and the diff: what the
+    gate would not call PASSED (issue 31)."""
+    out = ["## Test changes", "",
+           f"{len(report.test_changes)} change(s) to the tests that judge the merged code "
+           f"({', '.join(verdicts.change_counts(report))}): none of them is plainly PASSED.", ""]
+    for c in report.test_changes:
+        where = f" (`{c.file}`)" if c.file and c.file != c.test else ""
+        out += [f"### {c.kind}: {c.test}{where}", "",
+                f"- lane(s): {', '.join(c.lanes) or 'not known'}",
+                f"- reason given: {c.reason}" if c.reason else "- reason given: none (the lane's goal and finish "
+                "summary do not say why)",
+                f"- {c.detail}"]
+        if c.command:
+            out.append(f"- check: `{c.command}`")
+        if c.diff:
+            # a fence longer than any run of backticks in the diff: the lane's text cannot close it
+            fence = "`" * max(3, 1 + max((len(run) for run in re.findall(r"`+", c.diff)), default=0))
+            out += ["", f"{fence}diff", c.diff.rstrip(), fence]
+        out.append("")
     return out

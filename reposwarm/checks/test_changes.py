@@ -1,0 +1,221 @@
+"""The base commit's tests judge the merged code (issue 31): what a lane did to the tests that judge it.
+
+Three kinds of change, none of them ever plainly PASSED (reposwarm/checks/verdicts.py):
+
+- lost: a test that passed on the base commit is, on the merged tree, skipped, xfailed, deselected, missing or
+  renamed away (found by `verdicts.judge` from the two trees' per-test results);
+- rewritten: the base commit's version of the test fails against the merged code while the lane's version
+  passes there. Found by a second run of the check profile, in a checkout of the merged tree with every test file
+  and piece of test configuration the lanes changed put back as the base commit has it (`base_tests_tree`);
+- reconfigured: a lane changed test configuration (reposwarm/checks/test_files.py): listed by itself.
+
+Each change names the lanes that changed its file and what they said of it (`stated`): a change whose lane
+gave its reason is not sent back as a repair, and reaches the review under its own heading.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+import git
+
+from reposwarm import gitcmd
+from reposwarm.checks import runners, test_files
+from reposwarm.contracts import TestChange, TestChangeKind, TestFailure
+
+DIFF_CHARS = 4000  # per changed file: the assertion a reviewer reads, not the whole rewrite
+MAX_CHANGES = 100  # per command and kind: a deleted suite is one long list, cut with a count of the rest
+PASSING = ("passed",)
+FAILING = ("failed", "error")
+
+# A lane's own words say why a test had to change when they name the test (or its file) and one of these.
+REASON_WORDS = re.compile(r"\b(remov|delet|drop|renam|replac|chang|rewr|rework|updat|obsolet|deprecat|skip|"
+                          r"xfail|disabl|split|mov)\w*", re.I)
+
+
+# --- which paths the lanes changed, and the tree that puts the base's back ---------------------------------------
+
+def changed_paths(g: git.Git, base: str, merged: str) -> tuple[list[str], dict[str, str]]:
+    """The test paths that differ between the two commits, and among them the test configuration changes
+    (path -> how it changed). A shared file (pyproject.toml...) whose test sections did not change is neither."""
+    status, out, _ = gitcmd.try_git(g, "diff", "--name-only", "--no-renames", "-z", base, merged)
+    if status != 0:
+        return [], {}
+    paths, config = [], {}
+    for path in (p for p in out.split("\0") if p):
+        if not test_files.is_test(path):
+            continue
+        if test_files.is_config(path):
+            how = test_files.config_change(path, gitcmd.show(g, base, path), gitcmd.show(g, merged, path))
+            if not how:
+                continue  # a build section of a shared file: the merged code's, not a test change
+            config[path] = how
+        paths.append(path)
+    return paths, config
+
+
+def base_tests_tree(g: git.Git, tree: Path, base: str, paths: list[str]) -> None:
+    """In `tree` (a checkout of the merged tree), `paths` as the base commit has them: a changed or deleted one
+    restored, one the lanes added removed."""
+    wt = gitcmd.repo(str(tree))
+    on_base = set(g.ls_tree("-r", "--name-only", "-z", base, "--", *paths).split("\0")) - {""}
+    if on_base:
+        wt.checkout(base, "--", *sorted(on_base))
+    for path in sorted(set(paths) - on_base):
+        target = tree / path
+        if target.is_file() or target.is_symlink():
+            target.unlink()
+
+
+def diff(g: git.Git, base: str, merged: str, paths: Iterable[str]) -> str:
+    """The change to these files, bounded: the reviewer's and the repairing lane's reference."""
+    wanted = sorted(set(paths))
+    if not wanted:
+        return ""
+    status, out, _ = gitcmd.try_git(g, "diff", "--no-color", "--no-ext-diff", base, merged, "--", *wanted)
+    if status != 0:
+        return ""
+    return out if len(out) <= DIFF_CHARS else out[:DIFF_CHARS] + f"\n... ({len(out) - DIFF_CHARS} more characters)"
+
+
+# --- the comparison ------------------------------------------------------------------------------------------------
+
+def _first_line(text: str) -> str:
+    return next((line.strip() for line in text.splitlines() if line.strip()), "")[:300]
+
+
+def capped(changes: list[TestChange], kind: TestChangeKind, command: str) -> list[TestChange]:
+    if len(changes) <= MAX_CHANGES:
+        return changes
+    rest = len(changes) - MAX_CHANGES
+    return changes[:MAX_CHANGES] + [TestChange(kind=kind, test=f"{rest} more", command=command,
+                                               detail=f"and {rest} more {kind} tests in `{command}`")]
+
+
+def lost(base: list[runners.Case], merged: list[runners.Case], command: str) -> list[TestChange]:
+    """Tests that passed on the base commit and, on the merged tree, did not run as tests: skipped, xfailed,
+    deselected, missing. A test missing because a file did not load on the merged tree is not lost: that file is a
+    new failure, and the tests it hid are said as "fewer tests ran"."""
+    by_name = {c.name: c for c in merged}
+    base_errors = {c.name for c in base if c.outcome == "error"}
+    new_load_errors = any(c.outcome == "error" and c.name not in base_errors for c in merged)
+    found = []
+    for case in base:
+        if case.outcome not in PASSING:
+            continue
+        now = by_name.get(case.name)
+        if now is None:
+            if new_load_errors:
+                continue
+            detail = ("passed on the base commit; not on the merged tree at all (removed, renamed, deselected or "
+                      "no longer collected)")
+        elif now.outcome in PASSING + FAILING:
+            continue
+        else:
+            detail = f"passed on the base commit; {now.outcome} on the merged tree" + (
+                f" ({_first_line(now.message)})" if now.message else "")
+        found.append(TestChange(kind=TestChangeKind.lost, test=case.name, file=case.file or (now.file if now else None),
+                                command=command, detail=detail))
+    return found
+
+
+def rewritten(base: list[runners.Case], merged: list[runners.Case], base_tests: list[runners.Case],
+              still_failing: list[TestFailure], command: str) -> list[TestChange]:
+    """Tests that pass on the base commit and on the merged tree, while the base's version of them fails against
+    the merged code. `still_failing`: the base's tests' failures after the re-run (a flake there blames no one)."""
+    failing = {f.name: f for f in still_failing if f.command == command}
+    merged_passed = {c.name for c in merged if c.outcome in PASSING}
+    ran = {c.name for c in base_tests}
+    # A base test file that does not even load against the merged code: its tests are missing from that run, and
+    # the file's own error case says why.
+    not_loaded = {(c.file or c.name): failing[c.name] for c in base_tests if c.outcome == "error" and c.name in failing}
+    found = []
+    for case in base:
+        if case.outcome not in PASSING or case.name not in merged_passed:
+            continue
+        why = failing.get(case.name)
+        if why is None and case.name not in ran and case.file:
+            why = not_loaded.get(case.file)
+        if why is None:
+            continue
+        found.append(TestChange(
+            kind=TestChangeKind.rewritten, test=case.name, file=case.file or why.file, command=command,
+            detail="passes on the base commit and on the merged tree, but the base commit's version of it fails "
+                   f"against the merged code: {_first_line(why.message) or 'failed'}"))
+    return found
+
+
+def base_verdict_note(change: TestChange, still_failing: list[TestFailure]) -> TestChange:
+    """A lost test, with what the base's version of it says of the merged code (the case that matters most:
+    the test was hidden because it fails)."""
+    why = next((f for f in still_failing if f.command == change.command and f.name == change.test), None)
+    note = (f"; the base commit's version of it FAILS against the merged code: {_first_line(why.message) or 'failed'}"
+            if why is not None else "; the base commit's version of it passes against the merged code")
+    return change.model_copy(update={"detail": change.detail + note, "file": change.file or (why.file if why else None)})
+
+
+def reconfigured(config: dict[str, str]) -> list[TestChange]:
+    return [TestChange(kind=TestChangeKind.reconfigured, test=path, file=path,
+                       detail=f"test configuration {how}") for path, how in sorted(config.items())]
+
+
+# --- whose change, and what they said of it ------------------------------------------------------------------------
+
+def owners(change: TestChange, touched: dict[str, list[str]]) -> list[str]:
+    """The lanes that changed the test's file; with no file known (node and cargo name none for a passing test),
+    the lanes that changed any test path; else every lane that changed something."""
+    if change.file:
+        lanes = [lane for lane, files in touched.items() if change.file in files]
+        if lanes:
+            return sorted(lanes)
+    lanes = [lane for lane, files in touched.items() if any(test_files.is_test(f) for f in files)]
+    return sorted(lanes or [lane for lane, files in touched.items() if files])
+
+
+def _names(change: TestChange) -> list[str]:
+    """How a lane's words may name the test: its full name, its last part, its file and the file's name."""
+    short = re.split(r"[.:/ ]", change.test)[-1]
+    names = [change.test, short]
+    if change.file:
+        names += [change.file, Path(change.file).name, Path(change.file).stem]
+    return [n for n in names if len(n) >= 3]
+
+
+def stated(change: TestChange, statements: list[str]) -> str:
+    """The lane's stated reason for the change: the first sentence of its goal or finish summary that names the
+    test or its file together with a word of changing it (remove, rename, replace, change...); "" when none does.
+
+    Deliberately simple, and documented: a lane that says why in words a reviewer can check is believed as far as
+    the review, never further (the change is still listed, and the verdict is still PASSED WITH TEST CHANGES)."""
+    names = _names(change)
+    for text in statements:
+        for sentence in re.split(r"(?<=[.!?;])\s+|\n+", text):
+            if REASON_WORDS.search(sentence) and any(n in sentence for n in names):
+                return sentence.strip()[:400]
+    return ""
+
+
+def attribute(changes: list[TestChange], touched: dict[str, list[str]], statements: dict[str, list[str]],
+              diff_of: dict[str, str], shared_diff: str) -> list[TestChange]:
+    """Each change with its lanes, their stated reason and the diff of its file (once per file: later changes of
+    the same file point to it)."""
+    shown: set[str] = set()
+    out = []
+    for change in changes:
+        lanes = owners(change, touched)
+        reason = next((r for lane in lanes if (r := stated(change, statements.get(lane, [])))), "")
+        key = change.file or ""
+        text = diff_of.get(key, "") if change.file else shared_diff
+        if key in shown and text:
+            text = "(the same file's diff is shown with an earlier change)"
+        shown.add(key)
+        out.append(change.model_copy(update={"lanes": lanes, "reason": reason, "diff": text}))
+    return out
+
+
+def needs_repair(change: TestChange) -> bool:
+    """Lost and rewritten tests go back to their lanes first, unless the lane said why; configuration changes are
+    listed for the review only."""
+    return change.kind != TestChangeKind.reconfigured and not change.reason and bool(change.lanes)
