@@ -156,3 +156,67 @@ def test_a_command_no_runner_knows_gives_no_per_test_results(tmp_path):
     prepared = runners.prepare(["make", "check"], tmp_path, "cmd")
     assert prepared.argv == ["make", "check"] and runners.parse(prepared.runner, "FAIL", None, tmp_path) is None
     assert runners.exit_class("", 2, False, None) == runners.ERROR
+
+
+GAMED = {
+    "tests/test_g.py": (
+        "import pytest\n\n"
+        "def test_plain():\n    pass\n\n"
+        "@pytest.mark.skip(reason='hidden')\ndef test_skipped():\n    assert False\n\n"
+        "@pytest.mark.xfail(reason='hidden')\ndef test_xfailed():\n    assert False\n\n"
+        "@pytest.mark.xfail(reason='maybe')\ndef test_xpassed():\n    pass\n\n"
+        "@pytest.mark.xfail(reason='must fail', strict=True)\ndef test_strict_xpass():\n    pass\n\n"
+        "@pytest.mark.slow\ndef test_deselected():\n    pass\n"),
+}
+
+
+def test_pytest_tells_skip_xfail_xpass_and_deselect_apart(tmp_path):
+    repo = _tree(tmp_path / "repo", GAMED)
+    prepared, output, code = _run([sys.executable, "-m", "pytest", "tests", "-m", "not slow"], repo, tmp_path)
+    cases = runners.parse(prepared.runner, output, prepared.report, repo)
+    assert _outcomes(cases) == {"tests.test_g.test_plain": "passed", "tests.test_g.test_skipped": "skipped",
+                                "tests.test_g.test_xfailed": "xfailed", "tests.test_g.test_xpassed": "xpassed",
+                                "tests.test_g.test_strict_xpass": "failed"}  # (the deselected test: not there)
+    # only real passes and fails ran: not the skip, not the xfail
+    assert {c.name for c in runners.ran(cases)} == {"tests.test_g.test_plain", "tests.test_g.test_xpassed",
+                                                    "tests.test_g.test_strict_xpass"}
+    assert runners.unparsed("pytest", output, prepared.report, cases) == 0
+    prepared, output, code = _run([sys.executable, "-m", "pytest", "tests", "-k", "plain"], repo, tmp_path)
+    assert _outcomes(runners.parse(prepared.runner, output, prepared.report, repo)) == {
+        "tests.test_g.test_plain": "passed"}
+
+
+def test_unittest_skip_and_expected_failures_did_not_run(tmp_path):
+    repo = _tree(tmp_path / "repo", {"tests/__init__.py": "", "tests/test_u.py": (
+        "import unittest\n\nclass U(unittest.TestCase):\n"
+        "    def test_ok(self):\n        pass\n"
+        "    @unittest.skip('hidden')\n    def test_skip(self):\n        assert False\n"
+        "    @unittest.expectedFailure\n    def test_xfail(self):\n        assert False\n"
+        "    @unittest.expectedFailure\n    def test_xpass(self):\n        pass\n")})
+    prepared, output, code = _run([sys.executable, "-m", "unittest", "discover", "-s", "tests", "-t", "."], repo,
+                                  tmp_path)
+    cases = runners.parse(prepared.runner, output, prepared.report, repo)
+    assert _outcomes(cases) == {"tests.test_u.U.test_ok": "passed", "tests.test_u.U.test_skip": "skipped",
+                                "tests.test_u.U.test_xfail": "xfailed", "tests.test_u.U.test_xpass": "failed"}
+    assert "unexpected success" in next(c for c in cases if c.name.endswith("test_xpass")).message
+    assert len(runners.ran(cases)) == 2 and code == 1
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
+def test_node_skip_and_todo_did_not_run(tmp_path):
+    repo = _tree(tmp_path / "repo", {"test/t.test.js": (
+        "const test = require('node:test');\n"
+        "test('runs', () => {});\n"
+        "test('skipped', { skip: true }, () => { throw new Error('hidden'); });\n"
+        "test('todo that fails', { todo: true }, () => { throw new Error('hidden'); });\n")})
+    prepared, output, code = _run(["node", "--test", "test/"], repo, tmp_path)
+    cases = runners.parse(prepared.runner, output, prepared.report, repo)
+    assert _outcomes(cases) == {"runs": "passed", "skipped": "skipped", "todo that fails": "skipped"}
+    assert [c.name for c in runners.ran(cases)] == ["runs"] and code == 0
+    assert runners.unparsed("node", output, prepared.report, cases) == 0
+
+
+def test_cargo_is_run_past_its_first_failing_binary():
+    assert runners.prepare(["cargo", "test"], Path("/s"), "c").argv == ["cargo", "test", "--no-fail-fast"]
+    assert runners.prepare(["cargo", "test", "--", "--test-threads=1"], Path("/s"), "c").argv == [
+        "cargo", "test", "--no-fail-fast", "--", "--test-threads=1"]
