@@ -71,9 +71,9 @@ def mcp_argv(*args: str) -> list[str]:
 
 
 @asynccontextmanager
-async def stdio_session(errlog: Path, *args: str) -> AsyncIterator[ClientSession]:
+async def stdio_session(errlog: Path, *args: str, env: dict[str, str] | None = None) -> AsyncIterator[ClientSession]:
     """Start `starter.py mcp ARGS` over stdio and hand back an initialised client session."""
-    params = StdioServerParameters(command=sys.executable, args=mcp_argv(*args), cwd=str(ROOT))
+    params = StdioServerParameters(command=sys.executable, args=mcp_argv(*args), cwd=str(ROOT), env=env)
     with errlog.open("w") as err:
         async with stdio_client(params, errlog=err) as (read, write):
             async with ClientSession(read, write, read_timeout_seconds=60) as session:
@@ -158,7 +158,7 @@ async def test_stdio_every_tool(repo: Path, lanes_file: Path, tmp_path: Path) ->
         assert error and "lane-only" in text
 
         text, error = await call(session, "run_checks")
-        assert not error and text.startswith("checks passed"), text
+        assert not error and text.lower().startswith("checks passed"), text
         assert "\nok" in text and "full log None" not in text
         text, error = await call(session, "run_checks", profile="nightly")
         assert error and "'nightly' is not one" in text
@@ -299,3 +299,194 @@ def test_bad_input(case: str, repo: Path, tmp_path: Path) -> None:
     assert done.returncode == 2, done.stderr
     assert done.stderr.startswith("error:") and expected in done.stderr, done.stderr
     assert done.stdout == ""
+
+
+def git(root: Path, *argv: str) -> str:
+    # no optional locks: the test's own `git status` must not refresh the index it compares
+    env = {**os.environ, **GIT_ENV, "GIT_OPTIONAL_LOCKS": "0"}
+    return subprocess.run(["git", "-C", str(root), *argv], check=True, env=env, capture_output=True, text=True,
+                          timeout=30).stdout
+
+
+@pytest.fixture
+def checkout(tmp_path: Path) -> Path:
+    """services/a/ (to be allowed), services/b/ (read-only), services/c/ (neither), with the user's uncommitted
+    work in it: a change outside the allowed paths, a staged change, an untracked file inside, an ignored file."""
+    root = tmp_path / "checkout"
+    for rel, text in {"services/a/app.py": "A = 1\n", "services/b/ro.txt": "read-only\n",
+                      "services/c/other.txt": "other\n", "services/c/notes.txt": "notes\n", "README.md": "readme\n",
+                      "services/e/e.txt": "e\n",
+                      ".gitignore": "*.log\n__pycache__/\n"}.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    git(root.parent, "init", "-q", str(root))
+    git(root, "add", ".")
+    git(root, "commit", "-qm", "init")
+    (root / "services" / "c" / "notes.txt").write_text("notes\nthe user's uncommitted line\n")
+    (root / "README.md").write_text("readme\nstaged by the user\n")
+    git(root, "add", "README.md")
+    (root / "services" / "a" / "draft.py").write_text("DRAFT = 'wip'\n")
+    (root / "build.log").write_text("ignored output\n")
+    return root
+
+
+def checks_lanes(tmp_path: Path) -> Path:
+    """A lanes file whose one check runs services/a/run_me.py, which the MCP client writes."""
+    path = tmp_path / "checks.yaml"
+    path.write_text(
+        "swarm:\n  lanes:\n    a: {allowed_paths: [\"services/a/\"]}\n"
+        "validation:\n  profile: quick\n  profiles:\n    quick:\n"
+        f"      commands:\n        - [{json.dumps(sys.executable)}, \"services/a/run_me.py\"]\n      timeout_s: 60\n")
+    return path
+
+
+def every_file(root: Path) -> dict[str, bytes]:
+    """Every file under root, .git's own included (its index, refs, objects, worktree list), and the status."""
+    found = {path.relative_to(root).as_posix(): path.read_bytes() for path in root.rglob("*")
+             if path.is_file() and not path.is_symlink()}
+    found["<git status>"] = git(root, "status", "--porcelain", "--untracked-files=all", "--ignored").encode()
+    return found
+
+
+ATTACK = '''import os, pathlib, shutil
+for rel in ["services/b/ro.txt", "services/c/other.txt", "NEW_ROOT.txt", "services/c/notes.txt",
+            "services/a/draft.py", "services/a/app.py"]:
+    pathlib.Path(rel).write_text("PWNED\\n")
+shutil.rmtree("services/e")  # the worker's git restores services/e/e.txt: through the link, into the checkout?
+os.symlink({checkout!r} + "/services/e", "services/e")
+os.symlink({checkout!r} + "/README.md", "services/a/link.md")
+for target in [{checkout!r} + "/services/a/app.py", {checkout!r} + "/services/c/notes.txt"]:
+    try:
+        pathlib.Path(target).write_text("PWNED\\n")
+        print("wrote", target)
+    except OSError as err:
+        print("blocked", target, type(err).__name__)
+print("attack ran in", os.getcwd())
+'''
+
+HONEST = '''import os, pathlib
+read = lambda rel: pathlib.Path(rel).read_text()
+assert read("services/c/notes.txt") == "notes\\nthe user's uncommitted line\\n", read("services/c/notes.txt")
+assert read("README.md") == "readme\\nstaged by the user\\n"
+assert read("services/a/draft.py") == "DRAFT = 'wip'\\n"
+assert read("services/b/ro.txt") == "read-only\\n"
+assert not pathlib.Path("NEW_ROOT.txt").exists()
+pathlib.Path("services/a/out.txt").write_text("a side effect\\n")
+print("honest ok in", os.getcwd())
+'''
+ARGS = ("--allow", "services/a/", "--read-only", "services/b/")
+
+
+async def test_run_checks_attack_leaves_the_checkout_as_it_was(checkout: Path, tmp_path: Path) -> None:
+    """A test written through the MCP tools overwrites a read-only file, another folder's file, a new root file
+    and the user's uncommitted files: the checkout (and its git directory) ends byte for byte as it was, and the
+    result names every change."""
+    home = tmp_path / "home"
+    async with stdio_session(tmp_path / "server.stderr", "--repo", str(checkout), *ARGS, "--lanes",
+                             str(checks_lanes(tmp_path)), env={"REPOSWARM_HOME": str(home)}) as session:
+        text, error = await call(session, "write_file", path="services/a/run_me.py",
+                                 content=ATTACK.format(checkout=str(checkout)))
+        assert not error and (checkout / "services" / "a" / "run_me.py").exists()  # the client's write lands
+        before = every_file(checkout)
+        text, error = await call(session, "run_checks")
+        assert not error and "attack ran in" in text, text
+        assert every_file(checkout) == before
+        ran_in = text.split("attack ran in ", 1)[1].split()[0]
+        assert Path(ran_in).resolve() != checkout.resolve() and str(home) in ran_in
+        outside, _, rest = text.partition("refused: the checks changed paths outside this lane's slice; reverted: ")
+        assert rest, text
+        for line in ["services/b/ro.txt (changed; outside this lane's writable paths)",
+                     "services/c/other.txt (changed; outside this lane's writable paths)",
+                     "NEW_ROOT.txt (created; outside this lane's writable paths)",
+                     "services/c/notes.txt (changed; outside this lane's writable paths)",
+                     "services/e/e.txt (deleted; outside this lane's writable paths)",
+                     "services/a/link.md is a symlink leading outside the repository"]:
+            assert line in rest, text
+        kept = rest.split("not kept: ", 1)[1]
+        assert "services/a/draft.py (changed)" in kept and "services/a/app.py (changed)" in kept
+        assert "run_me.py" not in kept
+
+        # the next run gets a fresh copy: nothing of the attack is left in it
+        await call(session, "write_file", path="services/a/run_me.py", content=HONEST)
+        text, error = await call(session, "run_checks")
+        assert not error and "honest ok" in text, text
+        assert len(list((home / "mcp").iterdir())) == 1  # one copy, recycled
+    assert list((home / "mcp").iterdir()) == []  # removed with the server
+
+
+async def test_run_checks_sees_uncommitted_work_and_writes_nothing_back(checkout: Path, tmp_path: Path) -> None:
+    """An honest check passes against what the checkout holds now (uncommitted, staged and untracked files);
+    what it writes stays in the copy, and the result says so."""
+    async with stdio_session(tmp_path / "server.stderr", "--repo", str(checkout), *ARGS, "--lanes",
+                             str(checks_lanes(tmp_path)), env={"REPOSWARM_HOME": str(tmp_path / "home")}) as session:
+        text, error = await call(session, "write_file", path="services/a/run_me.py", content=HONEST)
+        assert not error
+        before = every_file(checkout)
+        text, error = await call(session, "run_checks")
+        assert not error and text.lower().startswith("checks passed") and "honest ok in" in text, text
+        assert "refused:" not in text  # it changed nothing outside services/a/
+        assert "not kept:" in text and "services/a/out.txt (created)" in text
+        assert every_file(checkout) == before and not (checkout / "services" / "a" / "out.txt").exists()
+        assert "throwaway copy" in (tmp_path / "server.stderr").read_text()  # the instructions say so
+
+
+def test_run_checks_copy_removed_on_sigterm_and_stale_ones_swept(checkout: Path, tmp_path: Path) -> None:
+    """A server stopped by SIGTERM removes its copy; one left by a killed server is removed by the next."""
+    home = tmp_path / "home"
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait(timeout=30)
+    stale = home / "mcp" / f"{socket.gethostname()}-{gone.pid}-deadbeef"  # a server that died without cleaning up
+    (stale / "services").mkdir(parents=True)
+    alive = home / "mcp" / f"{socket.gethostname()}-{os.getpid()}-cafef00d"  # a running one's: kept
+    alive.mkdir()
+    (checkout / "services" / "a" / "run_me.py").write_text("print('ran')\n")
+    messages: list[dict[str, Any]] = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+         "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "run_checks", "arguments": {}}},
+    ]
+    reply: dict[str, Any] = {}
+    with (tmp_path / "server.stderr").open("w") as err:
+        proc = subprocess.Popen([sys.executable, *mcp_argv("--repo", str(checkout), *ARGS, "--lanes",
+                                                           str(checks_lanes(tmp_path)))],
+                                cwd=ROOT, env={**os.environ, "REPOSWARM_HOME": str(home)}, stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=err, text=True)
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        for message in messages:
+            proc.stdin.write(json.dumps(message) + "\n")
+            proc.stdin.flush()
+            if "id" in message:
+                reply = json.loads(proc.stdout.readline())
+        assert reply["result"]["isError"] is False and "ran" in reply["result"]["content"][0]["text"], reply
+        copies = sorted(path.name for path in (home / "mcp").iterdir())
+        assert len(copies) == 2 and alive.name in copies and stale.name not in copies
+        proc.terminate()
+        assert proc.wait(timeout=30) == -15, (tmp_path / "server.stderr").read_text()  # dies of it, as before
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+    assert [path.name for path in (home / "mcp").iterdir()] == [alive.name]
+
+
+def test_run_checks_before_the_first_commit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A repository with no commit yet: the copy holds its untracked files (in-process server, real checks)."""
+    from reposwarm.agent.mcp_server import RepoTools, close_copies, load_check_profiles, make_policy
+    from reposwarm.agent.tools import Toolbox
+
+    root = tmp_path / "fresh"
+    (root / "services" / "a").mkdir(parents=True)
+    git(tmp_path, "init", "-q", str(root))
+    (root / "services" / "a" / "run_me.py").write_text("import pathlib\nprint(pathlib.Path('notes.txt').read_text())\n")
+    (root / "notes.txt").write_text("not committed yet\n")
+    profiles, default = load_check_profiles(checks_lanes(tmp_path))
+    before = every_file(root)
+    monkeypatch.setenv("REPOSWARM_HOME", str(tmp_path / "home"))
+    tools = RepoTools(Toolbox(make_policy(root, ["services/a/"], []), check_profiles=profiles, default_profile=default))
+    result = tools.call("run_checks", {})
+    text = "".join(block.text for block in result.content if block.type == "text")
+    assert not result.is_error and "not committed yet" in text, text
+    close_copies()
+    assert every_file(root) == before and list((tmp_path / "home" / "mcp").iterdir()) == []

@@ -12,7 +12,12 @@ Paths are gitignore-style globs from the repository root. --allow paths are
 readable and writable, and writes land straight in the repository's working
 tree; --read-only paths are readable only; with neither, the whole repository
 is read-only ("**"). .git is never readable or writable. run_checks runs only
-the check profiles of a lanes file (--lanes FILE: validation.profiles).
+the check profiles of a lanes file (--lanes FILE: validation.profiles), and
+never in the user's checkout: in a throwaway copy of it (CheckCopy), holding
+what the checkout holds now, uncommitted and untracked files included. What the
+checks change there is never written back: changes outside the writable paths
+are reverted and reported as a lane's run_checks reports them, and the others
+are reported as discarded (the client keeps a change with the file tools).
 
 A refusal or a failed call is an MCP tool error (is_error) carrying the
 message; success is text. Outputs are redacted like the lanes' outputs. Calls
@@ -22,11 +27,17 @@ http://127.0.0.1:PORT/mcp (loopback only). Logs go to stderr, never stdout.
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
+import os
+import shutil
+import signal
 import socket
 import sys
 import threading
+import uuid
+import weakref
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -36,12 +47,15 @@ import mcp.types as types
 from mcp.server import Server, ServerRequestContext
 from mcp.server.stdio import stdio_server
 
+from reposwarm import gitcmd
 from reposwarm.agent.paths import PathPolicy, ToolRefused
+from reposwarm.agent.slice import changes
 from reposwarm.agent.specs import TOOL_ARGS, tool_specs
 from reposwarm.agent.tools import Toolbox
 from reposwarm.config import apply_env, load_lanes_file
 from reposwarm.contracts import CheckProfile
 from reposwarm.runs import ledger
+from reposwarm.runs.store import home as reposwarm_home
 
 log = logging.getLogger("reposwarm.mcp")
 
@@ -88,11 +102,126 @@ def _text(text: str, *, error: bool = False) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=error)
 
 
+COPIES_FOLDER = "mcp"  # under REPOSWARM_HOME: the swarm's own trees, so the Toolbox reverts what the checks change
+SNAPSHOT_INDEX = "reposwarm-snapshot-index"
+SHOWN = 20  # changes listed by name in a result; the rest are counted
+
+
+_COPIES: weakref.WeakSet[CheckCopy] = weakref.WeakSet()
+
+
+def close_copies() -> None:
+    """Remove every CheckCopy of this process."""
+    for copy in list(_COPIES):
+        copy.close()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # (someone else's process: alive)
+        return True
+    return True
+
+
+class CheckCopy:
+    """The throwaway tree run_checks runs in, never the user's checkout.
+
+    A checks run executes code the MCP client wrote, and the sandbox lets it write its whole tree: run in the
+    checkout, it could overwrite read-only paths, other folders and the user's uncommitted work. So each run
+    first records the checkout as it is now (tracked, uncommitted and untracked files; not ignored ones) as a
+    commit of a private repository under REPOSWARM_HOME, then checks that commit out there. That repository
+    borrows the checkout's objects (alternates) and writes its own, so nothing of the user's git directory
+    is written: not the index, not a ref, not a worktree entry. The tree is recycled between runs (a
+    `checkout -f` rewrites only what differs; DESIGN.md section 10) and removed when the server ends.
+    """
+
+    def __init__(self, checkout: PathPolicy) -> None:
+        self.checkout = checkout
+        self.root: Path | None = None
+        # serve() removes it on its way out (the CLI leaves by os._exit: no atexit there); atexit for other hosts
+        _COPIES.add(self)
+        atexit.register(self.close)
+
+    def _git(self, *args: str, cwd: Path, env: dict[str, str] | None = None) -> str:
+        done = gitcmd.run(list(args), cwd=cwd, capture_output=True, env=env)
+        if done.returncode != 0:
+            why = done.stderr.decode("utf-8", "replace").strip().splitlines()
+            raise ValueError(f"run_checks could not copy the checkout (git {args[0]}: "
+                             f"{why[-1][:300] if why else f'exit {done.returncode}'})")
+        return str(done.stdout.decode("utf-8", "surrogateescape").strip())
+
+    def _make(self) -> Path:
+        folder = reposwarm_home() / COPIES_FOLDER
+        if folder == self.checkout.root or self.checkout.root in folder.parents:
+            # its snapshot would take in the copy itself
+            raise ToolRefused(f"run_checks needs REPOSWARM_HOME outside the repository; {folder} is inside "
+                              f"{self.checkout.root}")
+        folder.mkdir(parents=True, exist_ok=True)
+        host = socket.gethostname()
+        for stale in folder.glob(f"{host}-*-*"):  # left by a server killed before it could clean up
+            pid = stale.name[len(host) + 1:].split("-", 1)[0]
+            if pid.isdigit() and not _alive(int(pid)):
+                shutil.rmtree(stale, ignore_errors=True)
+        root = folder / f"{host}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self._git("init", "-q", "--", str(root), cwd=folder)
+        common = Path(self._git("rev-parse", "--path-format=absolute", "--git-common-dir", cwd=self.checkout.root))
+        (root / ".git" / "objects" / "info" / "alternates").write_text(f"{common / 'objects'}\n")
+        return root.resolve()
+
+    def refresh(self) -> Path:
+        """Make the copy hold what the checkout holds now; returns its root."""
+        if self.root is None or not gitcmd.healthy_worktree(self.root):
+            self.close()
+            self.root = self._make()
+        checkout, dot = self.checkout.root, self.root / ".git"
+        common = Path(self._git("rev-parse", "--path-format=absolute", "--git-common-dir", cwd=checkout))
+        exclude = common / "info" / "exclude"  # what the user ignores there stays out of the copy too
+        (dot / "info" / "exclude").unlink(missing_ok=True)
+        if exclude.is_file():
+            shutil.copyfile(exclude, dot / "info" / "exclude")
+        # The user's index, copied (never written): its stat data lets `add -A` hash only what changed; copy2
+        # keeps its mtime, which git's racy-file check compares file times with.
+        index = Path(self._git("rev-parse", "--path-format=absolute", "--git-path", "index", cwd=checkout))
+        snapshot_index = dot / SNAPSHOT_INDEX
+        snapshot_index.unlink(missing_ok=True)
+        if index.is_file():
+            shutil.copy2(index, snapshot_index)
+        env = {"GIT_INDEX_FILE": str(snapshot_index)}
+        self._git(f"--git-dir={dot}", f"--work-tree={checkout}", "add", "-A", cwd=checkout, env=env)
+        tree = self._git(f"--git-dir={dot}", "write-tree", cwd=checkout, env=env)
+        head = gitcmd.rev(gitcmd.repo(checkout), "HEAD")  # None before the first commit
+        commit = self._git(f"--git-dir={dot}", *gitcmd.IDENTITY, "commit-tree", tree, *(["-p", head] if head else []),
+                           "-m", "reposwarm mcp: the checkout as run_checks found it", cwd=checkout)
+        self._git("checkout", "-q", "-f", "--detach", commit, cwd=self.root)
+        self._git("clean", "-q", "-ffdx", cwd=self.root)  # what the last run left, build output included
+        return self.root
+
+    def discarded(self, policy: PathPolicy) -> list[str]:
+        """What the checks changed in the copy inside the writable paths (and left there): never written back."""
+        lines = []
+        for change in changes(policy.root):
+            if change.code == "!!":  # caches and build output: nobody keeps them
+                continue
+            what = "created" if change.code == "??" else "deleted" if "D" in change.code else "changed"
+            lines.append(f"{change.path} ({what})")
+        return lines
+
+    def close(self) -> None:
+        if self.root is not None:
+            shutil.rmtree(self.root, ignore_errors=True)
+            self.root = None
+
+
 class RepoTools:
-    """Runs MCP tool calls through one Toolbox, one call at a time."""
+    """Runs MCP tool calls through one Toolbox, one call at a time; run_checks in a CheckCopy."""
 
     def __init__(self, toolbox: Toolbox) -> None:
         self.toolbox = toolbox
+        self.copy = CheckCopy(toolbox.policy)
+        self._checks: Toolbox | None = None
         self._lock = threading.Lock()
 
     def call(self, name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
@@ -106,7 +235,10 @@ class RepoTools:
         arguments = {} if arguments is None else arguments
         with self._lock:
             try:
-                output, error = self.toolbox.call(name, arguments, json.dumps(arguments)), False
+                if name == "run_checks":
+                    output, error = self._run_checks(arguments), False
+                else:
+                    output, error = self.toolbox.call(name, arguments, json.dumps(arguments)), False
             except ToolRefused as err:
                 output, error = f"refused: {err}", True
             except (ValueError, OSError) as err:
@@ -119,15 +251,34 @@ class RepoTools:
         # Tools without a store have no full log to point at.
         return _text(ledger.redact(output.replace("; full log None)", ")")), error=error)
 
+    def _run_checks(self, arguments: dict[str, Any]) -> str:
+        """The lanes' run_checks, over the copy: its Toolbox reverts and reports what the checks changed outside
+        the writable paths (the copy is under REPOSWARM_HOME); what they changed inside is reported here."""
+        root = self.copy.refresh()
+        if self._checks is None or self._checks.policy.root != root:
+            mine = self.toolbox
+            policy = PathPolicy(root, mine.policy.allowed_patterns, mine.policy.read_only_patterns)
+            self._checks = Toolbox(policy, check_profiles=mine.check_profiles, default_profile=mine.default_profile)
+        text = self._checks.call("run_checks", arguments, json.dumps(arguments))
+        kept = self.copy.discarded(self._checks.policy)
+        if kept:
+            more = f"; and {len(kept) - SHOWN} more" if len(kept) > SHOWN else ""
+            text += ("\nnot kept: the checks ran in a throwaway copy of the checkout, and their changes there are "
+                     "never written back (make a change you want with write_file, edit_file or delete_file): "
+                     + "; ".join(kept[:SHOWN]) + more)
+        return text
+
 
 def describe(policy: PathPolicy, profiles: dict[str, CheckProfile]) -> str:
     """The server's instructions: what this client may read, write and run."""
     readable = ", ".join([*policy.allowed_patterns, *policy.read_only_patterns])
     writable = (f"{', '.join(policy.allowed_patterns)}, except read-only paths (writes go straight to the working "
                 f"tree)" if policy.allowed_patterns else "nothing")
+    where = (" run_checks runs in a throwaway copy of the working tree (uncommitted files included) and writes "
+             "nothing back." if profiles else "")
     checks = ", ".join(sorted(profiles)) or "none (run_checks is refused; the server has no lanes file)"
     return (f"Tools over the git repository {policy.root}; paths are relative to its root. Readable: {readable}. "
-            f"Writable: {writable}. .git is never readable. Check profiles: {checks}.")
+            f"Writable: {writable}. .git is never readable. Check profiles: {checks}.{where}")
 
 
 def build_server(repo: str | Path, allow: list[str], read_only: list[str], lanes: str | Path | None = None) -> Server:
@@ -182,13 +333,35 @@ def setup_logging(level: int = logging.INFO) -> None:
 
 
 async def serve(server: Server, sock: socket.socket | None = None) -> None:
-    """Serve over stdio until the client closes it, or over streamable HTTP on `sock` until stopped."""
+    """Serve over stdio until the client closes it, or over streamable HTTP on `sock` until stopped; then (or on
+    SIGTERM) remove the run_checks copies."""
     log.info("%s", server.instructions)
-    if sock is None:
-        log.info("serving over stdio")
-        async with stdio_server() as (read, write):
-            await server.run(read, write, server.create_initialization_options())
-        return
+    try:
+        if sock is None:
+            await _serve_stdio(server)
+        else:
+            await _serve_http(server, sock)
+    finally:
+        close_copies()
+
+
+def _die_clean(signum: int, frame: object) -> None:
+    """SIGTERM on stdio: remove the copies, then die of the signal as before (the server's stdin read blocks in a
+    thread that nothing can cancel, so there is no orderly way out to wait for)."""
+    close_copies()
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+
+
+async def _serve_stdio(server: Server) -> None:
+    log.info("serving over stdio")
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _die_clean)
+    async with stdio_server() as (read, write):
+        await server.run(read, write, server.create_initialization_options())
+
+
+async def _serve_http(server: Server, sock: socket.socket) -> None:
     import uvicorn
 
     app = server.streamable_http_app(streamable_http_path=PATH, host=HOST)
