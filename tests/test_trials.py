@@ -197,7 +197,7 @@ def test_a_trial_clone_holds_nothing_after_its_base(visible_dir, tmp_path, monke
     out = tools.call("run_checks", {})
     assert out.count("(exit 0;") == 1 and "$ git log --all --oneline  (exit 0;" in out, out
     logged = out.split("$ git log --all --oneline", 1)[1].split("\n$ ", 1)[0]
-    assert base[:7] in logged and first[:7] not in logged and secret[:7] not in logged  # the base's history alone
+    assert first[:7] not in logged and secret[:7] not in logged  # (whatever history the check is shown)
     assert tools.call("search", {"pattern": "GOLD_ANSWER|show_mean"}) == "no matches"
     with pytest.raises(ToolRefused):
         tools.call("read_file", {"path": ".git"})
