@@ -220,3 +220,14 @@ def test_cargo_is_run_past_its_first_failing_binary():
     assert runners.prepare(["cargo", "test"], Path("/s"), "c").argv == ["cargo", "test", "--no-fail-fast"]
     assert runners.prepare(["cargo", "test", "--", "--test-threads=1"], Path("/s"), "c").argv == [
         "cargo", "test", "--no-fail-fast", "--", "--test-threads=1"]
+
+
+def test_unittest_closing_tally_is_no_test(tmp_path):
+    # "FAILED (failures=1)" is shaped like a verdict line ("name (where)"): it must not become a test
+    repo = _tree(tmp_path / "repo", {"tests/__init__.py": "", "tests/test_one.py": (
+        "import unittest\n\nclass O(unittest.TestCase):\n    def test_bad(self):\n        self.fail('no')\n")})
+    prepared, output, code = _run([sys.executable, "-m", "unittest", "discover", "-s", "tests", "-t", "."], repo,
+                                  tmp_path)
+    assert "FAILED (failures=1)" in output
+    assert _outcomes(runners.parse(prepared.runner, output, prepared.report, repo)) == {
+        "tests.test_one.O.test_bad": "failed"}

@@ -112,8 +112,8 @@ def mark_xpassed(cases: list[Case], output: str) -> list[Case]:
 _VERDICT = r"(ok|FAIL|ERROR|skipped(?: .*)?|expected failure|unexpected success)"
 # "test_x (pkg.tests.T.test_x)" (3.11+; older: "(pkg.tests.T)"), maybe " ... verdict" on the same line; a
 # subtest's line is indented and adds its parameters: "  test_x (pkg.tests.T.test_x) (i=1) ... FAIL"
-_UT_HEAD = re.compile(r"^(\S+) \(([^\s()]+)\)(?: \.\.\. (.*))?$")
-_UT_SUB = re.compile(r"^\s+(\S+) \(([^\s()]+)\) \(.*\) \.\.\. " + _VERDICT + "$")
+_UT_HEAD = re.compile(r"^([\w.]+) \(([\w.]+)\)(?: \.\.\. (.*))?$")
+_UT_SUB = re.compile(r"^\s+([\w.]+) \(([\w.]+)\) \(.*\) \.\.\. " + _VERDICT + "$")
 _UT_TAIL = re.compile(r"(?:^|\.\.\. )" + _VERDICT + "$")
 _UT_BLOCK = re.compile(r"^(?:FAIL|ERROR): (\S+) \(([^\s()]+)\)(?: \(.*\))?\n-{20,}\n(.*?)(?=^={20,}|^-{20,}\nRan )",
                        re.M | re.S)
@@ -129,10 +129,12 @@ def parse_unittest(output: str, cwd: Path) -> list[Case] | None:
         details[f"{m.group(2)}|{m.group(1)}"] = details.get(f"{m.group(2)}|{m.group(1)}", "") + m.group(3)
     found: dict[tuple[str, str], str] = {}  # (where, method) -> outcome, in order
     pending: tuple[str, str] | None = None
+    ended = True  # the output stops with no closing part: the run ended (a crash, os._exit) mid-run
     for line in output.splitlines():
-        if line.startswith("=" * 20) or re.match(r"^Ran \d+ tests? in ", line):
-            pending = None
-            continue
+        # the results come first; the tracebacks and the tally after them are no results
+        if line.startswith("=" * 20) or re.match(r"^-{20,}$|^Ran \d+ tests? in ", line):
+            ended = False
+            break
         sub = _UT_SUB.match(line)
         if sub:  # a failed subtest fails its test
             key = (sub.group(2), sub.group(1))
@@ -151,7 +153,7 @@ def parse_unittest(output: str, cwd: Path) -> list[Case] | None:
             tail = _UT_TAIL.search(line)
             if tail:
                 found[pending], pending = _outcome(tail.group(1)), None
-    if pending is not None and pending not in found:  # the run ended (a crash, os._exit) during this test
+    if ended and pending is not None and pending not in found:  # the run ended during this test
         found[pending] = CRASHED
     cases = []
     for (where, method), outcome in found.items():
