@@ -1,4 +1,4 @@
-"""The sandbox every check command runs in (reposwarm/checks/sandbox.py), for real: bubblewrap, real processes, a real
+"""The sandbox every check command runs in (reposwarm/checks/sandbox/), for real: bubblewrap, real processes, a real
 git repository with a linked worktree like a lane's. Every test judges from the host what a command could see or
 do, never from the command's word alone."""
 

@@ -105,8 +105,9 @@ def _build(common: Path, commit: str, readable: tuple[str, ...] | None, into: Pa
         tree = commit + "^{tree}"
     else:
         policy = PathPolicy(into, list(readable))
-        kept = [(line, path) for line, path in listing if policy.readable(path) and not touches_git(path)]
-        hidden = [path for _, path in listing if not (policy.readable(path) and not touches_git(path))]
+        shown = [policy.readable(path) and not touches_git(path) for _, path in listing]
+        kept = [entry for entry, keep in zip(listing, shown, strict=True) if keep]
+        hidden = [path for (_, path), keep in zip(listing, shown, strict=True) if not keep]
         _git(["update-index", "-z", "--index-info"], env, b"".join(line + b"\0" for line, _ in kept))
         tree = _git(["write-tree"], env).decode().strip()
         fields = _git(["log", "-1", "--date=raw", "--format=%an%x00%ae%x00%ad%x00%cn%x00%ce%x00%cd%x00%B",
@@ -168,14 +169,14 @@ def _evict(root: Path) -> None:
             pass
 
 
-def _exclude_line(path: str) -> str:
+def _exclude_line(path: bytes) -> bytes:
     """An info/exclude pattern matching exactly this path."""
-    escaped = "".join("\\" + c if c in "\\*?[" else c for c in path)
-    if escaped.startswith(("#", "!")):
-        escaped = "\\" + escaped
-    if escaped.endswith(" "):
-        escaped = escaped[:-1] + "\\ "
-    return "/" + escaped
+    escaped = b"".join(b"\\" + bytes([c]) if c in b"\\*?[" else bytes([c]) for c in path)
+    if escaped.startswith((b"#", b"!")):
+        escaped = b"\\" + escaped
+    if escaped.endswith(b" "):
+        escaped = escaped[:-1] + b"\\ "
+    return b"/" + escaped
 
 
 def make(root: Path, common: Path, readable: tuple[str, ...] | None, scratch: Path) -> GitView | None:
@@ -193,26 +194,30 @@ def make(root: Path, common: Path, readable: tuple[str, ...] | None, scratch: Pa
     shutil.copyfile(cached / "index", git_dir / "index")
     if (cached / "shallow").is_file():
         shutil.copyfile(cached / "shallow", git_dir / "shallow")
-    # Paths left out of the view that are on disk (a full checkout has them): excluded, so `git status` does not
-    # list the tree's own files as untracked. Only those the check can see anyway are named.
-    hidden = [p for p in (cached / "hidden").read_bytes().decode("utf-8", "surrogateescape").split("\0")
-              if p and os.path.lexists(root / p)]
-    (git_dir / "info" / "exclude").write_text("".join(_exclude_line(p) + "\n" for p in hidden))
-    _mark_sparse(root, git_dir, cached)
+    # Paths left out of the view that the tree has on disk (a full checkout has them all): excluded, so `git
+    # status` does not list the tree's own files as untracked. Only those the check can see anyway are named.
+    on_disk, skipped = _tree_index(root)
+    hidden = [p for p in (cached / "hidden").read_bytes().split(b"\0") if p and p in on_disk]
+    (git_dir / "info" / "exclude").write_bytes(b"".join(_exclude_line(p) + b"\n" for p in hidden))
+    if skipped:
+        _mark_sparse(root, git_dir, cached, skipped)
     gitfile = scratch / "gitfile"
     gitfile.write_text(f"gitdir: {INSIDE}\n")
     return GitView(git_dir=git_dir, objects=cached / "objects", gitfile=gitfile, commit=view)
 
 
-def _mark_sparse(root: Path, git_dir: Path, cached: Path) -> None:
-    """Paths the tree's own index keeps out of the working tree (a sparse lane) stay out in the view's index
-    too; else `git status` would call them deleted."""
+def _tree_index(root: Path) -> tuple[set[bytes], list[bytes]]:
+    """The tree's own index: the paths it has in the working tree, and those it keeps out (a sparse lane)."""
     done = gitcmd.run(["ls-files", "-t", "-z"], cwd=root, capture_output=True)
     if done.returncode != 0:
-        return
-    skipped = [entry[2:] for entry in done.stdout.split(b"\0") if entry.startswith(b"S ")]
-    if not skipped:
-        return
+        return set(), []
+    entries = [entry for entry in done.stdout.split(b"\0") if len(entry) > 2]
+    return {e[2:] for e in entries if not e.startswith(b"S ")}, [e[2:] for e in entries if e.startswith(b"S ")]
+
+
+def _mark_sparse(root: Path, git_dir: Path, cached: Path, skipped: list[bytes]) -> None:
+    """Paths the tree's own index keeps out of the working tree stay out in the view's index too; else `git
+    status` would call them deleted."""
     env = {"GIT_DIR": str(git_dir), "GIT_OBJECT_DIRECTORY": str(cached / "objects"), "GIT_WORK_TREE": str(root)}
     listed = gitcmd.run(["ls-files", "-z"], capture_output=True, env=env)
     present = set(listed.stdout.split(b"\0")) if listed.returncode == 0 else set()
