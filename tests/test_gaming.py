@@ -228,3 +228,27 @@ async def test_node_weakened_assertion_is_rewritten(tmp_path):
         core={"calc/index.js": JS_CALC.replace("a + b", "a - b")}, tests={"test/calc.test.js": weakened}))
     assert report.verdict != Verdict.passed, report
     assert the_change(report, TestChangeKind.rewritten, "adds").lanes == ["tests"]
+
+
+# --- configuration: only its test sections count ------------------------------------------------------------------
+
+PYPROJECT = '[project]\nname = "calc"\nversion = "1.0"\n'
+
+
+async def test_deselecting_a_test_in_pyproject_is_lost_and_reconfigured(tmp_path):
+    files = {**PY_FILES, "pyproject.toml": PYPROJECT}
+    hidden = PYPROJECT + '\n[tool.pytest.ini_options]\naddopts = "--deselect tests/test_add.py::test_add"\n'
+    report = await gate(tmp_path, files, PYTEST, Merged(core={"calc/__init__.py": BROKEN},
+                                                        tests={"pyproject.toml": hidden}))
+    assert report.verdict != Verdict.passed, report
+    assert the_change(report, TestChangeKind.lost, "test_add").lanes == ["tests"]
+    config = the_change(report, TestChangeKind.reconfigured, "pyproject.toml")
+    assert "pytest" in config.detail and "--deselect" in config.diff, config
+
+
+async def test_a_build_only_change_to_pyproject_is_no_test_change(tmp_path):
+    # pyproject.toml is shared with the build: a new version is the merged code's, not a change to the tests
+    files = {**PY_FILES, "pyproject.toml": PYPROJECT}
+    report = await gate(tmp_path, files, PYTEST, Merged(core={"pyproject.toml": PYPROJECT.replace("1.0", "1.1")}))
+    assert report.verdict == Verdict.passed and report.test_changes == [], report
+    assert report.base_tests_s is None  # no test path changed: no second run
