@@ -133,7 +133,7 @@ async def test_a_hanging_check_is_killed_at_its_timeout_with_nothing_left_behind
     status = await wait_for_phase(client, run_id, Phase.review, timeout=120)
     report = status.review.test_report
     assert not report.passed and report.commands[0].timed_out
-    assert "killed after its 3s timeout" in report.failures[0].message
+    assert report.failures[0].message.startswith("timed out after 3 s")  # the reason, first
     left = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True)
     assert left.stdout.strip() == "", "a process of the check outlived its timeout"
     await client.get_workflow_handle(run_id).terminate("test done")
