@@ -94,7 +94,7 @@ IDENTITY = ["-c", "user.name=reposwarm", "-c", "user.email=reposwarm@localhost",
 class _HardenedGit(git.Git):
     """GitPython's command object, every command line of which goes through `hardened`."""
 
-    def execute(self, command: Any, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+    def execute(self, command: Any, *args: Any, **kwargs: Any) -> Any:
         if isinstance(command, (list, tuple)) and command and Path(str(command[0])).name == "git":
             command = [command[0], *hardened([str(a) for a in command[1:]])]
         return super().execute(command, *args, **kwargs)

@@ -14,6 +14,7 @@ driver) that a git entering it would run as the worker (reposwarm/gitcmd.py keep
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from dataclasses import dataclass
@@ -74,6 +75,8 @@ def remove_nested_git(root: Path) -> list[str]:
             shutil.rmtree(path, ignore_errors=True)
         else:
             path.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # a folder that held nothing else (git keeps no empty folder either)
+            path.parent.rmdir()
         lines.append(f"{rel} (a nested git repository: its .git was removed, its files stay as plain files)")
     return lines
 
