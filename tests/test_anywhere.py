@@ -231,7 +231,7 @@ async def test_a_planning_failure_after_a_rejection_returns_the_run_to_review(cl
                                                       "lanes": [{"lane": "nope", "goal": "something to do"}]})
         refused, _ = cli(temporal_address, queue, home, "reject", run_id, "--comment", "this plan", "--plan",
                          str(bad))
-        assert refused.returncode == 2 and "unknown lane(s) nope" in refused.stderr
+        assert refused.returncode == 2 and "unknown lane 'nope'" in refused.stderr, refused.stderr
         given = write_yaml(tmp_path / "plan3.yaml", {
             "interface_contract": "api/app.py exports NAME = 'r3'.",
             "lanes": [{"lane": "api", "goal": "Set NAME in api/app.py to the round's name."}]})

@@ -446,7 +446,9 @@ async def test_lane_code_cannot_escape_its_box(client, temporal_address, tmp_pat
         run_id = await start_run(client, repo, lanes, script, plan=plan)
         status = await wait_for_phase(client, run_id, Phase.review, timeout=600)
         handle = client.get_workflow_handle_for(SwarmWorkflow.run, run_id)
-        await handle.execute_update(SwarmWorkflow.review, ReviewDecision(approve=True, reviewer="containment"))
+        # the attack check fails on purpose; delivering that red round is what this test means (issue 31.4)
+        await handle.execute_update(SwarmWorkflow.review, ReviewDecision(approve=True, reviewer="containment",
+                                                                         accept_red=True))
         result = await asyncio.wait_for(handle.result(), timeout=600)
         final = await handle.query(SwarmWorkflow.status)
     finally:
