@@ -162,6 +162,14 @@ def _imports(g: git.Git, ref: str, path: str) -> set[str]:
     return found
 
 
+def _net_changed(g: git.Git, req: AttributeInput) -> set[str] | None:
+    """The files that differ between the base commit and `ref` (None: no base given, or git could not say)."""
+    if not req.base:
+        return None
+    status, out, _ = gitcmd.try_git(g, "diff", "--name-only", "--no-renames", "-z", req.base, req.ref, "--")
+    return set(out.split("\0")) - {""} if status == 0 else None
+
+
 @activity.defn
 def attribute_failures(req: AttributeInput) -> Attribution:
     """Which lanes caused which new failures (failure keys per lane).
@@ -169,23 +177,28 @@ def attribute_failures(req: AttributeInput) -> Attribution:
     In order: lanes that touched a file the failure names (its test file, or a
     path in its message: the traceback); lanes whose paths hold the failing test;
     lanes that touched a file the failing test imports; else every lane that
-    changed something.
+    changed something. Given the base commit, only what differs from it counts: a lane that skipped a test and
+    then restored it (asked to by its repair) changed nothing there, and a test the base has as it is was broken
+    by the code it imports, not by the lane whose slice holds it.
     """
     repo = open_repository(req.repo_path)
     repo.have(req.ref)
     g = repo.git
     policies = {lane: PathPolicy(req.repo_path, paths) for lane, paths in req.lane_paths.items()}
+    changed = _net_changed(g, req)
+    touched = req.touched if changed is None else {
+        lane: [f for f in files if f in changed] for lane, files in req.touched.items()}
     blamed: dict[str, list[str]] = {}
     for failure in req.failures:
         text = f"{failure.file or ''}\n{failure.message}"
-        lanes = {lane for lane, files in req.touched.items() if any(f in text for f in files)}
-        if not lanes and failure.file:
+        lanes = {lane for lane, files in touched.items() if any(f in text for f in files)}
+        if not lanes and failure.file and (changed is None or failure.file in changed):
             lanes = {lane for lane, policy in policies.items() if policy.writable(failure.file)}
         if not lanes and failure.file:
             imported = _imports(g, req.ref, failure.file)
-            lanes = {lane for lane, files in req.touched.items() if imported & set(files)}
+            lanes = {lane for lane, files in touched.items() if imported & set(files)}
         if not lanes:
-            lanes = {lane for lane, files in req.touched.items() if files}
+            lanes = {lane for lane, files in touched.items() if files}
         for lane in sorted(lanes):
             blamed.setdefault(lane, []).append(failure.key)
     return Attribution(by_lane=blamed)

@@ -2,7 +2,9 @@
 script (`core` works on calc/, `tests` on tests/), the real pytest in the sandbox.
 
 A lane that hides a broken add() by skipping its test is sent back first, with the base commit's test as the
-reference, and the restored test then catches the break (the review gets FAILED, not the PASSED it got before); a lane whose goal says it removes a test reaches review
+reference; the restored test then catches the break, which goes to the lane that broke the code (not to the one
+that put the test back), and the review gets PASSED on a mended tree, not on a hidden break; a lane whose goal says
+it removes a test reaches review
 with PASSED WITH TEST CHANGES, the change listed under its own heading with the lane's reason, and is not repaired.
 Every place the verdict is shown (status, watch's last line, report --json, the review, the Web UI's details)
 says the same word. (tests/test_gaming.py tries each gaming pattern on the activity itself, faster.)
@@ -62,7 +64,8 @@ async def assignments(client, run_id: str, lane: str) -> list[HelperTask]:
 async def test_a_skipped_test_goes_back_to_its_lane_and_then_catches_the_break(client, tmp_path):
     repo = make_repo(tmp_path / "repo", PY_FILES)
     script = write_yaml(tmp_path / "replay.yaml", {"version": 1, "lanes": {
-        "core": {1: [write("c1", "calc/__init__.py", BROKEN), finish("c2", "add reworked")]},
+        "core": {1: [write("c1", "calc/__init__.py", BROKEN), finish("c2", "add reworked")],
+                 "1.2": [write("c3", "calc/__init__.py", CALC), finish("c4", "add mended")]},
         "tests": {1: [write("t1", "tests/test_add.py", SKIPPED_ADD), finish("t2", "the suite passes now")],
                   "1.2": [write("t3", "tests/test_add.py", TEST_ADD), finish("t4", "test put back")]}}})
     run_id = await start_run(client, repo, lanes_yaml(tmp_path), script, plan=plan_yaml(
@@ -77,11 +80,16 @@ async def test_a_skipped_test_goes_back_to_its_lane_and_then_catches_the_break(c
         assert len(tasks) == 2, [t.task_id for t in tasks]  # the repair went to the lane that skipped the test
         assert "The base commit's test is the reference" in tasks[1].goal and "test_add" in tasks[1].goal
         assert "skipped on the merged tree" in tasks[1].goal
-        # check 2: the test put back catches the break, which reaches review as what it is
+        # check 2: the test put back catches the break, which goes to the lane that broke add(): the tests lane,
+        # whose test is the base's again, is not blamed for it
         assert "red: 1 new failure" in history[1], history
+        core = await assignments(client, run_id, "core")
+        assert len(core) == 2 and "test_add" in core[1].goal, [t.goal for t in core]
+        assert len(await assignments(client, run_id, "tests")) == 2
+        # check 3: the mended tree passes plainly, with the base's tests as they were
+        assert history[2].split(": ", 1)[1].startswith("PASSED, green"), history
         report = status.review.test_report
-        assert report.verdict == Verdict.failed and report.test_changes == [], report
-        assert [f.name.rsplit(".", 1)[-1] for f in report.failures] == ["test_add"], report
+        assert report.verdict == Verdict.passed and report.test_changes == [] and report.passed, report
     finally:
         await client.get_workflow_handle(run_id).terminate("test done")
 

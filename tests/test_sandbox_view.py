@@ -208,6 +208,9 @@ async def test_a_check_that_adds_more_than_max_tree_mb_is_ended_and_its_files_re
                          max_tree_mb=4)
     report = await run_profile(quick, lane, None, rerun=False)
     assert not report.passed and report.commands[0].exit_code is None and not (lane / "big.bin").exists()
+    # and it says why, first: not as the output cap, which it did not pass
+    assert report.commands[0].reason.startswith("killed by the tree size limit"), report.commands[0].reason
+    assert report.failures[0].message.startswith("killed by the tree size limit"), report.failures[0].message
     small = CheckProfile(commands=[[sys.executable, "-c", "open('small.bin', 'wb').write(b'y' * 1024)"]],
                          max_tree_mb=4)
     assert (await run_profile(small, lane, None)).passed and (lane / "small.bin").exists()

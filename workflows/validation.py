@@ -108,10 +108,11 @@ class Gate:
         else:  # runs started before: their histories hold unjudged reports
             report = against_baseline(await self._validate(self.status.integration_sha, label), baseline)
         verdict = report.verdict_of
-        state = "green" if verdict == Verdict.passed else (
+        # (the verdict's word first, as everywhere a verdict is shown)
+        state = f"{verdict}, green" if verdict == Verdict.passed else (
             f"{verdict}: {', '.join(change_counts(report))}" if verdict == Verdict.passed_with_test_changes
-            else f"red: {len(report.failures)} new failure(s)" if report.failures
-            else f"red: {'; '.join(report.problems)[:300]}")
+            else f"{verdict}, red: {len(report.failures)} new failure(s)" if report.failures
+            else f"{verdict}, red: {'; '.join(report.problems)[:300]}")
         extra = [f"{len(report.pre_existing)} pre-existing"] if report.pre_existing else []
         extra += [f"{len(report.fixed)} fixed"] if report.fixed else []
         extra += [f"{report.tests_run} tests ran, {report.base_tests_run} on the base"] \
@@ -167,9 +168,17 @@ class Gate:
         attribution = await workflow.execute_activity(
             attribute_failures, AttributeInput(
                 repo_path=self.req.repo_path, ref=self.status.integration_sha, failures=report.failures,
-                touched=touched, lane_paths={lane: roles[lane].allowed_paths for lane in touched}), **options.GIT)
+                touched=touched, lane_paths={lane: roles[lane].allowed_paths for lane in touched},
+                base=self._base_ref()), **options.GIT)
         by_key = {f.key: f for f in report.failures}
         return {lane: [by_key[k] for k in ks] for lane, ks in attribution.by_lane.items()}
+
+    def _base_ref(self) -> str:
+        """The base commit the baseline ran on, once it has ("" before: every touched file is blamed)."""
+        if self.baseline is None or not self.baseline.done() or self.baseline.cancelled() \
+                or self.baseline.exception() is not None:
+            return ""
+        return self.baseline.result().ref
 
     async def rollback(self) -> None:
         red = self.status.integration_sha

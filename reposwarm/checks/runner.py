@@ -44,6 +44,8 @@ async def run_command(argv: list[str], tree: sandbox.Tree, profile: CheckProfile
         output_tail=log[-TAIL_CHARS:],
         log_ref=store.put(how + log) if store is not None else None,
         sandboxed=ran.sandboxed,
+        # (the one limit the output cannot tell: the sandbox ended it for what it added to its tree)
+        reason=f"killed by the tree size limit: {ran.stopped}" if ran.tree_over else "",
     ), log
 
 
@@ -81,8 +83,8 @@ async def _run_once(argv: list[str], tree: sandbox.Tree, profile: CheckProfile, 
     # not hide the failures in its report)
     failed = [_case_failure(c, command) for c in runners.failing(cases or [])]
     cut = result.exit_code is None and not result.timed_out
-    why = runners.reason(prepared.argv, result.exit_code, result.timed_out, cut, log, timeout_s, profile,
-                         len(failed))
+    why = result.reason or runners.reason(prepared.argv, result.exit_code, result.timed_out, cut, log, timeout_s,
+                                          profile, len(failed))
     result = result.model_copy(update={
         "argv": argv, "runner": prepared.runner, "tests_run": ran, "reason": why,
         "unparsed_results": runners.unparsed(prepared.runner, log, report, cases) if prepared.runner else 0,

@@ -121,6 +121,9 @@ class AttributeInput(Contract):
     failures: list[TestFailure]
     touched: dict[str, list[str]]  # lane -> files it changed this round
     lane_paths: dict[str, list[str]]  # lane -> its allowed paths
+    # The base commit: a file a lane touched that is the same there as at `ref` (a test it skipped, then restored)
+    # is no change of that lane's to blame. "": every touched file counts (an input recorded before).
+    base: str = ""
 
 
 class Attribution(Contract):
