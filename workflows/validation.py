@@ -28,7 +28,7 @@ from temporalio.exceptions import ApplicationError
 with workflow.unsafe.imports_passed_through():
     from activities.validate import attribute_failures, rollback_integration, validate
     from reposwarm.checks import test_changes
-    from reposwarm.checks.verdicts import against_baseline, change_counts
+    from reposwarm.checks.verdicts import against_baseline, change_counts, why_failed
     from reposwarm.contracts import (
         AttributeInput,
         CheckProfile,
@@ -226,4 +226,5 @@ def checks_line(report: TestReport | None) -> str:
     verdict = report.verdict_of
     if verdict == Verdict.passed_with_test_changes:
         return f"checks {verdict} ({', '.join(change_counts(report))}): see Test changes in the review"
-    return f"checks {verdict}"
+    why = why_failed(report)
+    return f"checks {verdict}" + (f": {why[:300]}" if why else "")

@@ -105,6 +105,17 @@ def change_counts(report: TestReport) -> list[str]:
             if (n := sum(c.kind == kind for c in report.test_changes if not c.test.endswith(" more")))]
 
 
+def why_failed(report: TestReport) -> str:
+    """Why a FAILED check failed, first, when that is not its tests: a command that could not run or finish (not
+    found, timed out, killed at a limit) on the merged tree, else the first problem; "" otherwise."""
+    if report.verdict_of != Verdict.failed:
+        return ""
+    for cmd in report.commands:
+        if cmd.reason and runners.stops_judging(cmd.reason):
+            return f"`{' '.join(cmd.argv)}`: {cmd.reason}"
+    return report.problems[0] if report.problems and not report.failures else ""
+
+
 def summary(report: TestReport) -> str:
     """One line, starting with the verdict word: what a lane, a reviewer, status and watch read first."""
     parts = [f"{len(report.failures)} new failure(s)"] if report.failures else []
@@ -114,6 +125,8 @@ def summary(report: TestReport) -> str:
     parts += [f"{len(report.flaky)} flaky"] if report.flaky else []
     parts += [f"{len(report.problems)} problem(s)"] if report.problems else []
     head = report.verdict_of.value + (f" ({', '.join(parts)})" if parts else "")
+    if why := why_failed(report):
+        head += f": {why[:300]}"
     if report.tests_run is not None:
         base = f" (base commit: {report.base_tests_run})" if report.base_tests_run is not None else ""
         head += f"; {report.tests_run} tests ran{base}"

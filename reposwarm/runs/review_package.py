@@ -6,8 +6,10 @@ import re
 
 from reposwarm.checks import verdicts
 from reposwarm.contracts import LaneReview, ReviewPackage, SwarmStatus, TestChange, TestFailure, TestReport, Verdict
+from reposwarm.text import inert
 
 FAILED_CALLS_SHOWN = 10  # per lane in the Markdown; the --json package keeps the lane's whole list
+TAIL_LINES = 15  # of a failing command's output, in the Markdown (the --json package and its log keep more)
 
 
 def render_review(pkg: ReviewPackage, ui_url: str = "") -> str:
@@ -152,7 +154,12 @@ def _checks(pkg: ReviewPackage, report: TestReport) -> list[str]:
         state = "timed out" if cmd.timed_out else f"exit {cmd.exit_code}"
         runner = f"{cmd.runner}, " if cmd.runner else ""
         ran = f", {cmd.tests_run} tests" if cmd.tests_run is not None else ""
-        out.append(f"- `{' '.join(cmd.argv)}`: {state} ({runner}{cmd.exit_class or '?'}{ran}, {cmd.duration_s:.1f}s)")
+        why = f" **{cmd.reason}**" if cmd.reason else ""
+        out.append(f"- `{' '.join(cmd.argv)}`:{why} {state} ({runner}{cmd.exit_class or '?'}{ran}, "
+                   f"{cmd.duration_s:.1f}s)")
+        if cmd.exit_code != 0 and cmd.output_tail.strip():  # what a failing command said last, bounded
+            tail = inert(cmd.output_tail).rstrip().splitlines()[-TAIL_LINES:]
+            out += ["", "  ~~~", *[f"  {line[:200]}".replace("~~~", "~ ~ ~") for line in tail], "  ~~~", ""]
     if report.failures:
         out += ["", "New failures:"]
         for f in report.failures:
