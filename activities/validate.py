@@ -16,7 +16,7 @@ from temporalio.exceptions import ApplicationError
 from activities.repo import synced
 from reposwarm import gitcmd
 from reposwarm.agent.paths import PathPolicy
-from reposwarm.checks import test_changes, verdicts
+from reposwarm.checks import test_changes, test_trees, verdicts
 from reposwarm.checks.runner import load_cases, run_profile, save_baseline
 from reposwarm.checks.sandbox import SandboxUnavailable
 from reposwarm.contracts import (
@@ -104,7 +104,7 @@ async def _judge_tests(req: ValidateInput, baseline: TestReport, repo: Repositor
     against the merged code (rewritten ones), changed test configuration; each with its lanes, their reason and
     the diff. The second run costs a run of the profile, and happens only when a test path changed."""
     g, base = repo.git, baseline.ref
-    paths, config = await asyncio.to_thread(test_changes.changed_paths, g, base, req.ref)
+    paths, config = await asyncio.to_thread(test_trees.changed_paths, g, base, req.ref)
     changes = list(report.test_changes)
     update: dict[str, object] = {}
     if paths:
@@ -112,7 +112,7 @@ async def _judge_tests(req: ValidateInput, baseline: TestReport, repo: Repositor
         path = run_dir(req.run_id) / "validate-base-tests"
         await asyncio.to_thread(_checkout, str(repo.path), path, req.ref)
         try:
-            await asyncio.to_thread(test_changes.base_tests_tree, g, path, base, paths)
+            await asyncio.to_thread(test_trees.base_tests_tree, g, path, base, paths)
             base_tests = await run_profile(req.profile, path, store)
         except SandboxUnavailable as err:
             raise ApplicationError(str(err), type="SandboxUnavailable", non_retryable=True) from None
@@ -135,8 +135,8 @@ async def _judge_tests(req: ValidateInput, baseline: TestReport, repo: Repositor
     if not changes:
         return report.model_copy(update=update)
     files = {c.file for c in changes if c.file}
-    diffs = {f: await asyncio.to_thread(test_changes.diff, g, base, req.ref, [f]) for f in sorted(files)}
-    shared = await asyncio.to_thread(test_changes.diff, g, base, req.ref, paths) \
+    diffs = {f: await asyncio.to_thread(test_trees.diff, g, base, req.ref, [f]) for f in sorted(files)}
+    shared = await asyncio.to_thread(test_trees.diff, g, base, req.ref, paths) \
         if any(not c.file for c in changes) else ""
     changes = test_changes.attribute(changes, req.touched, req.statements, diffs, shared)
     return verdicts.settle(report.model_copy(update={**update, "test_changes": changes}))

@@ -6,7 +6,7 @@ Three kinds of change, none of them ever plainly PASSED (reposwarm/checks/verdic
   renamed away (found by `verdicts.judge` from the two trees' per-test results);
 - rewritten: the base commit's version of the test fails against the merged code while the lane's version
   passes there. Found by a second run of the check profile, in a checkout of the merged tree with every test file
-  and piece of test configuration the lanes changed put back as the base commit has it (`base_tests_tree`);
+  and piece of test configuration the lanes changed put back as the base commit has it (reposwarm/checks/test_trees.py);
 - reconfigured: a lane changed test configuration (reposwarm/checks/test_files.py): listed by itself.
 
 Each change names the lanes that changed its file and what they said of it (`stated`): a change whose lane
@@ -16,16 +16,11 @@ gave its reason is not sent back as a repair, and reaches the review under its o
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
-from pathlib import Path
+from pathlib import PurePosixPath
 
-import git
-
-from reposwarm import gitcmd
 from reposwarm.checks import runners, test_files
 from reposwarm.contracts import TestChange, TestChangeKind, TestFailure
 
-DIFF_CHARS = 4000  # per changed file: the assertion a reviewer reads, not the whole rewrite
 MAX_CHANGES = 100  # per command and kind: a deleted suite is one long list, cut with a count of the rest
 PASSING = ("passed",)
 FAILING = ("failed", "error")
@@ -33,51 +28,6 @@ FAILING = ("failed", "error")
 # A lane's own words say why a test had to change when they name the test (or its file) and one of these.
 REASON_WORDS = re.compile(r"\b(remov|delet|drop|renam|replac|chang|rewr|rework|updat|obsolet|deprecat|skip|"
                           r"xfail|disabl|split|mov)\w*", re.I)
-
-
-# --- which paths the lanes changed, and the tree that puts the base's back ---------------------------------------
-
-def changed_paths(g: git.Git, base: str, merged: str) -> tuple[list[str], dict[str, str]]:
-    """The test paths that differ between the two commits, and among them the test configuration changes
-    (path -> how it changed). A shared file (pyproject.toml...) whose test sections did not change is neither."""
-    status, out, _ = gitcmd.try_git(g, "diff", "--name-only", "--no-renames", "-z", base, merged)
-    if status != 0:
-        return [], {}
-    paths, config = [], {}
-    for path in (p for p in out.split("\0") if p):
-        if not test_files.is_test(path):
-            continue
-        if test_files.is_config(path):
-            how = test_files.config_change(path, gitcmd.show(g, base, path), gitcmd.show(g, merged, path))
-            if not how:
-                continue  # a build section of a shared file: the merged code's, not a test change
-            config[path] = how
-        paths.append(path)
-    return paths, config
-
-
-def base_tests_tree(g: git.Git, tree: Path, base: str, paths: list[str]) -> None:
-    """In `tree` (a checkout of the merged tree), `paths` as the base commit has them: a changed or deleted one
-    restored, one the lanes added removed."""
-    wt = gitcmd.repo(str(tree))
-    on_base = set(g.ls_tree("-r", "--name-only", "-z", base, "--", *paths).split("\0")) - {""}
-    if on_base:
-        wt.checkout(base, "--", *sorted(on_base))
-    for path in sorted(set(paths) - on_base):
-        target = tree / path
-        if target.is_file() or target.is_symlink():
-            target.unlink()
-
-
-def diff(g: git.Git, base: str, merged: str, paths: Iterable[str]) -> str:
-    """The change to these files, bounded: the reviewer's and the repairing lane's reference."""
-    wanted = sorted(set(paths))
-    if not wanted:
-        return ""
-    status, out, _ = gitcmd.try_git(g, "diff", "--no-color", "--no-ext-diff", base, merged, "--", *wanted)
-    if status != 0:
-        return ""
-    return out if len(out) <= DIFF_CHARS else out[:DIFF_CHARS] + f"\n... ({len(out) - DIFF_CHARS} more characters)"
 
 
 # --- the comparison ------------------------------------------------------------------------------------------------
@@ -179,7 +129,7 @@ def _names(change: TestChange) -> list[str]:
     short = re.split(r"[.:/ ]", change.test)[-1]
     names = [change.test, short]
     if change.file:
-        names += [change.file, Path(change.file).name, Path(change.file).stem]
+        names += [change.file, PurePosixPath(change.file).name, PurePosixPath(change.file).stem]
     return [n for n in names if len(n) >= 3]
 
 
