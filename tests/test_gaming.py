@@ -11,6 +11,7 @@ goal says so is listed with its reason and not sent back for repair.
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 import uuid
@@ -252,3 +253,34 @@ async def test_a_build_only_change_to_pyproject_is_no_test_change(tmp_path):
     report = await gate(tmp_path, files, PYTEST, Merged(core={"pyproject.toml": PYPROJECT.replace("1.0", "1.1")}))
     assert report.verdict == Verdict.passed and report.test_changes == [], report
     assert report.base_tests_s is None  # no test path changed: no second run
+
+
+# --- cargo: an ignored test and a weakened integration test ---------------------------------------------------------
+
+def _cargo() -> str | None:
+    found = sorted(Path.home().glob(".rustup/toolchains/stable-*/bin/cargo"))
+    return str(found[0]) if found else shutil.which("cargo")
+
+
+CARGO = pytest.mark.skipif(_cargo() is None, reason="cargo is not installed")
+RS_TOML = '[package]\nname = "calc"\nversion = "0.1.0"\nedition = "2021"\n'
+RS_LIB = "pub fn add(a: i64, b: i64) -> i64 {\n    a + b\n}\n\npub fn mul(a: i64, b: i64) -> i64 {\n    a * b\n}\n"
+RS_TEST = ("use calc::{add, mul};\n\n#[test]\nfn adds() {\n    assert_eq!(add(2, 3), 5);\n}\n\n"
+           "#[test]\nfn multiplies() {\n    assert_eq!(mul(2, 3), 6);\n}\n")
+
+
+@CARGO
+@pytest.mark.parametrize(("tests_lane", "kind"), [
+    (RS_TEST.replace("#[test]\nfn adds", "#[test]\n#[ignore]\nfn adds"), TestChangeKind.lost),
+    (RS_TEST.replace("assert_eq!(add(2, 3), 5)", "assert!(add(2, 3) != 0)"), TestChangeKind.rewritten),
+], ids=["ignore", "weakened"])
+async def test_cargo_hidden_broken_add_is_never_passed(tmp_path, monkeypatch, tests_lane, kind):
+    cargo = _cargo()
+    assert cargo is not None
+    # (the toolchain's own bin first on PATH: the sandbox mounts its folder, and cargo finds rustc there)
+    monkeypatch.setenv("PATH", f"{Path(cargo).parent}:{os.environ.get('PATH', '')}")
+    files = {"Cargo.toml": RS_TOML, "src/lib.rs": RS_LIB, "tests/calc.rs": RS_TEST, ".gitignore": "target/\n"}
+    report = await gate(tmp_path, files, [cargo, "test", "--offline"], Merged(
+        core={"src/lib.rs": RS_LIB.replace("a + b", "a - b")}, tests={"tests/calc.rs": tests_lane}))
+    assert report.verdict != Verdict.passed and not report.passed, report
+    assert the_change(report, kind, "adds").lanes == ["tests"], report.test_changes
