@@ -131,8 +131,10 @@ def _owners(pkg: ReviewPackage, failure: TestFailure) -> list[str]:
 
 def _checks(pkg: ReviewPackage, report: TestReport) -> list[str]:
     """The check at a glance: the verdict, the test delta against the base commit, then the details."""
-    out = [f"**{report.verdict_of}** in {report.duration_s:.1f}s (on `{report.ref[:12]}`): "
-           f"{verdicts.summary(report)}", ""]
+    # (the summary opens with the verdict word, said here in bold already)
+    rest = verdicts.summary(report).removeprefix(report.verdict_of.value).lstrip("; ")
+    out = [f"**{report.verdict_of}** in {report.duration_s:.1f}s (on `{report.ref[:12]}`)"
+           + (f": {rest}" if rest else ""), ""]
     if report.verdict_of == Verdict.passed_with_test_changes:
         out += ["The checks pass only with the test changes listed under **Test changes** above: approve only if "
                 "each is right.", ""]
