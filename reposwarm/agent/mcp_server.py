@@ -183,7 +183,8 @@ class CheckCopy:
         if exclude.is_file():
             shutil.copyfile(exclude, dot / "info" / "exclude")
         # The user's index, copied (never written): its stat data lets `add -A` hash only what changed; copy2
-        # keeps its mtime, which git's racy-file check compares file times with.
+        # keeps its mtime, which git's racy-file check compares file times with. (`add -A` is right here, as it
+        # never is for a lane: it snapshots the user's own checkout, as it is, into a private throwaway index.)
         index = Path(self._git("rev-parse", "--path-format=absolute", "--git-path", "index", cwd=checkout))
         snapshot_index = dot / SNAPSHOT_INDEX
         snapshot_index.unlink(missing_ok=True)
