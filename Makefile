@@ -10,7 +10,7 @@ PY     := $(VENV)/bin/python
 export REPOSWARM_HOME ?= $(HOME)/.reposwarm
 STATE  := $(REPOSWARM_HOME)
 
-.PHONY: venv bubblewrap demo test typecheck dev-server stop-dev-server worker clean record-history bench
+.PHONY: venv bubblewrap toolchains demo test typecheck dev-server stop-dev-server worker clean record-history bench
 
 venv: $(VENV)/.installed
 
@@ -29,6 +29,16 @@ bubblewrap:
 	  echo "installed bubblewrap: checks run sandboxed"; } || \
 	echo "checks run in a bubblewrap sandbox: install it (sudo apt-get install bubblewrap), or set REPOSWARM_SANDBOX=off"
 
+# The Go toolchain (Debian's golang-go), so the tests that play a gaming lane on a real Go module run: installed
+# when missing and we can (as root, with apt-get); without it those tests are skipped and say so.
+toolchains:
+	@command -v go >/dev/null 2>&1 || \
+	{ [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
+	  { apt-get install -y -qq golang-go >/dev/null 2>&1 || \
+	    { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq golang-go >/dev/null 2>&1; }; } && \
+	  echo "installed golang-go: the Go gate tests run"; } || \
+	echo "go is not installed: the Go gate tests are skipped (apt-get install golang-go)"
+
 dev-server: venv
 	./temporal-dev --background
 
@@ -43,7 +53,7 @@ demo: venv bubblewrap dev-server
 worker: venv
 	$(PY) worker.py
 
-test: venv bubblewrap typecheck
+test: venv bubblewrap toolchains typecheck
 	$(PY) -m pytest -q
 
 # the type checker over the library, the workflows and the activities ([tool.mypy] in pyproject.toml)

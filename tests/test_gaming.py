@@ -284,3 +284,27 @@ async def test_cargo_hidden_broken_add_is_never_passed(tmp_path, monkeypatch, te
         core={"src/lib.rs": RS_LIB.replace("a + b", "a - b")}, tests={"tests/calc.rs": tests_lane}))
     assert report.verdict != Verdict.passed and not report.passed, report
     assert the_change(report, kind, "adds").lanes == ["tests"], report.test_changes
+
+
+# --- go test: a skipped test and a weakened one ---------------------------------------------------------------------
+
+GO = pytest.mark.skipif(shutil.which("go") is None, reason="go is not installed")
+GO_MOD = "module example.com/calc\n\ngo 1.19\n"
+GO_CALC = "package calc\n\nfunc Add(a, b int) int { return a + b }\n\nfunc Mul(a, b int) int { return a * b }\n"
+GO_TEST = ('package calc\n\nimport "testing"\n\n'
+           'func TestAdd(t *testing.T) {\n\tif Add(2, 3) != 5 {\n\t\tt.Fatal("Add(2, 3) != 5")\n\t}\n}\n\n'
+           'func TestMul(t *testing.T) {\n\tif Mul(2, 3) != 6 {\n\t\tt.Fatal("Mul(2, 3) != 6")\n\t}\n}\n')
+
+
+@GO
+@pytest.mark.parametrize(("tests_lane", "kind"), [
+    (GO_TEST.replace("func TestAdd(t *testing.T) {\n", "func TestAdd(t *testing.T) {\n\tt.Skip(\"flaky\")\n"),
+     TestChangeKind.lost),
+    (GO_TEST.replace("Add(2, 3) != 5 {", "Add(2, 3) == 12345 {"), TestChangeKind.rewritten),
+], ids=["skip", "weakened"])
+async def test_go_hidden_broken_add_is_never_passed(tmp_path, tests_lane, kind):
+    files = {"go.mod": GO_MOD, "calc.go": GO_CALC, "calc_test.go": GO_TEST}
+    report = await gate(tmp_path, files, ["go", "test", "./..."], Merged(
+        core={"calc.go": GO_CALC.replace("a + b", "a - b")}, tests={"calc_test.go": tests_lane}))
+    assert report.verdict != Verdict.passed and not report.passed, report
+    assert the_change(report, kind, "TestAdd").lanes == ["tests"], report.test_changes
