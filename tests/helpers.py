@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -260,3 +261,20 @@ async def approve_and_wait(client: Client, run_id: str, timeout: float = 180) ->
     handle = client.get_workflow_handle_for(SwarmWorkflow.run, run_id)
     await handle.execute_update(SwarmWorkflow.review, ReviewDecision(approve=True))
     return await handle.result()
+
+
+def _cargo() -> str | None:
+    """The toolchain's own cargo (not rustup's proxy, which needs ~/.rustup), or None when cargo is not installed."""
+    found = sorted(Path.home().glob(".rustup/toolchains/stable-*/bin/cargo"))
+    return str(found[0]) if found else shutil.which("cargo")
+
+
+HAS_CARGO = _cargo() is not None
+
+
+def cargo_on_path(monkeypatch: Any) -> str | None:
+    """cargo, its bin first on PATH: the sandbox mounts that folder, and cargo finds rustc and rustdoc there."""
+    cargo = _cargo()
+    if cargo is not None:
+        monkeypatch.setenv("PATH", str(Path(cargo).parent) + os.pathsep + os.environ.get("PATH", ""))
+    return cargo

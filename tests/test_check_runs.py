@@ -5,9 +5,6 @@ runs every test binary and its doc tests."""
 
 from __future__ import annotations
 
-import glob
-import os
-import shutil
 import sys
 from pathlib import Path
 
@@ -16,6 +13,7 @@ import pytest
 from reposwarm.checks import runner, verdicts
 from reposwarm.contracts import CheckProfile, ExitClass
 from reposwarm.runs.store import Store
+from tests.helpers import HAS_CARGO, cargo_on_path
 
 PY = sys.executable
 
@@ -119,11 +117,6 @@ async def test_results_the_parser_missed_leave_the_check_not_fully_judged(tmp_pa
     assert not judged.passed and any("not fully judged" in p for p in judged.problems)
 
 
-def _cargo() -> str | None:
-    found = sorted(glob.glob(os.path.expanduser("~/.rustup/toolchains/stable-*/bin/cargo")))
-    return found[0] if found else shutil.which("cargo")
-
-
 CRATE = {
     "Cargo.toml": '[package]\nname = "gate"\nversion = "0.1.0"\nedition = "2021"\n',
     "src/lib.rs": ("/// Adds.\n///\n/// ```\n/// assert_eq!(gate::add(2, 3), 6);\n/// ```\n"
@@ -133,12 +126,10 @@ CRATE = {
 }
 
 
-@pytest.mark.skipif(_cargo() is None, reason="cargo is not installed")
+@pytest.mark.skipif(not HAS_CARGO, reason="cargo is not installed")
 async def test_cargo_runs_the_doc_tests_after_a_failing_test_binary(tmp_path, monkeypatch):
-    cargo = _cargo()
+    cargo = cargo_on_path(monkeypatch)
     assert cargo is not None
-    # (the toolchain's own bin on PATH: the sandbox mounts its folder, and cargo finds rustc and rustdoc there)
-    monkeypatch.setenv("PATH", str(Path(cargo).parent) + os.pathsep + os.environ.get("PATH", ""))
     profile = CheckProfile(commands=[[cargo, "test", "--offline"]], timeout_s=300, memory_mb=16384)
     report = await runner.run_profile(profile, _tree(tmp_path / "crate", CRATE), None, rerun=False)
     assert sorted(f.name for f in report.failures) == ["integration_fails", "src/lib.rs - add (line 3)"]

@@ -11,7 +11,6 @@ goal says so is listed with its reason and not sent back for repair.
 
 from __future__ import annotations
 
-import os
 import shutil
 import sys
 import uuid
@@ -24,7 +23,7 @@ from temporalio.testing import ActivityEnvironment
 from activities.validate import validate
 from reposwarm.checks import test_changes
 from reposwarm.contracts import CheckProfile, TestChangeKind, TestReport, ValidateInput, Verdict
-from tests.helpers import git, make_repo
+from tests.helpers import HAS_CARGO, cargo_on_path, git, make_repo
 
 pytestmark = pytest.mark.usefixtures("reposwarm_home")
 
@@ -257,12 +256,7 @@ async def test_a_build_only_change_to_pyproject_is_no_test_change(tmp_path):
 
 # --- cargo: an ignored test and a weakened integration test ---------------------------------------------------------
 
-def _cargo() -> str | None:
-    found = sorted(Path.home().glob(".rustup/toolchains/stable-*/bin/cargo"))
-    return str(found[0]) if found else shutil.which("cargo")
-
-
-CARGO = pytest.mark.skipif(_cargo() is None, reason="cargo is not installed")
+CARGO = pytest.mark.skipif(not HAS_CARGO, reason="cargo is not installed")
 RS_TOML = '[package]\nname = "calc"\nversion = "0.1.0"\nedition = "2021"\n'
 RS_LIB = "pub fn add(a: i64, b: i64) -> i64 {\n    a + b\n}\n\npub fn mul(a: i64, b: i64) -> i64 {\n    a * b\n}\n"
 RS_TEST = ("use calc::{add, mul};\n\n#[test]\nfn adds() {\n    assert_eq!(add(2, 3), 5);\n}\n\n"
@@ -275,10 +269,8 @@ RS_TEST = ("use calc::{add, mul};\n\n#[test]\nfn adds() {\n    assert_eq!(add(2,
     (RS_TEST.replace("assert_eq!(add(2, 3), 5)", "assert!(add(2, 3) != 0)"), TestChangeKind.rewritten),
 ], ids=["ignore", "weakened"])
 async def test_cargo_hidden_broken_add_is_never_passed(tmp_path, monkeypatch, tests_lane, kind):
-    cargo = _cargo()
+    cargo = cargo_on_path(monkeypatch)
     assert cargo is not None
-    # (the toolchain's own bin first on PATH: the sandbox mounts its folder, and cargo finds rustc there)
-    monkeypatch.setenv("PATH", f"{Path(cargo).parent}:{os.environ.get('PATH', '')}")
     files = {"Cargo.toml": RS_TOML, "src/lib.rs": RS_LIB, "tests/calc.rs": RS_TEST, ".gitignore": "target/\n"}
     report = await gate(tmp_path, files, [cargo, "test", "--offline"], Merged(
         core={"src/lib.rs": RS_LIB.replace("a + b", "a - b")}, tests={"tests/calc.rs": tests_lane}))
