@@ -7,13 +7,16 @@ server. Inside an activity, a long check heartbeats.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import hashlib
 import tempfile
 import time
 from pathlib import Path
 
 from reposwarm import gitcmd
-from reposwarm.checks import runners, sandbox
+from reposwarm.checks import runners, sandbox, setup
+from reposwarm.checks.sandbox import caches
 from reposwarm.contracts import CheckProfile, CommandResult, TestFailure, TestReport
 from reposwarm.runs import ledger, objects
 from reposwarm.runs.store import Store
@@ -150,17 +153,32 @@ async def _counted(argv: list[str], tree: sandbox.Tree, profile: CheckProfile, s
     return again, failed_again, flaky
 
 
+def repo_key(git_dir: Path | None, cwd: Path) -> str:
+    """Who a host's caches belong to: the repository's git directory on this host (its clone, for a remote)."""
+    return hashlib.sha256(str(git_dir or cwd.resolve()).encode()).hexdigest()[:16]
+
+
 async def run_profile(profile: CheckProfile, cwd: Path, store: Store | None, *, rerun: bool = True,
-                      readable: tuple[str, ...] | None = None) -> TestReport:
+                      readable: tuple[str, ...] | None = None, scope: str = "") -> TestReport:
     """Run each command in `cwd`, the one tree they may write; a failing one runs once more, and what passes the
-    second time is flaky. `readable`: the paths (a lane's) the commands' git view holds; None: the whole commit."""
+    second time is flaky. `readable`: the paths (a lane's) the commands' git view holds; None: the whole commit.
+    `scope`: whose language caches the commands use (reposwarm/checks/sandbox/caches.py)."""
     started = time.monotonic()
     results: list[CommandResult] = []
     failures: list[TestFailure] = []
     flaky: list[TestFailure] = []
     git_dir = common_git_dir(cwd)
+    key = repo_key(git_dir, cwd)
     with tempfile.TemporaryDirectory(prefix="reposwarm-checks-") as scratch:
         tree = sandbox.Tree(root=cwd.resolve(), git_dir=git_dir, reports=Path(scratch), readable=readable)
+        binds, env = await asyncio.to_thread(caches.prepare, profile, key, scope, Path(scratch))
+        tree = dataclasses.replace(tree, binds=tuple(binds), env=tuple(sorted(env.items())))
+        deps = await setup.prepare(profile, tree, key, store)
+        tree = dataclasses.replace(tree, binds=tree.binds + tuple(deps.binds))
+        if deps.failed is not None:
+            return TestReport(passed=False, commands=[deps.failed], failures=[deps.failure], setup=deps.lines,
+                              problems=[deps.failed.reason], duration_s=round(time.monotonic() - started, 3),
+                              unsandboxed=not deps.failed.sandboxed)
         for argv in profile.commands:
             result, failed, flakes = await _counted(argv, tree, profile, started, store, rerun)
             results.append(result)
@@ -169,6 +187,6 @@ async def run_profile(profile: CheckProfile, cwd: Path, store: Store | None, *, 
     counted = [r.tests_run for r in results if r.tests_run is not None]
     # (the gate's judge keeps these problems beside its own: reposwarm/checks/verdicts.py)
     problems = [p for p in map(runners.not_fully_judged, results) if p]
-    return TestReport(passed=not failures and not problems, failures=failures, flaky=flaky,
+    return TestReport(passed=not failures and not problems, failures=failures, flaky=flaky, setup=deps.lines,
                       duration_s=round(time.monotonic() - started, 3), commands=results, problems=problems,
                       unsandboxed=any(not r.sandboxed for r in results), tests_run=sum(counted) if counted else None)

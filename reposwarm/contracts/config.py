@@ -26,6 +26,12 @@ class HelperRole(Contract):
     depends_on: list[str] = []
 
 
+# The lock files that key the setup cache by default: a change to any of them runs the setup step again.
+LOCK_FILES = ("package-lock.json", "npm-shrinkwrap.json", "pnpm-lock.yaml", "yarn.lock", "bun.lockb",
+              "poetry.lock", "uv.lock", "Pipfile.lock", "requirements.txt", "go.sum", "Cargo.lock",
+              "Gemfile.lock", "composer.lock")
+
+
 class CheckProfile(Contract):
     """A validation profile: argv lists run in the sandbox (reposwarm/checks/sandbox.py), with its limits."""
 
@@ -34,8 +40,8 @@ class CheckProfile(Contract):
     # What the sandboxed commands may see and use; everything else is denied.
     env: dict[str, str] = {}  # variables the commands see, besides PATH, HOME (private), locale and CI=true
     network: bool = False  # no network unless the profile asks for it
-    # address space per process (RLIMIT_AS); Node's own fetch() (WebAssembly) reserves ~10 GiB of it at once
-    memory_mb: int = Field(default=16384, gt=0)
+    # address space per process (RLIMIT_AS), not memory in use: vitest 3 (WebAssembly) reserves ~24 GiB at start
+    memory_mb: int = Field(default=32768, gt=0)
     max_processes: int = Field(default=256, gt=0)  # processes in the sandbox at once
     max_file_mb: int = Field(default=512, gt=0)  # largest file a command may write (RLIMIT_FSIZE)
     max_output_mb: int = Field(default=16, gt=0)  # output kept per command; more ends the command
@@ -43,6 +49,38 @@ class CheckProfile(Contract):
     max_tree_mb: int = Field(default=1024, gt=0)  # what a command may add to its tree; past it, it is ended
     # Host paths the commands may read besides the system folders, the toolchains and their tree (absolute)
     read_only_paths: list[str] = []
+    # The setup step (reposwarm/checks/setup.py): argv lists run in the sandbox, in the checked tree, before the
+    # checks, with network unless setup_network is false; the ignored folders they make (node_modules, .venv,
+    # vendor) are cached on the worker host, keyed by these files' contents, and bound read-only into every
+    # checked tree of the repository whose key files are the same, with no setup and no network.
+    setup: list[list[str]] = []
+    cache_key: list[str] = list(LOCK_FILES)  # paths or globs in the tree (missing ones count as missing)
+    setup_network: bool = True
+    setup_timeout_s: float = Field(default=1800, gt=0)
+    # Without a setup step: ignored folders of the user's own checkout bound read-only into the checked trees.
+    deps_from_checkout: list[str] = []
+    # The language caches (GOCACHE, GOMODCACHE, cargo's target and registry, npm's, pip's) kept per worker host
+    # and repository (reposwarm/checks/sandbox/caches.py).
+    caches: bool = True
+
+    @field_validator("setup")
+    @classmethod
+    def _setup_argv(cls, commands: list[list[str]]) -> list[list[str]]:
+        for argv in commands:
+            if not argv or not all(isinstance(a, str) and a for a in argv):
+                raise ValueError("each setup command is a non-empty list of non-empty strings (an argv, no shell)")
+        return commands
+
+    @field_validator("cache_key", "deps_from_checkout")
+    @classmethod
+    def _tree_paths(cls, paths: list[str]) -> list[str]:
+        for path in paths:
+            norm = posixpath.normpath(path) if isinstance(path, str) and path else ""
+            if not norm or norm.startswith(("/", "../")) or norm in (".", "..", ".git") or "\x00" in path \
+                    or norm.split("/")[0] == ".git":
+                raise ValueError(f"{path!r} is not a path inside the repository (like node_modules or "
+                                 "package-lock.json)")
+        return [posixpath.normpath(p) for p in paths]
 
     @field_validator("commands")
     @classmethod

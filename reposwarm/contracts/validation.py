@@ -92,6 +92,8 @@ class TestReport(Contract):
     # (reposwarm/checks/test_changes.py). Its time, and how many test paths it put back; None: not run.
     base_tests_s: float | None = None
     base_tests_paths: int = 0
+    # What the setup step did for this tree, one line each (reposwarm/checks/setup.py): ran, restored, failed.
+    setup: list[str] = []
 
     @property
     def verdict_of(self) -> Verdict:

@@ -43,7 +43,7 @@ from reposwarm.checks.sandbox.process import LAUNCHER, SUPERVISOR, Ran, watch
 from reposwarm.checks.sandbox.toolchains import SECRET_FILE
 from reposwarm.contracts import CheckProfile
 
-__all__ = ["BWRAP", "LAUNCHER", "MIB", "OFF_WARNING", "PASS_ENV", "PASS_ENV_OFF", "SECRET_FILE", "SUPERVISOR",
+__all__ = ["BWRAP", "Bind", "LAUNCHER", "MIB", "OFF_WARNING", "PASS_ENV", "PASS_ENV_OFF", "SECRET_FILE", "SUPERVISOR",
            "SWITCH", "PidsCgroup", "Ran", "SandboxUnavailable", "Tree", "bwrap", "bwrap_argv", "check_nice",
            "enabled", "own_cgroups", "rlimits", "run", "sandbox_env", "status", "unsandboxed_env"]
 
@@ -65,6 +65,17 @@ class Tree:
     reports: Path | None = None  # a folder of the worker's the command may write ({junit}), read after it ends
     # the paths (globs, as a lane's allowed + read-only paths) the check's git view holds; None: the whole commit
     readable: tuple[str, ...] | None = None
+    # host folders bound into the sandbox at their `dest` (the setup cache's node_modules in the tree, a
+    # language cache), after the tree; and variables set for the command (GOCACHE=...), after the profile's env
+    binds: tuple[Bind, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Bind:
+    host: Path
+    dest: Path
+    writable: bool = False
 
 
 # --- is there a sandbox? ---
@@ -123,10 +134,19 @@ def status() -> str | None:
 # --- running ---
 
 
+def _link_binds(tree: Tree) -> None:
+    """Unsandboxed, a bind inside the tree is a symlink to its host folder (where the tree has nothing there)."""
+    for bind in tree.binds:
+        if tree.root in bind.dest.parents and not os.path.lexists(bind.dest):
+            bind.dest.parent.mkdir(parents=True, exist_ok=True)
+            bind.dest.symlink_to(bind.host, target_is_directory=True)
+
+
 async def run(argv: list[str], tree: Tree, profile: CheckProfile, timeout_s: float) -> Ran:
     """Run `argv` in `tree.root`, sandboxed unless REPOSWARM_SANDBOX=off; its output is stdout and stderr."""
     if not enabled():
-        env = unsandboxed_env(profile)
+        env = unsandboxed_env(profile) | dict(tree.env)
+        await asyncio.to_thread(_link_binds, tree)
         grown = await asyncio.to_thread(TreeCap, tree.root, profile)
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-c", SUPERVISOR, *argv, cwd=tree.root,
@@ -138,7 +158,7 @@ async def run(argv: list[str], tree: Tree, profile: CheckProfile, timeout_s: flo
         return ran
     binary = bwrap()
     home = private_home()
-    env = sandbox_env(profile, home)
+    env = sandbox_env(profile, home) | dict(tree.env)
     nice = check_nice()
     scratch = gitview.scratch_dir() if tree.git_dir is not None else None
     cgroup = None

@@ -64,6 +64,8 @@ def bwrap_argv(binary: str, argv: list[str], tree: TreeLike, profile: CheckProfi
     cmd += toolchains.toolchain_mounts(home, profile.read_only_paths)
     cmd += ["--bind", str(tree.root), str(tree.root)]
     cmd += _git_mounts(tree.root, view)
+    for bind in getattr(tree, "binds", ()):
+        cmd += ["--bind" if bind.writable else "--ro-bind", str(bind.host), str(bind.dest)]
     if tree.reports is not None:
         cmd += ["--bind", str(tree.reports), str(tree.reports)]
     # the root tmpfs and bwrap's /dev: nothing more written to either (memory a check could fill unbounded)
