@@ -38,6 +38,10 @@ toolchains:
 	    { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq golang-go >/dev/null 2>&1; }; } && \
 	  echo "installed golang-go: the Go gate tests run"; } || \
 	echo "go is not installed: the Go gate tests are skipped (apt-get install golang-go)"
+	@[ -d tests/fixtures/node/node_modules ] || ! command -v npm >/dev/null 2>&1 || \
+	{ npm ci --prefix tests/fixtures/node --no-audit --no-fund --loglevel=error >/dev/null 2>&1 && \
+	  echo "installed vitest, jest and mocha (tests/fixtures/node): the JavaScript runner tests run"; } || \
+	echo "npm ci in tests/fixtures/node failed: the JavaScript runner tests are skipped"
 
 dev-server: venv
 	./temporal-dev --background
