@@ -173,10 +173,11 @@ async def run_profile(profile: CheckProfile, cwd: Path, store: Store | None, *, 
         tree = sandbox.Tree(root=cwd.resolve(), git_dir=git_dir, reports=Path(scratch), readable=readable)
         binds, env = await asyncio.to_thread(caches.prepare, profile, key, scope, Path(scratch))
         tree = dataclasses.replace(tree, binds=tuple(binds), env=tuple(sorted(env.items())))
-        deps = await setup.prepare(profile, tree, key, store)
+        deps = await setup.prepare(profile, tree, key, store, scope)
         tree = dataclasses.replace(tree, binds=tree.binds + tuple(deps.binds))
         if deps.failed is not None:
-            return TestReport(passed=False, commands=[deps.failed], failures=[deps.failure], setup=deps.lines,
+            return TestReport(passed=False, commands=[deps.failed], failures=[f for f in [deps.failure] if f],
+                              setup=deps.lines,
                               problems=[deps.failed.reason], duration_s=round(time.monotonic() - started, 3),
                               unsandboxed=not deps.failed.sandboxed)
         for argv in profile.commands:
