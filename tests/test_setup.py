@@ -16,8 +16,9 @@ from reposwarm.checks.runner import run_profile
 from reposwarm.contracts import CheckProfile
 from tests.helpers import git, make_repo
 
-pytestmark = pytest.mark.skipif(shutil.which("npm") is None or shutil.which("bwrap") is None,
-                                reason="needs npm and bubblewrap")
+pytestmark = [pytest.mark.skipif(shutil.which("npm") is None or shutil.which("bwrap") is None,
+                                 reason="needs npm and bubblewrap"),
+              pytest.mark.usefixtures("reposwarm_home")]  # (the cache is under REPOSWARM_HOME: the test's own)
 
 PACKAGE = {"name": "uses-is-number", "version": "1.0.0", "private": True,
            "dependencies": {"is-number": "7.0.0"}, "scripts": {"test": "node --test"}}
