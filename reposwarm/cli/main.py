@@ -3,6 +3,7 @@ its exit code.
 
     run, watch, status, review, approve, reject, list, demo   reposwarm/cli/runs.py: runs, through Temporal alone
     report, explain, trial, mcp                                reposwarm/cli/host.py
+    checks                                                     reposwarm/cli/checks.py: a profile on HEAD
     recording, gc                                              reposwarm/cli/host.py: [worker host]: they read
                                                                the runs' files under REPOSWARM_HOME
     worker                                                     worker.py: this host's worker
@@ -20,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
-from reposwarm.cli import host, runs
+from reposwarm.cli import checks, host, runs
 from reposwarm.cli.common import UserError
 from reposwarm.config import ConfigError
 
@@ -112,6 +113,13 @@ def parser() -> argparse.ArgumentParser:
     tr.add_argument("--oracle", nargs="?", const="", default=None, metavar="OPTIONS",
                     help=argparse.SUPPRESS)  # the harness's own proof: a model that knows the commit
     tr.set_defaults(handler=host.cmd_trial)
+    chk = sub.add_parser("checks", help="run a check profile once on the repository's HEAD, as a run would, and "
+                         "say per command what ran, the tests found and what to fix")
+    chk.add_argument("--repo", required=True, help="the git repository's top folder (its checkout is only read)")
+    chk.add_argument("--lanes", metavar="FILE", help="lanes file (default: reposwarm.yaml or helpers.yaml in the "
+                     "repository, as run finds it)")
+    chk.add_argument("--profile", help="the validation profile to run (default: the lanes file's validation.profile)")
+    chk.set_defaults(handler=checks.cmd_checks)
     mcp = sub.add_parser("mcp", help="serve the lanes' tools over one repository to an MCP client (stdio or HTTP)")
     mcp.add_argument("--repo", required=True, help="the git repository's top folder")
     mcp.add_argument("--allow", action="append", default=[], metavar="GLOB",

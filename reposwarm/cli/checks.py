@@ -1,0 +1,138 @@
+"""`reposwarm checks --repo R [--lanes FILE] [--profile P]`: the check profile run once on the repository's HEAD,
+in the sandbox, as a run would run it (a throwaway worktree of HEAD, the setup step and its cache, the language
+caches), and per command what ran, the tests found, the verdict and what to fix. The user's checkout is only
+read: its ignored folders are looked at, to say which dependencies a checked tree will not have."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+from reposwarm import gitcmd
+from reposwarm.checks import sandbox
+from reposwarm.checks.runner import run_profile
+from reposwarm.cli.common import UserError, check_repo, git_out, load_config
+from reposwarm.contracts import CheckProfile, CommandResult, TestReport
+from reposwarm.runs.store import home
+
+# Ignored folders of a checkout that hold a project's dependencies: a checked tree (a clean worktree) has none.
+DEPENDENCY_FOLDERS = ("node_modules", ".venv", "venv", "vendor", ".yarn", ".pnpm-store", "bower_components")
+# what a runner says when a dependency is not installed (node, python, go, rust)
+MISSING_MODULE = re.compile(r"Cannot find (module|package)|ERR_MODULE_NOT_FOUND|ModuleNotFoundError|No module named|"
+                            r"no required module provides|cannot find package|unresolved import|can't find crate")
+NOT_FOUND = ("command not found", "No such file or directory", "not found", "exit 127")
+
+
+def profile_of(config_profiles: dict[str, CheckProfile], wanted: str) -> CheckProfile:
+    if not config_profiles:
+        raise UserError("the lanes file has no validation.profiles: add one (validation: {profiles: {default: "
+                        "{commands: [[python, -m, pytest, -q]]}}})")
+    if wanted not in config_profiles:
+        raise UserError(f"no check profile {wanted!r}: the lanes file has {', '.join(sorted(config_profiles))}")
+    return config_profiles[wanted]
+
+
+def missing_dependencies(repo: Path, profile: CheckProfile) -> list[str]:
+    """Ignored dependency folders of the user's checkout that a checked tree will not have."""
+    if profile.setup:
+        return []
+    done = gitcmd.run(["-C", str(repo), "ls-files", "-z", "--others", "--ignored", "--exclude-standard",
+                       "--directory"], capture_output=True)
+    ignored = [p.rstrip("/") for p in done.stdout.decode("utf-8", "replace").split("\0") if p.endswith("/")]
+    return [p for p in ignored if Path(p).name in DEPENDENCY_FOLDERS and p not in profile.deps_from_checkout]
+
+
+def advice(result: CommandResult, profile: CheckProfile, missing: list[str], tests_failed: int,
+           said: str) -> list[str]:
+    """What to fix about one command, plainly. `said`: its output's tail and its failures' messages."""
+    out: list[str] = []
+    tail = result.output_tail
+    program = result.argv[0]
+    if result.exit_code == 127 or (result.exit_code not in (0, None) and program in tail
+                                   and any(n in tail for n in NOT_FOUND[:3])):
+        out.append(f"`{program}` was not found in the sandbox: it sees the system folders, the worker's PATH and "
+                   "the toolchains on it, and the profile's read_only_paths; install it there, put its folder on "
+                   "the worker's PATH, or name it in read_only_paths")
+    if missing and result.exit_code not in (0, None) and (not tests_failed or MISSING_MODULE.search(said)):
+        folders = ", ".join(missing)
+        out.append(f"your checkout has {folders} (ignored), which a checked tree never has: add a setup step "
+                   f"(setup: [[npm, ci]], [[uv, sync]]...) or deps_from_checkout: [{missing[0]}]")
+    if not result.runner and result.exit_code is not None:
+        out.append("reposwarm cannot read this command's results per test, so a red base makes every run "
+                   "'not judged': run a runner it reads (pytest, unittest, node --test, jest, vitest, mocha, go "
+                   "test, cargo test), or make the command write JUnit XML to {junit}")
+    if result.reason and not tests_failed and not re.fullmatch(r"exit(ed)?( with)? \d+", result.reason):
+        out.append(result.reason)
+    if result.unparsed_results:
+        out.append(f"its output holds {result.unparsed_results} test result(s) its {result.runner} parser did "
+                   "not read: per-test verdicts would be incomplete")
+    return out
+
+
+def failed_tests(result: CommandResult, report: TestReport) -> list[str]:
+    return [f.name for f in report.failures if f.command == " ".join(result.argv) and f.name != f.command]
+
+
+def verdict_line(result: CommandResult, report: TestReport) -> str:
+    failed = failed_tests(result, report)
+    if result.timed_out:
+        return "timed out"
+    if result.exit_code == 0 and not failed:
+        return "passed"
+    if failed:
+        shown = ", ".join(failed[:5]) + (f" and {len(failed) - 5} more" if len(failed) > 5 else "")
+        return f"failed: {len(failed)} test(s) failed ({shown})"
+    return f"failed (exit {result.exit_code})"
+
+
+def render(report: TestReport, profile: CheckProfile, missing: list[str]) -> list[str]:
+    lines = [f"  {line}" for line in report.setup]
+    for result in report.commands:
+        runner = result.runner or "no per-test results"
+        found = f"{result.tests_run} tests ran" if result.tests_run is not None else "tests: not counted"
+        lines.append(f"- `{' '.join(result.argv)}` ({runner}; {found}; {result.duration_s:.1f}s): "
+                     f"{verdict_line(result, report)}")
+        said = "\n".join([result.output_tail, *(f.message for f in report.failures
+                                                 if f.command == " ".join(result.argv))])
+        lines += [f"    fix: {a}" for a in advice(result, profile, missing, len(failed_tests(result, report)), said)]
+    for flaky in report.flaky:
+        lines.append(f"  flaky: {flaky.name} failed, then passed on a re-run")
+    return lines
+
+
+async def cmd_checks(args: argparse.Namespace) -> int:
+    repo = check_repo(args.repo)
+    _, config = load_config(repo, args.lanes)
+    name = args.profile or config.validation.profile
+    profile = profile_of(config.validation.profiles, name)
+    head = git_out(repo, "rev-parse", "--verify", "HEAD^{commit}")
+    if (why := sandbox.status()) is not None:
+        print(f"warning: {why}")
+    print(f"running profile {name!r} ({len(profile.commands)} command(s)"
+          f"{', after its setup step' if profile.setup else ''}) on HEAD {head[:12]} of {repo}, in the sandbox as a "
+          f"run would; up to {profile.timeout_s:.0f}s per command...", flush=True)
+    folder = home() / "checks"
+    folder.mkdir(parents=True, exist_ok=True)
+    tree = Path(tempfile.mkdtemp(prefix="head-", dir=folder))
+    shutil.rmtree(tree)
+    gitcmd.run(["-C", str(repo), "worktree", "add", "-q", "--detach", str(tree), head], check=True,
+               capture_output=True)
+    try:
+        # (the user's HEAD is the user's code: its caches are the ones a run's base commit fills)
+        report = await run_profile(profile, tree, None, scope="base")
+    finally:
+        gitcmd.run(["-C", str(repo), "worktree", "remove", "--force", str(tree)], capture_output=True)
+        shutil.rmtree(tree, ignore_errors=True)
+    missing = missing_dependencies(repo, profile)
+    for line in render(report, profile, missing):
+        print(line)
+    if report.passed:
+        print(f"all {len(report.commands)} command(s) passed"
+              + (f"; {report.tests_run} tests ran" if report.tests_run is not None else ""))
+        return 0
+    print("not green on HEAD: a run still works (failures on the base commit are never blamed on the swarm), "
+          "but fix what is marked 'fix:' first where it applies")
+    return 1
