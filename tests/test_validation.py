@@ -111,7 +111,10 @@ async def test_a_lane_that_never_fixes_it_is_rolled_back_to_the_last_green_state
     assert status.integration_sha == base  # back on the last green state: the base commit
     assert not status.review.test_report.passed
     assert [f.file for f in status.review.test_report.failures] == ["tests/test_ops.py"]
-    assert "rolled back" in status.review.validations[-1]
+    # (said as it is: the base commit, whose own checks fail too, is not "the last green state")
+    assert (f"to the round's starting commit {base[:12]} (no merged state had passed; its own checks fail too)"
+            in status.review.validations[-1]), status.review.validations[-1]
+    assert "last green" not in status.review.validations[-1]
     red = git(repo, "for-each-ref", "--format=%(refname)", f"refs/reposwarm/{run_id}/rolled-back/")
     assert red  # the red state is kept, not lost
     assert git(repo, "show", f"{red}:calc/ops.py").count("+ 1") == 1

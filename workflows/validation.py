@@ -60,6 +60,9 @@ class Gate:
     # why a test had to change.
     results: dict[str, LaneResult] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        self.start = self.last_green  # the commit this gate's round started from (its baseline's)
+
     def start_baseline(self) -> None:
         """Run the profile on the base commit while the lanes work."""
         self.baseline = asyncio.create_task(self._validate(self.last_green, "baseline"))
@@ -187,9 +190,14 @@ class Gate:
                                                 integration_branch=self.status.integration_branch,
                                                 from_sha=red, to_sha=self.last_green), **options.GIT)
         self.status.integration_sha = self.last_green
-        self.history.append(f"rolled back from {red[:12]} to the last green state {self.last_green[:12]} after "
-                            f"{self.consecutive_fails} failed checks in a row (the red state is kept under "
-                            f"refs/reposwarm/{self.req.run_id}/)")
+        if self.last_green != self.start:
+            where = f"the last green state {self.last_green[:12]}"
+        else:  # no merged state passed: back where the round started, which need not be green itself
+            base = self.baseline.result() if self._base_ref() and self.baseline is not None else None
+            where = f"the round's starting commit {self.last_green[:12]} (no merged state had passed" + (
+                "; its own checks fail too)" if base is not None and not base.passed else ")")
+        self.history.append(f"rolled back from {red[:12]} to {where} after {self.consecutive_fails} failed checks "
+                            f"in a row (the red state is kept under refs/reposwarm/{self.req.run_id}/)")
 
 
 TEST_CHANGE = "(test change)"  # TestFailure.command of a test change sent back as a repair
