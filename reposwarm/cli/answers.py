@@ -171,7 +171,11 @@ async def _ending(client: Client, v: RunView) -> None:
         status.phase = Phase.failed
         v.ending = f"failed{when}: {status.error or 'see the Web UI'}"
     else:
-        v.ending = f"{_closed_word(desc)}{when} (in phase {status.phase.value})"
+        was = status.phase.value
+        status.phase = {WorkflowExecutionStatus.CANCELED: Phase.cancelled,
+                        WorkflowExecutionStatus.TERMINATED: Phase.terminated,
+                        WorkflowExecutionStatus.TIMED_OUT: Phase.timed_out}.get(desc.status, status.phase)  # type: ignore[arg-type]
+        v.ending = f"{_closed_word(desc)}{when} (it was in phase {was})"
 
 
 def ended_at(desc: WorkflowExecutionDescription) -> datetime:

@@ -19,6 +19,11 @@ class Phase(str, Enum):
     delivering = "delivering"
     delivered = "delivered"
     failed = "failed"
+    # Only ever shown, never set by the workflow: a run that was cancelled, terminated or timed out (from the
+    # server's word), whatever phase its last status had.
+    cancelled = "cancelled"
+    terminated = "terminated"
+    timed_out = "timed_out"
 
 
 class LaneStatus(str, Enum):
