@@ -93,7 +93,7 @@ async def test_a_lane_s_changed_lock_file_is_kept_for_that_lane_only(tmp_path: P
     merged = worktree(repo, tmp_path / "merged")
     (merged / "package-lock.json").write_text(json.dumps(lock))
     judged = await run_profile(profile, merged, None)
-    assert judged.passed and any("not cached" in line for line in judged.setup)
+    assert judged.passed and any("not kept" in line for line in judged.setup)
     assert not any("restored" in line for line in judged.setup)
 
 

@@ -220,8 +220,8 @@ async def _run_setup(profile: CheckProfile, tree: sandbox.Tree, store: Store | N
     made = sorted((await asyncio.to_thread(_ignored_folders, tree.root)) - before)
     made = [m for m in made if not any(m.startswith(o + "/") for o in made if o != m)]
     if entry is None:
-        out.lines.append(f"setup: made {', '.join(made) or 'no ignored folder'} in this tree; not cached ({keyed} "
-                         "differs from the base commit's, and this tree is not the base's or a lane's)")
+        out.lines.append(f"setup: made {', '.join(made) or 'no ignored folder'} in this tree; not kept (no entry "
+                         f"of the base commit has {keyed}, and only the base commit's and a lane's own are kept)")
         return out
     folders = await asyncio.to_thread(_keep, tree.root, made, entry)
     out.binds = _binds(entry, folders, tree.root)

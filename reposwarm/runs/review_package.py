@@ -152,6 +152,8 @@ def _checks(pkg: ReviewPackage, report: TestReport) -> list[str]:
                 f"| flaky | | {len(report.flaky)} |", ""]
     if report.problems:
         out += ["Why it cannot pass:", *[f"- {p}" for p in report.problems], ""]
+    if report.setup:  # the profile's setup step (ran, or restored from the host's cache) or the checkout's folders
+        out += ["Dependencies:", *[f"- {inert(line)}" for line in report.setup], ""]
     for cmd in report.commands:
         state = "timed out" if cmd.timed_out else f"exit {cmd.exit_code}"
         runner = f"{cmd.runner}, " if cmd.runner else ""
