@@ -129,3 +129,10 @@ def _repo_key(repo: Path) -> str:
     from reposwarm.checks.runner import common_git_dir, repo_key
 
     return repo_key(common_git_dir(repo), repo)
+
+
+async def test_npx_without_the_package_says_so_at_once_with_no_network(tmp_path: Path) -> None:
+    # (npm would retry the unreachable registry for a minute or more; offline, it answers ENOTCACHED)
+    repo = make_repo(tmp_path / "repo", {"package.json": json.dumps({"name": "x", "private": True})})
+    report = await run_profile(CheckProfile(commands=[["npx", "vitest", "run"]]), repo, None, rerun=False)
+    assert not report.passed and "ENOTCACHED" in report.commands[0].output_tail, report.commands[0].output_tail

@@ -21,7 +21,7 @@ from reposwarm.runs.store import home
 # Ignored folders of a checkout that hold a project's dependencies: a checked tree (a clean worktree) has none.
 DEPENDENCY_FOLDERS = ("node_modules", ".venv", "venv", "vendor", ".yarn", ".pnpm-store", "bower_components")
 # what a runner says when a dependency is not installed (node, python, go, rust)
-MISSING_MODULE = re.compile(r"Cannot find (module|package)|ERR_MODULE_NOT_FOUND|ModuleNotFoundError|No module named|"
+MISSING_MODULE = re.compile(r"Cannot find (module|package)|ERR_MODULE_NOT_FOUND|ENOTCACHED|ModuleNotFoundError|No module named|"
                             r"no required module provides|cannot find package|unresolved import|can't find crate")
 NOT_FOUND = ("command not found", "No such file or directory", "not found", "exit 127")
 
