@@ -136,3 +136,20 @@ async def test_npx_without_the_package_says_so_at_once_with_no_network(tmp_path:
     repo = make_repo(tmp_path / "repo", {"package.json": json.dumps({"name": "x", "private": True})})
     report = await run_profile(CheckProfile(commands=[["npx", "vitest", "run"]]), repo, None, rerun=False)
     assert not report.passed and "ENOTCACHED" in report.commands[0].output_tail, report.commands[0].output_tail
+
+
+async def test_a_venv_with_the_project_installed_from_its_tree_is_not_kept(tmp_path: Path) -> None:
+    """An editable install names the setup's own tree: bound into another tree, its tests would import the
+    first tree's code (the base commit's, under the merged tree's name). Not kept, and said why."""
+    repo = make_repo(tmp_path / "repo", {".gitignore": ".venv/\n", "calc.py": "X = 1\n",
+                                         "test_calc.py": "import calc\n\ndef test_x():\n    assert calc.X == 1\n"})
+    site = ".venv/lib/python3.11/site-packages"
+    script = (f"mkdir -p {site} && printf 'home = /usr/bin\\n' > .venv/pyvenv.cfg && "
+              f"pwd > {site}/__editable__.calc.pth")
+    profile = CheckProfile(commands=[["true"]], setup=[["sh", "-c", script]])
+    report = await run_profile(profile, worktree(repo, tmp_path / "base"), None, scope="base")
+    assert report.passed
+    assert any(".venv has the project itself installed from this tree" in line and "not kept" in line
+               for line in report.setup), report.setup
+    digest, _ = setup.key(profile, tmp_path / "base", _repo_key(repo))
+    assert not (setup.cache_root() / _repo_key(repo) / "base" / digest).exists()

@@ -223,12 +223,35 @@ async def _run_setup(profile: CheckProfile, tree: sandbox.Tree, store: Store | N
         out.lines.append(f"setup: made {', '.join(made) or 'no ignored folder'} in this tree; not kept (no entry "
                          f"of the base commit has {keyed}, and only the base commit's and a lane's own are kept)")
         return out
+    if (why := await asyncio.to_thread(_names_tree, tree.root, made)) is not None:
+        out.lines.append(f"setup: {why}; not kept: later trees would run this tree's code, not their own. Install "
+                         "the dependencies only (uv sync --no-install-project, pip install -r requirements.txt) "
+                         "and run the tests from the tree (python -m pytest)")
+        return out
     folders = await asyncio.to_thread(_keep, tree.root, made, entry)
     out.binds = _binds(entry, folders, tree.root)
     out.lines.append(f"setup: cached {', '.join(folders) or 'no ignored folder'} ({keyed}) for the next checks")
     _record(store, "setup", command=" ".join(" ".join(a) for a in profile.setup), passed=True, cached=folders,
             key=keyed)
     return out
+
+
+def _names_tree(root: Path, made: list[str]) -> str | None:
+    """Whether a virtual environment the setup made installed the project itself (an editable install: a .pth
+    file or a direct_url.json naming this tree's path), which every tree the entry is bound into would import."""
+    here = str(root.resolve())
+    for rel in made:
+        venv = root / rel
+        if not (venv / "pyvenv.cfg").is_file():
+            continue
+        for site in venv.glob("lib/python*/site-packages"):
+            for path in [*site.glob("*.pth"), *site.glob("*.dist-info/direct_url.json")]:
+                try:
+                    if here in path.read_text(errors="replace"):
+                        return f"{rel} has the project itself installed from this tree ({path.relative_to(root)})"
+                except OSError:
+                    continue
+    return None
 
 
 def _keep(root: Path, made: list[str], entry: Path) -> list[str]:

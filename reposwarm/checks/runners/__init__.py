@@ -2,8 +2,10 @@
 
 For each runner, `prepare` (commands.py) adds what makes it report per test (a JUnit path for pytest, `-v` for
 unittest, the JUnit reporter for `node --test`, `-json` for `go test`, `--no-fail-fast` for cargo, whose libtest
-already prints one line per test, the JSON reporter for jest and vitest), and `parse` turns what it wrote into
-`Case`s (parsers.py). `{junit}` in a command works for any other runner that writes JUnit XML. A command no
+already prints one line per test, the JSON reporter for jest, vitest and mocha), and `parse` turns what it wrote
+into `Case`s (parsers.py). A runner is known through what people put before it (prefixes.py: `env X=1`, `uv run`,
+`poetry run`, `python -m`, `npx`, `node node_modules/.bin/jest`), through the tree's npm scripts (scripts.py),
+and through tox and nox when they plainly run pytest (toxnox.py). `{junit}` in a command works for any other runner that writes JUnit XML. A command no
 runner knows gives no per-test results: then only its exit code speaks. `unparsed` (counts.py) counts the
 results a parser missed; `reason` (reasons.py) says why a command failed.
 
@@ -33,16 +35,17 @@ from reposwarm.checks.runners.parsers import (
     parse_go,
     parse_jest,
     parse_junit,
+    parse_mocha,
     parse_unittest,
 )
-from reposwarm.checks.runners.reasons import reason, stops_judging
+from reposwarm.checks.runners.reasons import NO_RESULTS, reason, stops_judging, unread
 from reposwarm.contracts.states import ExitClass
 from reposwarm.contracts.validation import CommandResult
 
-__all__ = ["ERROR", "JUNIT", "MESSAGE_CHARS", "NO_TESTS", "OUTCOMES", "PASSED", "TESTS_FAILED", "TIMED_OUT", "Case",
-           "Prepared", "detect", "exit_class", "failing", "guess_file", "not_fully_judged", "parse", "parse_cargo", "parse_go",
-           "outcome", "parse_jest", "parse_junit", "parse_unittest", "prepare", "ran", "reason", "stops_judging",
-           "unparsed"]
+__all__ = ["ERROR", "JUNIT", "MESSAGE_CHARS", "NO_RESULTS", "NO_TESTS", "OUTCOMES", "PASSED", "TESTS_FAILED",
+           "TIMED_OUT", "Case", "Prepared", "detect", "exit_class", "failing", "guess_file", "not_fully_judged", "parse",
+           "parse_cargo", "parse_go", "outcome", "parse_jest", "parse_junit", "parse_mocha", "parse_unittest", "prepare",
+           "ran", "reason", "stops_judging", "unparsed", "unread"]
 
 # Exit classes, from best to worst. (A test's outcomes are runners.outcome.PASSED, .XFAILED...)
 PASSED, TESTS_FAILED, NO_TESTS, ERROR, TIMED_OUT = (ExitClass.passed, ExitClass.tests_failed, ExitClass.no_tests,
@@ -73,12 +76,20 @@ def parse(runner: str, output: str, report: Path | None, cwd: Path) -> list[Case
 
 def _distinct(cases: list[Case]) -> list[Case]:
     """Two tests of one name (node tests in two files, cargo tests in two binaries) are two tests: the second
-    is "name #2", in the order the runner reported them, so neither hides the other in a comparison by name."""
+    is "name #2", in the order the runner reported them, so neither hides the other in a comparison by name. (Never
+    a name another test has already: "a", "a", "a #2" are "a", "a #3", "a #2".)"""
+    taken = {c.name for c in cases}
     seen: Counter[str] = Counter()
     out = []
     for c in cases:
         seen[c.name] += 1
-        out.append(c if seen[c.name] == 1 else Case(f"{c.name} #{seen[c.name]}", c.outcome, c.file, c.message))
+        if seen[c.name] == 1:
+            out.append(c)
+            continue
+        while f"{c.name} #{seen[c.name]}" in taken:
+            seen[c.name] += 1
+        taken.add(f"{c.name} #{seen[c.name]}")
+        out.append(Case(f"{c.name} #{seen[c.name]}", c.outcome, c.file, c.message))
     return out
 
 
@@ -98,8 +109,13 @@ def _named_file(message: str, cwd: Path) -> str | None:
 
 def ran(cases: list[Case]) -> list[Case]:
     """The tests that ran: passed, failed or xpassed. Not skipped, xfailed or deselected, and not a file that
-    failed to load (which hides the tests it holds)."""
-    return [c for c in cases if c.outcome in RAN]
+    failed to load (which hides the tests it holds). One per name: a command's "N tests ran" and the gate's
+    comparison by name (verdicts.py) count the same tests, even in cases stored before names were made distinct."""
+    first: dict[str, Case] = {}
+    for c in cases:
+        if c.outcome in RAN:
+            first.setdefault(c.name, c)
+    return list(first.values())
 
 
 def failing(cases: list[Case]) -> list[Case]:
@@ -118,6 +134,8 @@ def _parse(runner: str, output: str, report: Path | None, cwd: Path) -> list[Cas
             return parse_cargo(output)
         if runner in ("jest", "vitest"):
             return parse_jest(report.read_text(encoding="utf-8"), cwd) if report and report.exists() else None
+        if runner == "mocha":
+            return parse_mocha(report.read_text(encoding="utf-8"), cwd) if report and report.exists() else None
     except (ValueError, OSError, ElementTree.ParseError):
         return None  # a report cut short (the run was killed): as good as none
     return None

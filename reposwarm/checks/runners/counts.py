@@ -42,8 +42,9 @@ def _cargo(output: str) -> int | None:
 
 def _go(output: str) -> int | None:
     events = go_events(output)
-    if not events:
-        return None
+    if not events:  # `go test -v` without -json: its verdict lines
+        lines = re.findall(r"^\s*--- (?:PASS|FAIL|SKIP): ", output, re.M)
+        return len(lines) if lines else None
     return sum(1 for e in events if e.get("Action") == "output"
                and re.match(r"^\s*--- (PASS|FAIL|SKIP): ", str(e.get("Output", ""))))
 
@@ -90,6 +91,16 @@ def _jest(report: Path | None) -> int | None:
     return total if isinstance(total, int) else None
 
 
+def _mocha(report: Path | None) -> int | None:
+    """mocha's own tally: the passes, the pending and the failures (a failed hook is one of them)."""
+    text = _read(report)
+    try:
+        stats = json.loads(text).get("stats") if text else None
+        return sum(int(stats[k]) for k in ("passes", "pending", "failures")) if isinstance(stats, dict) else None
+    except (ValueError, AttributeError, KeyError, TypeError):
+        return None
+
+
 def unparsed(runner: str, output: str, report: Path | None, cases: list[Case] | None) -> int:
     """How many more test results the command's output holds than its parser read (0: none beyond them)."""
     parsed = len(cases or [])
@@ -99,8 +110,8 @@ def unparsed(runner: str, output: str, report: Path | None, cases: list[Case] | 
         return max(0, pair[0] - pair[1] - parsed) if pair else 0
     expected = {"junit": lambda: _junit(report), "pytest": lambda: _pytest(output), "unittest": lambda: _unittest(output),
                 "cargo": lambda: _cargo(output), "go": lambda: _go(output),
-                "jest": lambda: _jest(report), "vitest": lambda: _jest(report)}.get(runner, lambda: None)()
+                "jest": lambda: _jest(report), "vitest": lambda: _jest(report), "mocha": lambda: _mocha(report)}.get(runner, lambda: None)()
     if expected is None:
         return 0
-    seen = parsed if runner in ("unittest", "cargo", "junit") else tested
+    seen = parsed if runner in ("unittest", "cargo", "junit", "mocha") else tested
     return max(0, expected - seen)

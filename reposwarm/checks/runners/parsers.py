@@ -206,7 +206,38 @@ def parse_go(output: str) -> list[Case] | None:
         elif action == "fail" and not test and package and not any(
                 k.startswith(package + ".") and c.outcome == FAILED for k, c in cases.items()):
             cases[key] = Case(key, ERROR, None, _cut("".join(logs.get(key, []))))
-    return list(cases.values()) if events else None
+    return list(cases.values()) if events else parse_go_text(output)
+
+
+# "--- PASS: TestAdd (0.00s)", indented for a subtest; "ok  \texample.com/calc\t0.01s", "FAIL\texample.com/calc
+# 0.01s", "FAIL\texample.com/broken [build failed]"
+_GO_VERDICT = re.compile(r"^\s*--- (PASS|FAIL|SKIP): (\S+) \(")
+_GO_PACKAGE = re.compile(r"^(ok|FAIL)\s+(\S+)\s+(?:\d|\(cached\)|\[)")
+
+
+def parse_go_text(output: str) -> list[Case] | None:
+    """`go test -v` without -json: a verdict line per test, its package named on the line closing the package
+    (without -v no passing test is named: no per-test results then)."""
+    if not re.search(r"^=== RUN ", output, re.M):
+        return None
+    cases: list[Case] = []
+    pending: list[tuple[str, str, str]] = []  # (test, outcome, log) until their package's line
+    log: list[str] = []
+    for line in output.splitlines():
+        verdict, package = _GO_VERDICT.match(line), _GO_PACKAGE.match(line)
+        if verdict:
+            outcome = {"PASS": PASSED, "FAIL": FAILED, "SKIP": SKIPPED}[verdict.group(1)]
+            pending.append((verdict.group(2), outcome, "\n".join(log) if outcome == FAILED else ""))
+            log = []
+        elif package:
+            name = package.group(2)
+            cases += [Case(f"{name}.{test}", outcome, None, _cut(text)) for test, outcome, text in pending]
+            if package.group(1) == "FAIL" and not any(o == FAILED for _, o, _ in pending):
+                cases.append(Case(name, ERROR, None, _cut("\n".join(log))))
+            pending, log = [], []
+        elif not line.startswith("=== "):
+            log.append(line)
+    return cases
 
 
 # --- cargo (libtest) ----------------------------------------------------------------------------------------------
@@ -268,3 +299,40 @@ def parse_jest(text: str, cwd: Path) -> list[Case]:
         if not results and suite.get("status") == "failed":  # the file did not even load
             cases.append(Case(rel, ERROR, rel, _cut(suite.get("message", ""))))
     return cases
+
+
+# --- mocha --------------------------------------------------------------------------------------------------------
+
+def parse_mocha(text: str, cwd: Path) -> list[Case]:
+    """mocha's json reporter: `tests` holds every test that ran or was pending; `failures` the failed ones, and
+    the hooks that failed ("before all" hook for ...), which are no test: an error around the tests they hid."""
+    data = json.loads(text)
+
+    def key(t: dict) -> tuple[str, str]:
+        return str(t.get("fullTitle") or t.get("title") or "?"), str(t.get("file") or "")
+
+    def rel(file: str) -> str | None:
+        return (os.path.relpath(file, cwd) if os.path.isabs(file) else file) or None
+
+    failed = {key(t): t for t in data.get("failures", []) if isinstance(t, dict)}
+    pending = {key(t) for t in data.get("pending", []) if isinstance(t, dict)}
+    cases, seen = [], set()
+    for test in data.get("tests", []):
+        if not isinstance(test, dict):
+            continue
+        name, file = key(test)
+        seen.add((name, file))
+        problem = failed.get((name, file))
+        outcome = SKIPPED if (name, file) in pending else (FAILED if problem is not None else PASSED)
+        cases.append(Case(name, outcome, rel(file), _mocha_message(problem)))
+    for (name, file), problem in failed.items():
+        if (name, file) not in seen:  # a hook that failed: the tests it holds did not run
+            cases.append(Case(name, ERROR, rel(file), _mocha_message(problem)))
+    return cases
+
+
+def _mocha_message(problem: dict | None) -> str:
+    if not problem:
+        return ""
+    err = problem.get("err")
+    return _cut(str(err.get("stack") or err.get("message") or "")) if isinstance(err, dict) else ""

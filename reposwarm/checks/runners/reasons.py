@@ -23,6 +23,7 @@ KILLED = "killed by"
 OUTPUT = "output passed"
 NO_SANDBOX = "the sandbox could not start"
 EXITED = "exited"
+NO_RESULTS = "no per-test results"  # after a failed command's exit code, when reposwarm knows why it has none
 
 _MEMORY = re.compile(r"MemoryError|std::bad_alloc|[Oo]ut of memory|memory allocation of \d+ bytes failed|"
                      r"Cannot allocate memory|JavaScript heap out of memory|runtime: out of memory")
@@ -78,7 +79,15 @@ def reason(argv: list[str], exit_code: int | None, timed_out: bool, output_cut: 
         return f"{KILLED} {died} (exit {exit_code})"
     if failing_tests:
         return f"{EXITED} {exit_code}: {failing_tests} test(s) failed"
-    return f"{EXITED} {exit_code}"
+    # (the command as prepared carries why it gives no per-test results: commands.Argv)
+    why = getattr(argv, "unread", "")
+    return f"{EXITED} {exit_code}; {NO_RESULTS}: {why}" if why else f"{EXITED} {exit_code}"
+
+
+def unread(why: str) -> str:
+    """Why a failed command gave no per-test results, from its reason ("" when the reason does not say)."""
+    head, found, rest = why.partition(f"; {NO_RESULTS}: ")
+    return rest if found and head.startswith(EXITED) else ""
 
 
 def stops_judging(why: str) -> bool:
