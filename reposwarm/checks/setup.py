@@ -223,8 +223,8 @@ async def _run_setup(profile: CheckProfile, tree: sandbox.Tree, store: Store | N
         out.lines.append(f"setup: made {', '.join(made) or 'no ignored folder'} in this tree; not kept (no entry "
                          f"of the base commit has {keyed}, and only the base commit's and a lane's own are kept)")
         return out
-    if (why := await asyncio.to_thread(_names_tree, tree.root, made)) is not None:
-        out.lines.append(f"setup: {why}; not kept: later trees would run this tree's code, not their own. Install "
+    if (named := await asyncio.to_thread(_names_tree, tree.root, made)) is not None:
+        out.lines.append(f"setup: {named}; not kept: later trees would run this tree's code, not their own. Install "
                          "the dependencies only (uv sync --no-install-project, pip install -r requirements.txt) "
                          "and run the tests from the tree (python -m pytest)")
         return out
