@@ -318,3 +318,31 @@ def test_demo_lanes_and_plan_load() -> None:
     assert sorted(order) == sorted(config.swarm.lanes)
     assert order.index("test_author") > order.index("api_layer")
     assert order.index("test_author") > order.index("client")
+
+
+def test_an_empty_task_is_one_error_line(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path, GOOD_LANES)
+    line = error_line(run_starter("run", "--repo", str(repo), "--task", "  "))
+    assert line.startswith("error: --task is empty: say in words what to change")
+
+
+def test_every_option_says_what_it_is_for() -> None:
+    """`--help` of every command explains each of its options and arguments; `--version` answers."""
+    import argparse
+
+    from reposwarm.cli.main import parser
+
+    unexplained = []
+    top = parser()
+    commands = next(a for a in top._actions if isinstance(a, argparse._SubParsersAction))
+    for name, sub in commands.choices.items():
+        for action in sub._actions:
+            if isinstance(action, argparse._HelpAction) or action.help == argparse.SUPPRESS:
+                continue
+            if name == "worker" and action.dest == "worker_args":
+                continue  # (worker.py's own options: reposwarm worker --help shows them)
+            if not action.help:
+                unexplained.append(f"{name} {'/'.join(action.option_strings) or action.dest}")
+    assert unexplained == []
+    version = run_starter("--version")
+    assert version.returncode == 0 and version.stdout.startswith("reposwarm ")

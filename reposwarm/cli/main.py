@@ -31,6 +31,15 @@ WORKER_HOST_NOTE = ("reads the runs' files under REPOSWARM_HOME (default ~/.repo
 HOME_HELP = "read a worker host's files in this folder (its REPOSWARM_HOME) instead of the run's record on the server"
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("reposwarm")
+    except PackageNotFoundError:
+        return "(not installed)"
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=Path(sys.argv[0]).name if Path(sys.argv[0]).name == "reposwarm" else "starter.py",
@@ -38,6 +47,7 @@ def parser() -> argparse.ArgumentParser:
                     "Temporal server alone: from any machine, with or without a worker, during and after the run.",
         epilog=f"Commands marked {WORKER_HOST} read the runs' files under REPOSWARM_HOME (default ~/.reposwarm), "
                "so run them on the worker's host, with the worker's REPOSWARM_HOME.")
+    p.add_argument("--version", action="version", version=f"reposwarm {_version()}")
     sub = p.add_subparsers(dest="command", required=True)
 
     def host_command(name: str, help: str) -> argparse.ArgumentParser:
@@ -47,7 +57,7 @@ def parser() -> argparse.ArgumentParser:
     # the run commands: they reach the run through Temporal, from any machine
     run = sub.add_parser("run", help="start a swarm run on a repository")
     run.add_argument("--repo", required=True, help="the repository: its top folder, or a git remote URL (then --lanes)")
-    run.add_argument("--task", required=True)
+    run.add_argument("--task", required=True, help="what to change, in words: the planner splits it into the lanes' goals")
     run.add_argument("--lanes", help="lanes file (default: reposwarm.yaml or helpers.yaml in the repository)")
     run.add_argument("--plan", help="a Plan as YAML or JSON; skips the planning model in round 1")
     run.add_argument("--model", help="provider:name, e.g. replay:script.yaml (default: REPOSWARM_MODEL)")
@@ -60,13 +70,13 @@ def parser() -> argparse.ArgumentParser:
                      help="keep every model exchange, so `starter.py recording RUN` can make a replay script")
     run.set_defaults(handler=runs.cmd_run)
     w = sub.add_parser("watch", help="a live view of a run until it waits for review or ends")
-    w.add_argument("run")
+    w.add_argument("run", help="the run's id (as `run` printed it, or from `list`)")
     w.set_defaults(handler=runs.cmd_watch)
     def answer(name: str, help: str, handler: Any, home: str | None = None) -> argparse.ArgumentParser:
         """A command that answers about one run, from anywhere (with --home: from a worker host's files)."""
         cmd = sub.add_parser(name, help=help)
-        cmd.add_argument("run")
-        cmd.add_argument("--json", action="store_true")
+        cmd.add_argument("run", help="the run's id (as `run` printed it, or from `list`)")
+        cmd.add_argument("--json", action="store_true", help="the answer as JSON (notes go to stderr)")
         if home:
             cmd.add_argument("--home", metavar="DIR", help=f"{HOME_HELP} ({home})")
         cmd.set_defaults(handler=handler)
@@ -77,8 +87,8 @@ def parser() -> argparse.ArgumentParser:
     queue_help = ("with no worker running, leave the decision queued in Temporal (it applies when a worker runs) "
                   "instead of refusing it")
     approve = sub.add_parser("approve", help="approve a run waiting for review; waits for the delivered branch")
-    approve.add_argument("run")
-    approve.add_argument("--comment")
+    approve.add_argument("run", help="the run's id")
+    approve.add_argument("--comment", help="a note kept with the decision (in the run's history and ledger)")
     approve.add_argument("--no-wait", action="store_true", help="return once the approval is taken")
     approve.add_argument("--queue", action="store_true", help=queue_help)
     approve.add_argument("--accept-red", action="store_true",
@@ -87,29 +97,31 @@ def parser() -> argparse.ArgumentParser:
                          help="deliver a round that PASSED WITH TEST CHANGES (tests lost, rewritten or reconfigured)")
     approve.set_defaults(handler=runs.cmd_decide)
     reject = sub.add_parser("reject", help="reject a run; the comment becomes the next plan's input")
-    reject.add_argument("run")
-    reject.add_argument("--comment", required=True)
+    reject.add_argument("run", help="the run's id")
+    reject.add_argument("--comment", required=True, help="what to change: the next round's plan is made from it")
     reject.add_argument("--plan", metavar="FILE", help="the next round's plan (YAML or JSON), instead of the "
                                                        "planning model's")
     reject.add_argument("--queue", action="store_true", help=queue_help)
     reject.set_defaults(handler=runs.cmd_decide)
     ls = sub.add_parser("list", help="list runs, newest first")
     ls.add_argument("--repo", help="only runs on this repository")
-    ls.add_argument("--limit", type=int, default=20)
+    ls.add_argument("--limit", type=int, default=20, help="at most this many runs (default 20)")
     ls.set_defaults(handler=runs.cmd_list)
     demo = sub.add_parser("demo", help="run the bundled example end to end")
     demo.add_argument("--yes", action="store_true", help="approve without asking")
     demo.set_defaults(handler=runs.cmd_demo)
 
     tr = sub.add_parser("trial", help="replay a repository's own commits as swarm tasks and score the swarm")
-    tr.add_argument("--repo", required=True)
-    tr.add_argument("--commits", nargs="+", required=True, metavar="REV-RANGE|SHA")
-    tr.add_argument("--lanes")
-    tr.add_argument("--model")
+    tr.add_argument("--repo", required=True, help="the git repository's top folder")
+    tr.add_argument("--commits", nargs="+", required=True, metavar="REV-RANGE|SHA",
+                    help="the commits to replay as tasks: each commit's message is the task, and the swarm's "
+                         "result is scored against its diff")
+    tr.add_argument("--lanes", help="lanes file (default: reposwarm.yaml or helpers.yaml in the repository)")
+    tr.add_argument("--model", help="provider:name for the lanes and the planner (default: REPOSWARM_MODEL)")
     tr.add_argument("--max", type=int, help="at most this many trials")
     tr.add_argument("--parallel", type=int, default=2, help="trials at once (default 2)")
     tr.add_argument("--batch", help="a batch id; the same id resumes that batch")
-    tr.add_argument("--json", action="store_true")
+    tr.add_argument("--json", action="store_true", help="the batch's scores as JSON")
     tr.add_argument("--oracle", nargs="?", const="", default=None, metavar="OPTIONS",
                     help=argparse.SUPPRESS)  # the harness's own proof: a model that knows the commit
     tr.set_defaults(handler=host.cmd_trial)
@@ -134,8 +146,8 @@ def parser() -> argparse.ArgumentParser:
     answer("report", "a run's figures: tokens, cost, parallel efficiency per round, checks", host.cmd_report,
            "its ledger: adds retries")
     exp = sub.add_parser("explain", help="which lane changed a file, in which round and turn, and why")
-    exp.add_argument("run")
-    exp.add_argument("path")
+    exp.add_argument("run", help="the run's id")
+    exp.add_argument("path", help="a file's path in the repository")
     exp.add_argument("--home", metavar="DIR", help=HOME_HELP + " (its ledger: adds refused attempts)")
     exp.set_defaults(handler=host.cmd_explain)
     wk = sub.add_parser("worker", help="run a worker on this host (the same as python worker.py)")
@@ -144,11 +156,11 @@ def parser() -> argparse.ArgumentParser:
 
     # the worker host's commands: they read the run's files under REPOSWARM_HOME
     rec = host_command("recording", "the replay script of a run started with --record")
-    rec.add_argument("run")
+    rec.add_argument("run", help="the run's id")
     rec.add_argument("--out", help="write it to this file (default: standard output)")
     rec.set_defaults(handler=host.cmd_recording)
     gcp = host_command("gc", "remove worktrees whose work is safe on a branch (lists unless --yes)")
-    gcp.add_argument("--yes", action="store_true")
+    gcp.add_argument("--yes", action="store_true", help="remove them (without it: only list what would go)")
     gcp.set_defaults(handler=host.cmd_gc)
     return p
 

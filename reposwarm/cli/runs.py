@@ -89,6 +89,8 @@ def _checked_request_env() -> tuple[str | None, str | None]:
 
 
 def build_request(args: argparse.Namespace, *, auto_approve: bool = False) -> SwarmRequest:
+    if not (args.task or "").strip():
+        raise UserError("--task is empty: say in words what to change (--task \"Add a /health endpoint\")")
     remote = RemoteHeads(args.repo) if is_url(args.repo) else None
     if remote is not None and not args.lanes:
         raise UserError(f"a repository named by URL needs --lanes FILE (the lanes file is read here, not from {args.repo})")
