@@ -158,7 +158,7 @@ async def run(argv: list[str], tree: Tree, profile: CheckProfile, timeout_s: flo
         return ran
     binary = bwrap()
     home = private_home()
-    env = sandbox_env(profile, home) | dict(tree.env)
+    env = sandbox_env(profile, home, tree.root) | dict(tree.env)
     nice = check_nice()
     scratch = gitview.scratch_dir() if tree.git_dir is not None else None
     cgroup = None

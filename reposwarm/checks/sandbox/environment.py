@@ -1,6 +1,7 @@
 """What a check's environment holds: names passed by name only, never by prefix, and nothing secret.
 
-A check sees PATH, LANG, TZ and TERM of the worker's, the names the operator lists in
+A check sees PATH (with toolchain shims resolved: toolchains.py), LANG, TZ and TERM of the worker's, where the
+toolchain managers keep their toolchains (RUSTUP_HOME, PYENV_ROOT... when set), the names the operator lists in
 REPOSWARM_CHECK_ENV_PASS, the profile's own `env`, and HOME, TMPDIR, CI and PYTHONDONTWRITEBYTECODE set for
 it. No prefix passes (an `LC_*` pass-through once carried LC_FOO=<a secret> into checks): LC_ALL or any other
 locale variable reaches a check only when the operator names it.
@@ -37,8 +38,16 @@ def passed_names() -> list[str]:
     return [v.strip() for v in os.environ.get(PASS_LIST, "").split(",") if v.strip()]
 
 
-def sandbox_env(profile: CheckProfile, private_home: Path) -> dict[str, str]:
+def sandbox_env(profile: CheckProfile, private_home: Path, root: Path | None = None) -> dict[str, str]:
+    """The check's environment; its PATH is the worker's with rustup's proxies resolved (toolchains.sandbox_path:
+    the tree at `root` may name its own toolchain), and the toolchain managers' folders (RUSTUP_HOME...) passed."""
+    from reposwarm.checks.sandbox import toolchains  # (it imports this module)
+
     env = {k: os.environ[k] for k in (*PASS_ENV, *passed_names()) if k in os.environ}
+    path = toolchains.sandbox_path(private_home, root)
+    if path is not None:
+        env["PATH"] = path
+    env |= toolchains.sandbox_vars(private_home)
     env |= {"HOME": str(private_home), "TMPDIR": "/tmp", "CI": "true", "PYTHONDONTWRITEBYTECODE": "1"}
     return env | check_env(profile)
 

@@ -61,7 +61,7 @@ def bwrap_argv(binary: str, argv: list[str], tree: TreeLike, profile: CheckProfi
     size = str(profile.tmp_mb * MIB)
     cmd += ["--size", size, "--tmpfs", "/dev/shm", "--size", size, "--tmpfs", "/tmp", "--size", size, "--tmpfs",
             str(home)]
-    cmd += toolchains.toolchain_mounts(home, profile.read_only_paths)
+    cmd += toolchains.toolchain_mounts(home, profile.read_only_paths, argv, tree.root)
     cmd += ["--bind", str(tree.root), str(tree.root)]
     cmd += _git_mounts(tree.root, view)
     for bind in getattr(tree, "binds", ()):
