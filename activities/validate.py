@@ -66,7 +66,7 @@ async def validate(req: ValidateInput) -> TestReport:
     await asyncio.to_thread(_checkout, str(repo.path), path, req.ref)
     store = Store(req.run_id)
     try:
-        report = await run_profile(req.profile, path, store)
+        report = await run_profile(req.profile, path, store, scope="base" if slug == "baseline" else "")
     except SandboxUnavailable as err:
         # Not a passing fault: retrying cannot help until bubblewrap is installed (or the sandbox switched off).
         raise ApplicationError(str(err), type="SandboxUnavailable", non_retryable=True) from None

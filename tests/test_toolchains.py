@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from reposwarm.checks import sandbox
-from reposwarm.checks.runner import run_profile
-from reposwarm.checks.sandbox import toolchains
+from reposwarm.checks.runner import common_git_dir, repo_key, run_profile
+from reposwarm.checks.sandbox import caches, toolchains
 from reposwarm.checks.sandbox.toolchains import ToolchainRefused
 from reposwarm.contracts import CheckProfile
 from tests.helpers import make_repo
@@ -55,6 +55,9 @@ async def test_cargo_runs_with_only_rustups_proxies_on_path(tmp_path, monkeypatc
     assert "rustup could not choose" not in out
     assert list(_names(report)) == ["fails"], out  # per-test results: the one failing test, by name
     assert report.tests_run == 2 and report.commands[0].runner == "cargo"
+    # (with the host's language caches: cargo's target folder is the repository's seed, cargo still found)
+    seed = caches.root() / repo_key(common_git_dir(repo), repo) / "base"
+    assert any((seed / "cargo-target" / "debug" / "deps").glob("libfound-*.rlib"))
     # the sandbox's PATH starts with the real toolchain, resolved once on the worker
     first = toolchains.sandbox_path(REAL_HOME, repo).split(os.pathsep)[0]
     assert first.startswith(str(REAL_HOME / ".rustup" / "toolchains")) and (Path(first) / "cargo").is_file()

@@ -219,7 +219,9 @@ class Toolbox:
             # Tools run in the worker's thread pool; the checks get an event loop of their own.
             # (their git view holds only what this lane may read: no other lane's branch, none of HEAD's other paths)
             readable = (*self.policy.allowed_patterns, *self.policy.read_only_patterns)
-            report = asyncio.run(run_profile(profile, self.policy.root, self.store, readable=readable))
+            report = asyncio.run(run_profile(profile, self.policy.root, self.store, readable=readable,
+                                             scope=f"lane:{self.store.run_id}/{self.policy.root.name}"
+                                             if self.store is not None else ""))
         except SandboxUnavailable as err:
             raise ToolRefused(str(err)) from None
         baseline = self.baseline() if self.baseline is not None else None
