@@ -134,6 +134,9 @@ def _node(view: View, report: Path, cwd: Path | None) -> Prepared:
     i = args.index("--test") + 1
     reporters = [a for a in args if a.partition("=")[0] == "--test-reporter"]
     places = [a for a in args if a.partition("=")[0] == "--test-reporter-destination"]
+    for n, a in enumerate(args):  # (after the user's own reporters and destinations: node pairs them in order)
+        if a.partition("=")[0] in ("--test-reporter", "--test-reporter-destination"):
+            i = max(i, n + (1 if "=" in a else 2))
     extra = ["--test-reporter=junit", f"--test-reporter-destination={report}"]
     if not reporters:
         # the spec reporter's closing counts (tests, suites) are checked against the JUnit report's cases

@@ -299,8 +299,8 @@ def _core(rest: list[str], cwd: Path | None, module: bool, depth: int) -> View:
         if rest[i:i + 1] in (["test"], ["t"]):
             return View("cargo", rest[:i + 1], rest[i + 1:])
         if rest[i:i + 1] == ["nextest"]:
-            return View("", why="cargo nextest reports per test only through its own configuration "
-                                 "(.config/nextest.toml): run `cargo test`, or add {junit} to a runner that takes it")
+            return View("", why="cargo nextest writes a per-test report only where its own configuration says "
+                                 "(.config/nextest.toml), which reposwarm does not read: run `cargo test` instead")
         return View("")
     if program in ("jest", "vitest", "mocha", "_mocha"):
         return View(name, rest[:1], rest[1:])

@@ -78,7 +78,7 @@ def _invocation(program: str, rest: list[str]) -> tuple[str, list[str], bool] | 
             return f"`{' '.join(rest[:i + 1])}` runs a script of another package: give the runner's command itself"
         i += 1
     command, after = (rest[i], rest[i + 1:]) if i < len(rest) else ("", [])
-    if command in ("test", "t", "tst"):
+    if command == "test" or (program != "yarn" and command in ("t", "tst")):
         name, passed, strict = "test", after, True
     elif command in ("run", "run-script", "rum", "urn"):
         j = 0
@@ -109,13 +109,13 @@ def look(program: str, rest: list[str], cwd: Path | None, depth: int, look_at: L
     if isinstance(found, str):
         return View("", why=found)
     name, passed, strict = found
-    said = f"`{program} {'test' if rest[1:2] == ['test'] else ' '.join(rest[1:])}`".replace("  ", " ")
+    said = f"`{' '.join(rest)}`"
     package = _package(cwd) if cwd is not None else None
     scripts = package.get("scripts") if package else None
     scripts = scripts if isinstance(scripts, dict) else {}
     script = scripts.get(name)
     if not isinstance(script, str):
-        if not strict and cwd is not None:  # `yarn jest`, `pnpm vitest run`: the binary
+        if not strict:  # `yarn jest`, `pnpm vitest run`: the package's binary
             inner = look_at(rest[rest.index(name):], cwd, depth + 1)
             return View(inner.runner, [*rest[:rest.index(name)], *inner.lead], inner.args, inner.why, inner.workdir) \
                 if inner.runner else inner

@@ -28,7 +28,7 @@ def look(program: str, rest: list[str], cwd: Path | None, look_at: Look) -> View
         return View("", why=picked if isinstance(picked, str) else "")
     found = _tox_commands(cwd, picked) if program == "tox" else _nox_session(cwd, picked, options)
     if isinstance(found, str):
-        return View("", why=f"`{' '.join(rest[:cut])}`: {found}: reposwarm cannot read it per test")
+        return View("", why=f"`{' '.join(rest[:cut])}` is not read per test: {found}")
     command, default = found
     inner = look_at(command, cwd, 1)
     if inner.runner != "pytest":
@@ -109,8 +109,20 @@ def _ini_lines(text: str) -> list[list[str]]:
             raise ValueError(f"a command for some factors only: `{line}`")
         if "{[" in line or "{env:" in line:
             raise ValueError(f"a substitution: `{line}`")
-        lines.append(shlex.split(line))
+        lines.append(_words(line))
     return lines
+
+
+def _words(line: str) -> list[str]:
+    """A tox command's words, a {posargs:default} one word however many spaces its default holds."""
+    held: list[str] = []
+
+    def hold(match: re.Match[str]) -> str:
+        held.append(match.group(0))
+        return f"\0{len(held) - 1}\0"
+
+    words = shlex.split(re.sub(r"\{posargs(?::[^{}]*)?\}", hold, line))
+    return [re.sub(r"\0(\d+)\0", lambda m: held[int(m.group(1))], w) for w in words]
 
 
 def _toml_lines(tox: dict[str, Any], env: str) -> list[list[str]] | None:
