@@ -103,3 +103,8 @@ async def test_a_seed_over_the_copy_limit_is_not_copied(tmp_path, monkeypatch):
     assert "empty" in out and "COPIED" not in out
     monkeypatch.setattr(caches, "MAX_COPY_BYTES", 1 << 30)
     assert "COPIED" in await output(sh('test -e "$GOCACHE/big" && echo COPIED || echo empty'), repo, "lane:r/a")
+    # a lane's own caches grown past their bound start again from the seed at its next check
+    await output(sh('head -c 8192 /dev/zero > "$GOCACHE/grown"'), repo, "lane:r/a")
+    monkeypatch.setattr(caches, "MAX_LANE_BYTES", 10000)
+    again = await output(sh('ls "$GOCACHE"'), repo, "lane:r/a")
+    assert "big" in again and "grown" not in again

@@ -43,6 +43,9 @@ from reposwarm.runs import objects
 log = logging.getLogger(__name__)
 
 MAX_COPY_BYTES = 4 * 1024 ** 3  # a seed bigger than this is not copied: the lane's or the check's cache starts empty
+# A lane's caches grown past this (its checks write them: a lane could fill the disk over its checks) start again
+# from the seed at its next check.
+MAX_LANE_BYTES = 8 * 1024 ** 3
 CARGO_LOCK_WAIT_S = 120.0  # how long a copy waits for a base check's cargo build to let go of the target folder
 # subfolder -> the variables naming it
 TOOLS: dict[str, tuple[str, ...]] = {
@@ -86,6 +89,10 @@ def prepare(profile: CheckProfile, repo_key: str, scope: str, scratch: Path) -> 
         where = seed
     elif scope.startswith("lane:") and scope[5:]:
         where = lane_folder(repo_key, scope[5:])
+        if where.is_dir() and tree_size(where, MAX_LANE_BYTES + 1) > MAX_LANE_BYTES:
+            log.warning("the lane's build cache %s passed %.1f GiB: it starts again from the host's", where,
+                        MAX_LANE_BYTES / 1024 ** 3)
+            remove(where)
         if not where.is_dir():
             _first_use(seed, where, repo / ".lock")
     else:
