@@ -241,7 +241,7 @@ def look(argv: list[str], cwd: Path | None, depth: int = 0) -> View:
         if why:
             return View("", why=why)
         if owner == "hatch" and ":" in rest[0]:  # `hatch run test:pytest`: the env's name kept, the program looked at
-            found = _core([rest[0].split(":", 1)[1], *rest[1:]], here, module, depth)
+            found = look([rest[0].split(":", 1)[1], *rest[1:]], here, depth + 1)
             return _joined(lead, found, workdir, rest[:1])
     program = base(rest[0])
     if program == "tox" or program == "nox":
@@ -249,7 +249,7 @@ def look(argv: list[str], cwd: Path | None, depth: int = 0) -> View:
     elif program in ("npm", "pnpm", "yarn"):
         found = scripts.look(program, rest, here, depth, look)
     else:
-        found = _core(rest, here, module, depth)
+        found = _core(rest, module)
     return _joined(lead, found, workdir)
 
 
@@ -268,7 +268,7 @@ _NODE_VALUED = {"-r", "--require", "--import", "--loader", "--experimental-loade
                 "--test-concurrency", "--test-timeout", "--test-shard"}
 
 
-def _core(rest: list[str], cwd: Path | None, module: bool, depth: int) -> View:
+def _core(rest: list[str], module: bool) -> View:
     """The runner `rest` (no prefix left) is."""
     program = base(rest[0])
     name = _name(rest[0])

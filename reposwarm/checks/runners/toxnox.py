@@ -39,6 +39,10 @@ def look(program: str, rest: list[str], cwd: Path | None, look_at: Look) -> View
     return View("pytest", lead, posargs or default, workdir=None)
 
 
+_TOX_VALUED = {"--result-json", "--installpkg", "--hashseed", "--discover", "--workdir", "-i", "--index-url",
+               "--exit-and-dump-after", "--runner"}
+
+
 def _tox(options: list[str]) -> str | list[str]:
     """The one environment `tox [run] -e ENV` runs, or why not."""
     args = options[1:] if options[:1] in (["run"], ["r"]) else options
@@ -54,7 +58,7 @@ def _tox(options: list[str]) -> str | list[str]:
         if a.partition("=")[0] in ("-c", "--conf", "-x", "--override", "-m", "--labels", "-f", "--factors",
                                    "--root", "-p", "--parallel") or not a.startswith("-"):
             return f"`tox {' '.join(options)}` is more than one environment reposwarm can read per test"
-        i += 1
+        i += 2 if a in _TOX_VALUED else 1
     if len(envs) != 1:
         return ("`tox` without one `-e ENV` runs every environment of its envlist, each writing the same report: "
                 "name one environment")
