@@ -341,3 +341,17 @@ def test_tests_that_ran_are_counted_once_per_name_as_the_gate_compares_them(tmp_
     assert len(runners.ran(cases)) == len({c.name for c in runners.ran(cases)}) == 3
     stored = [runners.Case("t", "passed"), runners.Case("t", "failed"), runners.Case("u", "passed")]
     assert [c.name for c in runners.ran(stored)] == ["t", "u"]  # (cases stored before names were made distinct)
+
+
+@JS
+async def test_over_a_red_base_the_gate_says_why_a_script_has_no_per_test_results(tmp_path):
+    """Not "add {junit}" (no help for an npm script or tox): the reason the runner could not be read."""
+    from reposwarm.checks import verdicts
+
+    repo = _js_repo(tmp_path / "repo", {"package.json": json.dumps({"scripts": {"test": "build && vitest run"}})})
+    base = await _run(repo, ["npm", "test"])
+    judged = verdicts.judge(base, base, lambda result: None)
+    [problem] = judged.problems
+    assert problem.startswith("`npm test`: this check already fails on the base commit and gives no per-test "
+                              "results: `npm test` runs `build && vitest run`, which reposwarm cannot read per test")
+    assert "{junit}" not in problem

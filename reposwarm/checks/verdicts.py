@@ -58,6 +58,8 @@ def judge(report: TestReport, baseline: TestReport | None, cases: CaseLoader) ->
         base_failed = base.exit_code != 0 or base.timed_out
         if base_failed and (base_cases is None or not _ran(base_cases)):
             why = NOT_JUDGED if base_cases is None else NO_TEST_RAN
+            if base_cases is None and (unread := runners.unread(base.reason)):  # {junit} is no help: npm test, tox
+                why = f"this check already fails on the base commit and gives no per-test results: {unread}"
             if base.reason and runners.stops_judging(base.reason):  # {junit} would not help: the reason says what to
                 why = f"this check fails on the base commit: {base.reason}"  # fix (a missing command, a timeout, a limit)
             problems.append(f"`{command}`: {why}")
@@ -129,7 +131,8 @@ def summary(report: TestReport) -> str:
         head += f": {why[:300]}"
     if report.tests_run is not None:
         base = f" (base commit: {report.base_tests_run})" if report.base_tests_run is not None else ""
-        head += f"; {report.tests_run} tests ran{base}"
+        total = " in all" if len(report.commands) > 1 else ""  # (each command's own figure is per command)
+        head += f"; {report.tests_run} tests ran{total}{base}"
     return head
 
 
