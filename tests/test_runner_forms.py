@@ -156,7 +156,7 @@ def test_tox_and_nox_running_pytest_with_their_posargs_are_pytest(tmp_path, file
 def test_tox_and_nox_otherwise_are_no_runner_and_the_failed_command_s_reason_says_why(tmp_path, files, argv, said):
     prepared = _prepared(tmp_path, files, argv)
     assert prepared.runner == "" and said in prepared.why
-    why = runners.reason(prepared.argv, 1, False, False, "", 60, CheckProfile(commands=[argv]))
+    why = runners.reason(prepared.argv, 1, False, False, "", 60, CheckProfile(commands=[argv]), unread=prepared.why)
     assert why == f"exited 1; {runners.NO_RESULTS}: {prepared.why}" and runners.unread(why) == prepared.why
 
 

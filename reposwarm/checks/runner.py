@@ -87,7 +87,7 @@ async def _run_once(argv: list[str], tree: sandbox.Tree, profile: CheckProfile, 
     failed = [_case_failure(c, command) for c in runners.failing(cases or [])]
     cut = result.exit_code is None and not result.timed_out
     why = result.reason or runners.reason(prepared.argv, result.exit_code, result.timed_out, cut, log, timeout_s,
-                                          profile, len(failed))
+                                          profile, len(failed), prepared.why)
     result = result.model_copy(update={
         "argv": argv, "runner": prepared.runner, "tests_run": ran, "reason": why,
         "unparsed_results": runners.unparsed(prepared.runner, log, report, cases) if prepared.runner else 0,

@@ -17,19 +17,6 @@ from reposwarm.checks.runners.prefixes import View
 JUNIT = "{junit}"  # in a configured command, the path where its runner should write JUnit XML
 
 
-class Argv(list[str]):
-    """The command as it runs; `unread`: why it gives no per-test results, where reposwarm can tell (the reason
-    of a failed command says it: reasons.py)."""
-
-    unread: str = ""
-
-
-def _argv(words: list[str], unread: str = "") -> Argv:
-    made = Argv(words)
-    made.unread = unread
-    return made
-
-
 @dataclass(frozen=True)
 class Prepared:
     runner: str  # the runner's name, or "" when none is known
@@ -51,7 +38,7 @@ def prepare(argv: list[str], scratch: Path, name: str, cwd: Path | None = None) 
     before writing one must not be judged by the last run's.)"""
     report = scratch / f"{name}.report"
     if any(JUNIT in a for a in argv):
-        return Prepared("junit", _argv([a.replace(JUNIT, str(report)) for a in argv]), report)
+        return Prepared("junit", [a.replace(JUNIT, str(report)) for a in argv], report)
     view = prefixes.look(argv, cwd) if argv else View("")
     if not view.runner:
         return _unread(argv, view.why)
@@ -59,11 +46,11 @@ def prepare(argv: list[str], scratch: Path, name: str, cwd: Path | None = None) 
 
 
 def _unread(argv: list[str], why: str) -> Prepared:
-    return Prepared("", _argv(argv, why), None, why)
+    return Prepared("", argv, None, why)
 
 
 def _made(runner: str, view: View, args: list[str], report: Path | None) -> Prepared:
-    return Prepared(runner, _argv([*view.lead, *args]), report)
+    return Prepared(runner, [*view.lead, *args], report)
 
 
 def _before_dashes(args: list[str], extra: list[str]) -> list[str]:

@@ -41,8 +41,9 @@ def _signal_name(number: int) -> str:
 
 
 def reason(argv: list[str], exit_code: int | None, timed_out: bool, output_cut: bool, output: str,
-           timeout_s: float, profile: CheckProfile, failing_tests: int = 0) -> str:
-    """Why the command failed, or "" when it passed (exit 0, no failing test)."""
+           timeout_s: float, profile: CheckProfile, failing_tests: int = 0, unread: str = "") -> str:
+    """Why the command failed, or "" when it passed (exit 0, no failing test). `unread`: why the command gives
+    no per-test results, where reposwarm can tell (commands.Prepared.why)."""
     if timed_out:
         return f"{TIMED_OUT} after {timeout_s:.0f} s"
     if output_cut or exit_code is None:
@@ -79,9 +80,7 @@ def reason(argv: list[str], exit_code: int | None, timed_out: bool, output_cut: 
         return f"{KILLED} {died} (exit {exit_code})"
     if failing_tests:
         return f"{EXITED} {exit_code}: {failing_tests} test(s) failed"
-    # (the command as prepared carries why it gives no per-test results: commands.Argv)
-    why = getattr(argv, "unread", "")
-    return f"{EXITED} {exit_code}; {NO_RESULTS}: {why}" if why else f"{EXITED} {exit_code}"
+    return f"{EXITED} {exit_code}; {NO_RESULTS}: {unread}" if unread else f"{EXITED} {exit_code}"
 
 
 def unread(why: str) -> str:
