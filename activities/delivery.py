@@ -14,6 +14,8 @@ from temporalio.exceptions import ApplicationError
 
 from activities.repo import synced
 from reposwarm import forge
+from reposwarm.checks import setup
+from reposwarm.checks.sandbox import caches
 from reposwarm.contracts import Delivered, DeliverInput
 from reposwarm.gitcmd import is_ancestor, rev, try_git
 from reposwarm.gitvalues import remote_problem
@@ -43,6 +45,9 @@ def deliver(req: DeliverInput) -> Delivered:
         if line.startswith("worktree ") and Path(line[9:]).is_relative_to(root):
             g.worktree("remove", "--force", line[9:])
     g.worktree("prune")
+    # the lanes' own build caches and setup entries on this host (a lane's are only ever its own)
+    caches.remove_lane_caches(req.run_id)
+    setup.remove_lane_entries(req.run_id)
     prefix = f"refs/heads/swarm/{req.run_id}/"
     # on a remote, every lane's branch as its host pushed it: those not merged are kept, like local ones
     repo.fetch(f"{prefix}*")

@@ -66,6 +66,8 @@ async def validate(req: ValidateInput) -> TestReport:
     await asyncio.to_thread(_checkout, str(repo.path), path, req.ref)
     store = Store(req.run_id)
     try:
+        # (the baseline runs on the run's base commit alone, the user's code: round 1, workflows/validation.py;
+        # only it fills the host's shared caches and setup entries, never a tree a lane wrote)
         report = await run_profile(req.profile, path, store, scope="base" if slug == "baseline" else "")
     except SandboxUnavailable as err:
         # Not a passing fault: retrying cannot help until bubblewrap is installed (or the sandbox switched off).

@@ -87,7 +87,7 @@ async def test_a_lane_s_changed_lock_file_is_kept_for_that_lane_only(tmp_path: P
     mine = await run_profile(profile, lane, None, scope="lane:run-1/api")
     assert mine.passed and any("cached node_modules" in line for line in mine.setup)
     digest, _ = setup.key(profile, lane, _repo_key(repo))
-    assert (setup.cache_root() / _repo_key(repo) / "lanes" / "run-1_api" / digest / "manifest.json").is_file()
+    assert (setup.cache_root() / _repo_key(repo) / "lanes" / "run-1" / "api" / digest / "manifest.json").is_file()
     assert not (setup.cache_root() / _repo_key(repo) / "base" / digest).exists()
     # a merged tree with that lock file (validation: scope "") gets nothing the lane made: it sets up for itself
     merged = worktree(repo, tmp_path / "merged")
@@ -95,6 +95,12 @@ async def test_a_lane_s_changed_lock_file_is_kept_for_that_lane_only(tmp_path: P
     judged = await run_profile(profile, merged, None)
     assert judged.passed and any("not kept" in line for line in judged.setup)
     assert not any("restored" in line for line in judged.setup)
+    # the run over, its lanes' entries go (delivery and gc call this on each host); others' stay
+    base = await run_profile(profile, worktree(repo, tmp_path / "base"), None, scope="base")
+    assert any("cached node_modules" in line for line in base.setup)
+    assert setup.remove_lane_entries("run-2") == 0 and setup.remove_lane_entries("run-1") == 1
+    assert not (setup.cache_root() / _repo_key(repo) / "lanes" / "run-1").exists()
+    assert [p.name for p in (setup.cache_root() / _repo_key(repo) / "base").iterdir() if p.is_dir()]
 
 
 async def test_a_failing_setup_says_so_and_runs_no_check(tmp_path: Path) -> None:

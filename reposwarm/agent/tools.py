@@ -233,6 +233,7 @@ class Toolbox:
         if report.unsandboxed:
             lines.append(f"warning: {sandbox.OFF_WARNING}")
         lines += [f"problem: {p}" for p in report.problems]
+        lines += [f"dependencies: {line}" for line in report.setup]  # the profile's setup step: ran, or restored
         # (the gate says the same of these, and sends lost tests back first: reposwarm/checks/test_changes.py)
         lines += [f"test change ({c.kind}): {c.test}: {c.detail}" for c in report.test_changes[:20]]
         lines += [f"failing (new): {f.name}" + (f" ({f.file})" if f.file else "") for f in report.failures]

@@ -178,10 +178,10 @@ async def run_profile(profile: CheckProfile, cwd: Path, store: Store | None, *, 
     with tempfile.TemporaryDirectory(prefix="reposwarm-checks-") as scratch:
         tree = sandbox.Tree(root=cwd.resolve(), git_dir=git_dir, reports=Path(scratch), readable=readable)
         binds, env = await asyncio.to_thread(caches.prepare, profile, key, scope, Path(scratch))
-        env = offline(profile) | env
         tree = dataclasses.replace(tree, binds=tuple(binds), env=tuple(sorted(env.items())))
-        deps = await setup.prepare(profile, tree, key, store, scope)
-        tree = dataclasses.replace(tree, binds=tree.binds + tuple(deps.binds))
+        deps = await setup.prepare(profile, tree, key, store, scope)  # (with network: npm not offline there)
+        tree = dataclasses.replace(tree, binds=tree.binds + tuple(deps.binds),
+                                   env=tuple(sorted((offline(profile) | env).items())))
         if deps.failed is not None:
             return TestReport(passed=False, commands=[deps.failed], failures=[f for f in [deps.failure] if f],
                               setup=deps.lines,

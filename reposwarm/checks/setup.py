@@ -24,7 +24,6 @@ import fcntl
 import hashlib
 import json
 import os
-import re
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -32,6 +31,7 @@ from pathlib import Path
 
 from reposwarm import gitcmd
 from reposwarm.checks import sandbox
+from reposwarm.checks.sandbox.caches import safe_part
 from reposwarm.contracts import CheckProfile, CommandResult, TestFailure
 from reposwarm.runs import ledger, objects
 from reposwarm.runs.store import Store
@@ -59,8 +59,20 @@ def scope_folder(scope: str) -> str | None:
     if scope == "base":
         return "base"
     if scope.startswith("lane:"):
-        return "lanes/" + re.sub(r"[^A-Za-z0-9._-]+", "_", scope[len("lane:"):]).strip("._") or "lane"
+        run, _, lane = scope[len("lane:"):].partition("/")
+        return f"lanes/{safe_part(run)}/{safe_part(lane or 'lane')}"
     return None
+
+
+def remove_lane_entries(run_id: str) -> int:
+    """Remove the lanes' setup entries of a finished run on this host (its lanes' own dependencies); how many."""
+    removed = 0
+    root = cache_root()
+    for folder in root.glob(f"*/lanes/{safe_part(run_id)}") if root.is_dir() else []:
+        if folder.is_dir() and not folder.is_symlink():
+            shutil.rmtree(folder, ignore_errors=True)
+            removed += 1
+    return removed
 
 
 def _key_files(root: Path, patterns: list[str]) -> list[Path]:
@@ -232,7 +244,7 @@ async def _run_setup(profile: CheckProfile, tree: sandbox.Tree, store: Store | N
     out.binds = _binds(entry, folders, tree.root)
     out.lines.append(f"setup: cached {', '.join(folders) or 'no ignored folder'} ({keyed}) for the next checks")
     _record(store, "setup", command=" ".join(" ".join(a) for a in profile.setup), passed=True, cached=folders,
-            key=keyed)
+            cache_key=keyed)
     return out
 
 

@@ -22,6 +22,8 @@ from reposwarm import gitcmd
 from reposwarm.agent.paths import PathPolicy
 from reposwarm.agent.slices import pattern_problem
 from reposwarm.branches import delivered_branch, integration_branch
+from reposwarm.checks import setup
+from reposwarm.checks.sandbox import caches
 from reposwarm.cli import answers
 from reposwarm.cli.common import (
     UserError,
@@ -261,6 +263,11 @@ async def cmd_gc(args: argparse.Namespace) -> int:
         print(f"{'remove' if v.remove else 'keep  '} {v.path}: {v.why}")
         if v.remove and args.yes:
             gc.remove(v)
+    ended = {p.name for p in (home() / "runs").glob("*") if p.name not in running}
+    if args.yes:  # the lanes' own build caches and setup entries of runs that ended (never shared: the base's stay)
+        for run in sorted(ended):
+            caches.remove_lane_caches(run)
+            setup.remove_lane_entries(run)
     removable = sum(v.remove for v in verdicts)
     print(f"{removable} of {len(verdicts)} worktrees {'removed' if args.yes else 'can go (run gc --yes)'}")
     return 0

@@ -63,7 +63,7 @@ def root() -> Path:
     return objects.home() / "cache" / "build"
 
 
-def _safe(part: str) -> str:
+def safe_part(part: str) -> str:
     """One path component from a scope's id: letters, digits, '.', '_', '-'; a hash where it had to change."""
     clean = re.sub(r"[^A-Za-z0-9._-]", "_", part)[:96]
     if clean != part or clean in ("", ".", ".."):
@@ -74,7 +74,7 @@ def _safe(part: str) -> str:
 def lane_folder(repo_key: str, lane_id: str) -> Path:
     """A lane's own caches: lanes/<run>/<lane>/ ("lane:<run>/<lane>"; an id without '/' is a run's lane "_")."""
     run, _, lane = lane_id.partition("/")
-    return root() / _safe(repo_key) / "lanes" / _safe(run) / _safe(lane or "_")
+    return root() / safe_part(repo_key) / "lanes" / safe_part(run) / safe_part(lane or "_")
 
 
 def prepare(profile: CheckProfile, repo_key: str, scope: str, scratch: Path) -> tuple[list[Bind], dict[str, str]]:
@@ -83,7 +83,7 @@ def prepare(profile: CheckProfile, repo_key: str, scope: str, scratch: Path) -> 
     in `scratch`)."""
     if not profile.caches:
         return [], {}
-    repo = root() / _safe(repo_key)
+    repo = root() / safe_part(repo_key)
     seed = repo / "base"
     if scope == "base":
         where = seed
@@ -263,7 +263,7 @@ def remove_lane_caches(run_id: str) -> int:
     if not base.is_dir():
         return 0
     for repo in base.iterdir():
-        folder = repo / "lanes" / _safe(run_id)
+        folder = repo / "lanes" / safe_part(run_id)
         if folder.is_dir() and not folder.is_symlink():
             remove(folder)
             removed += 1
