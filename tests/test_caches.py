@@ -108,3 +108,53 @@ async def test_a_seed_over_the_copy_limit_is_not_copied(tmp_path, monkeypatch):
     monkeypatch.setattr(caches, "MAX_LANE_BYTES", 10000)
     again = await output(sh('ls "$GOCACHE"'), repo, "lane:r/a")
     assert "big" in again and "grown" not in again
+
+
+def _module_proxy(folder: Path) -> Path:
+    """A Go module proxy on disk (the GOPROXY file:// layout) serving example.com/dep v1.0.0: stands for the
+    registry the user downloaded from."""
+    import json
+    import zipfile
+
+    at = folder / "example.com" / "dep" / "@v"
+    at.mkdir(parents=True)
+    (at / "list").write_text("v1.0.0\n")
+    (at / "v1.0.0.info").write_text(json.dumps({"Version": "v1.0.0", "Time": "2026-01-01T00:00:00Z"}))
+    (at / "v1.0.0.mod").write_text("module example.com/dep\n\ngo 1.19\n")
+    with zipfile.ZipFile(at / "v1.0.0.zip", "w") as z:
+        z.writestr("example.com/dep@v1.0.0/go.mod", "module example.com/dep\n\ngo 1.19\n")
+        z.writestr("example.com/dep@v1.0.0/dep.go", "package dep\n\nfunc Two() int { return 2 }\n")
+    return folder
+
+
+@pytest.mark.skipif(not HAS_GO, reason="go is not installed")
+async def test_go_modules_the_user_downloaded_are_read_with_no_network(tmp_path, monkeypatch):
+    """`go mod download` the usual way fills ~/go/pkg/mod, which the sandbox's private HOME hides: the checks read
+    its downloads as a read-only file:// proxy (they used to fail: dial tcp ... network is unreachable)."""
+    import os
+    import subprocess
+
+    repo = make_repo(tmp_path / "mod", {
+        "go.mod": "module example.com/m\n\ngo 1.19\n\nrequire example.com/dep v1.0.0\n",
+        "two/two.go": 'package two\n\nimport "example.com/dep"\n\nfunc Two() int { return dep.Two() }\n',
+        "two/two_test.go": ('package two\n\nimport "testing"\n\n'
+                            'func TestTwo(t *testing.T) {\n\tif Two() != 2 {\n\t\tt.Fatal("two")\n\t}\n}\n')})
+    modcache = tmp_path / "home" / "go" / "pkg" / "mod"
+    env = {**os.environ, "GOMODCACHE": str(modcache), "GOFLAGS": "-mod=mod", "GOSUMDB": "off",
+           "GOPROXY": f"file://{_module_proxy(tmp_path / 'registry')}"}
+    subprocess.run(["go", "mod", "download", "all"], cwd=repo, env=env, check=True, capture_output=True)
+    subprocess.run(["go", "mod", "tidy"], cwd=repo, env=env, check=True, capture_output=True)
+    subprocess.run(["git", "add", "go.sum"], cwd=repo, check=True)
+    subprocess.run(["git", "-c", "user.name=u", "-c", "user.email=u@x", "commit", "-qm", "sum"], cwd=repo, check=True)
+    shutil.rmtree(tmp_path / "registry")  # (the registry is out of reach now, as with no network)
+    monkeypatch.setenv("GOMODCACHE", str(modcache))
+    report = await run_profile(CheckProfile(commands=[["go", "test", "./..."]], timeout_s=120), repo, None,
+                               rerun=False, scope="base")
+    assert report.passed and report.tests_run == 1, report.commands[0].output_tail
+    # the user's module cache is only read: the check extracted the module into its own
+    assert (seed_of(repo) / "go-mod" / "example.com" / "dep@v1.0.0" / "dep.go").is_file()
+    # and a profile choosing its own GOPROXY is left as it is
+    said = await output(CheckProfile(commands=[["go", "env", "GOPROXY"]]), repo, "")
+    assert said.strip().endswith(f"file://{modcache / 'cache' / 'download'},off"), said
+    own = await output(CheckProfile(commands=[["go", "env", "GOPROXY"]], env={"GOPROXY": "direct"}), repo, "")
+    assert own.strip().endswith("direct") and "file://" not in own

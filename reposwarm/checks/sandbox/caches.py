@@ -100,7 +100,34 @@ def prepare(profile: CheckProfile, repo_key: str, scope: str, scratch: Path) -> 
         _copy_seed(seed, where)
     for name in TOOLS:
         (where / name).mkdir(parents=True, exist_ok=True)
-    return [Bind(host=where, dest=where, writable=True)], _variables(where, profile)
+    binds, env = [Bind(host=where, dest=where, writable=True)], _variables(where, profile)
+    if (downloads := go_downloads(profile)) is not None:
+        binds.append(Bind(host=downloads, dest=downloads))
+        env |= _go_proxy(downloads, profile)
+    return binds, env
+
+
+def go_downloads(profile: CheckProfile) -> Path | None:
+    """The worker's own Go module downloads (`$GOMODCACHE/cache/download`, by default ~/go/pkg/mod/...): the
+    modules the user installed the usual way (`go mod download`), which the sandbox's private HOME would hide.
+    None where there are none, or where the profile's env chooses its own GOPROXY."""
+    if any(name.upper() == "GOPROXY" for name in profile.env):
+        return None
+    cache = os.environ.get("GOMODCACHE") or os.path.join(
+        (os.environ.get("GOPATH") or os.path.join(os.environ.get("HOME") or str(Path.home()), "go"))
+        .split(os.pathsep)[0], "pkg", "mod")
+    downloads = Path(cache) / "cache" / "download"
+    return downloads.resolve() if downloads.is_dir() and not downloads.is_symlink() else None
+
+
+def _go_proxy(downloads: Path, profile: CheckProfile) -> dict[str, str]:
+    """Go reads modules from the worker's downloads as a proxy (a file:// GOPROXY), read-only, and extracts them
+    into the check's own GOMODCACHE; with no network, nothing else, and no checksum database to ask (go.sum still
+    checks every module it names)."""
+    if profile.network:
+        return {"GOPROXY": f"file://{downloads},{os.environ.get('GOPROXY') or 'https://proxy.golang.org,direct'}"}
+    own = {name.upper() for name in profile.env}
+    return {"GOPROXY": f"file://{downloads},off", **({} if "GOSUMDB" in own else {"GOSUMDB": "off"})}
 
 
 def _variables(where: Path, profile: CheckProfile) -> dict[str, str]:
