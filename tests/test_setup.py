@@ -159,3 +159,21 @@ async def test_a_venv_with_the_project_installed_from_its_tree_is_not_kept(tmp_p
                for line in report.setup), report.setup
     digest, _ = setup.key(profile, tmp_path / "base", _repo_key(repo))
     assert not (setup.cache_root() / _repo_key(repo) / "base" / digest).exists()
+
+
+async def test_a_python_venv_made_by_the_setup_is_restored_into_another_tree(tmp_path: Path) -> None:
+    """docs/checks.md's Python profile: a venv with the requirements (from PyPI), kept, and used from another
+    tree's path (`.venv/bin/python -m ...` finds its environment wherever it is bound)."""
+    repo = make_repo(tmp_path / "repo", {
+        ".gitignore": ".venv/\n", "requirements.txt": "six\n",
+        "test_six.py": "import unittest\n\nimport six\n\n\nclass T(unittest.TestCase):\n"
+                       "    def test_py3(self):\n        self.assertTrue(six.PY3)\n"})
+    profile = CheckProfile(commands=[[".venv/bin/python", "-m", "unittest", "-v"]], setup=[
+        ["sh", "-c", "python3 -m venv .venv && .venv/bin/pip install -q --disable-pip-version-check -r "
+                     "requirements.txt"]])
+    first = await run_profile(profile, worktree(repo, tmp_path / "base"), None, scope="base")
+    assert first.passed and first.tests_run == 1, (first.setup, first.commands[0].output_tail)
+    assert any("cached .venv" in line for line in first.setup)
+    other = await run_profile(profile, worktree(repo, tmp_path / "lane"), None, scope="lane:r/l")
+    assert other.passed and other.tests_run == 1, other.commands[0].output_tail
+    assert other.setup[0].startswith("setup: restored from the cache") and ".venv" in other.setup[0]
