@@ -69,12 +69,15 @@ typecheck: venv
 #   bench_warm.py   a repair on a warm lane against a cold re-dispatch: tokens and seconds: bench/results_warm.json
 #   bench_swarm.py  the swarm on a local Temporal dev server (lane set-up on 4M lines, step overhead, parallel
 #                   efficiency, recovery, history size): bench/results.json; --quick (the default when CI=true)
+#   bench_caches.py a second check against the first through the language caches (Go, cargo): compile steps and
+#                   seconds as ratios: bench/results_caches.json
 #   bench_hosts.py  32 lanes on two worker hosts (processes pinned to a core each) against one: the speedup, each
 #                   host's share of lanes and CPU: bench/results_hosts.json; --quick (the default when CI=true)
 bench: venv
 	$(PY) bench/bench_index.py $(BENCH_ARGS)
 	$(PY) bench/bench_swarm.py $(BENCH_SWARM_ARGS)
 	$(PY) bench/bench_warm.py
+	$(PY) bench/bench_caches.py
 	$(PY) bench/bench_hosts.py $(BENCH_HOSTS_ARGS)
 
 # record this version's workflow histories into tests/histories/$(VERSION)/ (keep the older folders)
