@@ -9,6 +9,10 @@ PY     := $(VENV)/bin/python
 # worktrees, the dev server's database and logs. REPOSWARM_HOME moves it.
 export REPOSWARM_HOME ?= $(HOME)/.reposwarm
 STATE  := $(REPOSWARM_HOME)
+# The dev server's ports (./temporal-dev reads them), and the address every entry point connects to.
+export TEMPORAL_PORT ?= 7233
+export TEMPORAL_UI_PORT ?= 8233
+export TEMPORAL_ADDRESS ?= localhost:$(TEMPORAL_PORT)
 
 .PHONY: venv bubblewrap toolchains demo test typecheck dev-server stop-dev-server worker clean record-history bench
 
@@ -48,7 +52,7 @@ dev-server: venv
 
 demo: venv bubblewrap dev-server
 	@mkdir -p $(STATE)
-	@echo "Web UI: http://localhost:8233 (the dev server keeps running after the demo; make stop-dev-server stops it)"
+	@echo "Web UI: http://localhost:$(TEMPORAL_UI_PORT) (the dev server keeps running after the demo; make stop-dev-server stops it)"
 	@$(PY) worker.py > $(STATE)/worker.log 2>&1 & echo $$! > $(STATE)/worker.pid; \
 	$(PY) starter.py demo --yes; rc=$$?; \
 	kill `cat $(STATE)/worker.pid` 2>/dev/null; rm -f $(STATE)/worker.pid; \

@@ -346,3 +346,16 @@ def test_every_option_says_what_it_is_for() -> None:
     assert unexplained == []
     version = run_starter("--version")
     assert version.returncode == 0 and version.stdout.startswith("reposwarm ")
+
+
+def test_web_ui_links_follow_the_dev_server_s_ui_port(monkeypatch: pytest.MonkeyPatch) -> None:
+    from reposwarm.cli.common import ui_url
+
+    monkeypatch.delenv("REPOSWARM_UI_URL", raising=False)
+    monkeypatch.setenv("TEMPORAL_ADDRESS", "localhost:7300")
+    monkeypatch.delenv("TEMPORAL_UI_PORT", raising=False)
+    assert ui_url("r1").startswith("http://localhost:8300/namespaces/")
+    monkeypatch.setenv("TEMPORAL_UI_PORT", "9233")  # ./temporal-dev's own setting
+    assert ui_url("r1").startswith("http://localhost:9233/namespaces/")
+    made = subprocess.run(["make", "-n", "demo", "TEMPORAL_UI_PORT=9233"], cwd=ROOT, capture_output=True, text=True)
+    assert "Web UI: http://localhost:9233" in made.stdout

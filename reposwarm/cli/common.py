@@ -27,7 +27,8 @@ def ui_url(run_id: str) -> str:
     base = os.environ.get("REPOSWARM_UI_URL")
     if not base:
         host, _, port = os.environ.get("TEMPORAL_ADDRESS", "localhost:7233").rpartition(":")
-        base = f"http://{host or 'localhost'}:{int(port or 7233) + 1000}"
+        ui = os.environ.get("TEMPORAL_UI_PORT", "").strip()
+        base = f"http://{host or 'localhost'}:{ui if ui.isdigit() else int(port or 7233) + 1000}"
     namespace = os.environ.get("TEMPORAL_NAMESPACE", "default")
     return f"{base}/namespaces/{namespace}/workflows/{run_id}"
 
