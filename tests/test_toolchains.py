@@ -17,6 +17,7 @@ from reposwarm.checks.sandbox import caches, toolchains
 from reposwarm.checks.sandbox.toolchains import ToolchainRefused
 from reposwarm.contracts import CheckProfile
 from tests.helpers import make_repo
+from tests.test_caches import _sandboxed  # noqa: F401 (autouse: the test's own REPOSWARM_HOME, sandbox on)
 
 REAL_HOME = Path(os.environ.get("HOME") or Path.home()).resolve()
 PROXIES = REAL_HOME / ".cargo" / "bin"
@@ -32,11 +33,6 @@ CRATE = {
 }
 
 
-@pytest.fixture(autouse=True)
-def _sandboxed(tmp_path, monkeypatch):
-    monkeypatch.setenv("REPOSWARM_HOME", str(tmp_path / "rshome"))
-    monkeypatch.delenv(sandbox.SWITCH, raising=False)
-    monkeypatch.delenv(sandbox.BWRAP, raising=False)
 
 
 def _names(report) -> dict[str, str]:

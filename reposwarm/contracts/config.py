@@ -5,7 +5,7 @@ from __future__ import annotations
 import posixpath
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from reposwarm.contracts.base import Contract
 from reposwarm.gitvalues import remote_problem
@@ -63,14 +63,6 @@ class CheckProfile(Contract):
     # and repository (reposwarm/checks/sandbox/caches.py).
     caches: bool = True
 
-    @field_validator("setup")
-    @classmethod
-    def _setup_argv(cls, commands: list[list[str]]) -> list[list[str]]:
-        for argv in commands:
-            if not argv or not all(isinstance(a, str) and a for a in argv):
-                raise ValueError("each setup command is a non-empty list of non-empty strings (an argv, no shell)")
-        return commands
-
     @field_validator("cache_key", "deps_from_checkout")
     @classmethod
     def _tree_paths(cls, paths: list[str]) -> list[str]:
@@ -82,12 +74,13 @@ class CheckProfile(Contract):
                                  "package-lock.json)")
         return [posixpath.normpath(p) for p in paths]
 
-    @field_validator("commands")
+    @field_validator("commands", "setup")
     @classmethod
-    def _argv_lists(cls, commands: list[list[str]]) -> list[list[str]]:
+    def _argv_lists(cls, commands: list[list[str]], info: ValidationInfo) -> list[list[str]]:
         for argv in commands:
             if not argv or not all(isinstance(a, str) and a for a in argv):
-                raise ValueError("each command is a non-empty list of non-empty strings (an argv, no shell)")
+                what = "setup command" if info.field_name == "setup" else "command"
+                raise ValueError(f"each {what} is a non-empty list of non-empty strings (an argv, no shell)")
         return commands
 
     @field_validator("read_only_paths")
