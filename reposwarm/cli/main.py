@@ -106,6 +106,7 @@ def parser() -> argparse.ArgumentParser:
     ls = sub.add_parser("list", help="list runs, newest first")
     ls.add_argument("--repo", help="only runs on this repository")
     ls.add_argument("--limit", type=int, default=20, help="at most this many runs (default 20)")
+    ls.add_argument("--all", action="store_true", help="dry runs too (planned, nothing dispatched)")
     ls.set_defaults(handler=runs.cmd_list)
     demo = sub.add_parser("demo", help="run the bundled example end to end")
     demo.add_argument("--yes", action="store_true", help="approve without asking")

@@ -376,22 +376,32 @@ async def cmd_watch(args: argparse.Namespace) -> int:
         v.closed and v.status.phase not in (Phase.delivered, Phase.planned)) else 0
 
 
+LIST_WINDOW = 500  # runs read to order the list newest first
+
+
 async def cmd_list(args: argparse.Namespace) -> int:
     client = await client_or_die()
     query = "WorkflowType = 'SwarmWorkflow'"
     if args.repo:
         query += f" AND RepoSwarmRepo = '{check_repo(args.repo)}'"
-    rows = []
-    async for wf in client.list_workflows(query, limit=args.limit):
+    found = []
+    # (the server's order is not by start time on every visibility store: read a window, newest first here)
+    async for wf in client.list_workflows(query, limit=max(args.limit * 10, LIST_WINDOW)):
         attrs = wf.typed_search_attributes
         phase = attrs.get(STATUS_ATTR) or (wf.status.name.lower() if wf.status else "?")
         if wf.status is not None and wf.status != WorkflowExecutionStatus.RUNNING and phase not in (
                 "delivered", "expired", "not_approved", "planned"):
             phase = wf.status.name.lower()
-        since = age((datetime.now(UTC) - wf.start_time).total_seconds())
-        rows.append(f"{wf.id:<40} {phase:<14} {since:>8}  {attrs.get(REPO_ATTR) or '-'}")
+        found.append((wf.start_time, wf.id, phase, attrs.get(REPO_ATTR) or "-"))
+    found.sort(key=lambda row: row[0], reverse=True)
+    dry = [row for row in found if row[2] == "planned"]  # dry runs: planned, nothing dispatched
+    shown = (found if args.all else [row for row in found if row[2] != "planned"])[:args.limit]
+    rows = [f"{run:<40} {phase:<14} {age((datetime.now(UTC) - started).total_seconds()):>8}  {repo}"
+            for started, run, phase, repo in shown]
     print(f"{'run':<40} {'phase':<14} {'age':>8}  repository")
     print(inert("\n".join(rows)) if rows else "(no runs)")
+    if dry and not args.all:
+        print(f"({len(dry)} dry run(s) not shown: list --all)")
     return 0
 
 
