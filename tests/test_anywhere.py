@@ -214,8 +214,10 @@ async def test_a_planning_failure_after_a_rejection_returns_the_run_to_review(cl
     worker = WorkerProcess(temporal_address, queue, tmp_path / "worker-home").start()
     try:
         await worker.ready()
+        began = time.monotonic()  # round 1's lanes run after this and before the review is seen
         run_id = start(temporal_address, queue, home, repo, lanes, plan, script)
         await wait_phase(client, run_id, Phase.review)
+        spans = [time.monotonic() - began]
         rejected, _ = cli(temporal_address, queue, home, "reject", run_id, "--comment", "Name it better.")
         assert rejected.returncode == 0, rejected.stderr
         status = await wait_phase(client, run_id, Phase.review)
@@ -235,10 +237,12 @@ async def test_a_planning_failure_after_a_rejection_returns_the_run_to_review(cl
         given = write_yaml(tmp_path / "plan3.yaml", {
             "interface_contract": "api/app.py exports NAME = 'r3'.",
             "lanes": [{"lane": "api", "goal": "Set NAME in api/app.py to the round's name."}]})
+        began = time.monotonic()  # round 3's lanes run after this and before its review is seen
         handed, _ = cli(temporal_address, queue, home, "reject", run_id, "--comment", "Use my plan.", "--plan",
                         str(given))
         assert handed.returncode == 0, handed.stderr
         status = await wait_phase(client, run_id, Phase.review)
+        spans.append(time.monotonic() - began)
         assert status.round == 3 and status.review.plan.interface_contract == "api/app.py exports NAME = 'r3'."
         assert not status.review.planning_error
         approved, _ = cli(temporal_address, queue, home, "approve", run_id)
@@ -250,14 +254,23 @@ async def test_a_planning_failure_after_a_rejection_returns_the_run_to_review(cl
     rounds = figures["rounds"]
     assert [r["round"] for r in rounds] == [1, 2, 3]
     assert "planning round 2 failed" in rounds[1]["decision"] and rounds[2]["decision"] == "approved by ana"
-    # One lane a round, seconds of it, and much longer review waits: over lane-running time only, the lane ran
-    # the whole time (counting the waits, it would be well under 0.5); the worker host's ledger agrees.
-    assert figures["parallel_efficiency"] > 0.6 and rounds[0]["parallel_efficiency"] > 0.6
+    # Parallel efficiency over lane-running time only: each round's figure is its lane's own seconds over the
+    # time its lanes were running, and that time ends before the round's review (the review waits, planning and
+    # checks are outside it). What the figure reaches on this machine is the bench's (bench/bench_swarm.py).
+    ran = [rounds[0], rounds[2]]
+    assert [r["lanes"] for r in rounds] == [1, 0, 1] and rounds[1]["parallel_efficiency"] is None  # none ran
+    for r, seen_in_review_after in zip(ran, spans, strict=True):
+        assert 0 < r["busy_s"] <= r["lanes_s"] < seen_in_review_after, (r, seen_in_review_after)
+        assert r["parallel_efficiency"] == round(r["busy_s"] / (r["lanes"] * r["lanes_s"]), 3)
+    assert figures["parallel_efficiency"] == round(sum(r["busy_s"] for r in ran) / sum(r["lanes_s"] for r in ran), 3)
+    # The worker host's ledger: one lane span a round, so the lanes ran the whole time lanes were running.
     ledger, _ = cli(temporal_address, queue, tmp_path / "elsewhere", "report", run_id, "--json", "--home",
                     str(tmp_path / "worker-home"))
     assert ledger.returncode == 0, ledger.stderr
-    assert json.loads(ledger.stdout)["parallel_efficiency"] > 0.6
-    assert [r["round"] for r in json.loads(ledger.stdout)["rounds"]] == [1, 3]
+    hosted = json.loads(ledger.stdout)
+    assert [(r["round"], r["lanes"]) for r in hosted["rounds"]] == [(1, 1), (3, 1)]
+    assert all(r["busy_s"] == r["lanes_s"] > 0 and r["parallel_efficiency"] == 1.0 for r in hosted["rounds"])
+    assert hosted["parallel_efficiency"] == 1.0
 
 
 def test_free_text_in_the_web_ui_reads_as_written() -> None:

@@ -50,6 +50,8 @@ def bare_remote(tmp_path: Path, files: dict[str, str]) -> tuple[Path, str]:
 
 def hosts(address: str, queue: str, homes: list[Path], hidden: list[Path], env: dict[str, str]) -> list[WorkerProcess]:
     """One worker per home, each unable to see the other homes (nor `hidden`)."""
+    for home in homes:  # every home first: a worker mounts over the others' as it starts, so they must exist by then
+        home.mkdir(parents=True, exist_ok=True)
     workers = []
     for home in homes:
         others = [h for h in homes if h != home] + hidden

@@ -72,11 +72,23 @@ async def test_figures_trace_and_secrets_of_a_whole_run(client, reposwarm_home, 
 
     lines = ledger.read(run_id)
     report = metrics.report(run_id, lines)
-    # Parallel efficiency from the worker's ledger agrees with the run's own record on the server (the workflow's
-    # clock: the time its lanes ran and each lane's own running time).
+    # Parallel efficiency, from the worker's ledger and from the run's own record on the server (the workflow's
+    # clock), is one formula over each one's recorded inputs: the lanes' own running time / (lanes x the time lanes
+    # were running). Both see the same round of four lanes; the ledger's spans (worktree made .. branch described)
+    # lie within the server's (the lane workflow's start .. its result), lane by lane and for the round. How close
+    # the two figures come on a loaded machine is a matter of overheads, which the bench measures.
     recorded = metrics.from_status(status, 0.0)
-    assert report.parallel_efficiency is not None and recorded.parallel_efficiency is not None
-    assert report.parallel_efficiency == pytest.approx(recorded.parallel_efficiency, rel=0.15)
+    for source in (report, recorded):
+        assert [(r.round, r.lanes) for r in source.rounds] == [(1, len(LANES))]
+        (only,) = source.rounds
+        assert 0 < only.busy_s <= only.lanes * only.lanes_s
+        assert only.parallel_efficiency == round(only.busy_s / (only.lanes * only.lanes_s), 3)
+        assert source.parallel_efficiency == only.parallel_efficiency
+        assert sum(f.seconds for f in source.lanes) == pytest.approx(only.busy_s, abs=0.01)
+    server_lanes = {f.lane: f.seconds for f in recorded.lanes}
+    assert {f.lane for f in report.lanes} == set(server_lanes) == set(LANES)
+    assert all(0 < f.seconds <= server_lanes[f.lane] for f in report.lanes), (report.lanes, recorded.lanes)
+    assert report.rounds[0].lanes_s <= recorded.rounds[0].lanes_s
     assert report.first_pass_merge_rate == 1.0 and report.changesets == 4
     assert report.tool_calls == sum(f.tool_calls for f in report.lanes) == 4 * 2  # a read and a write each
     assert report.tokens_in == sum(e["input_tokens"] for e in lines if e["event"] == "model_call")

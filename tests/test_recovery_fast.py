@@ -157,7 +157,10 @@ GIL_HOLD_S = 1.0  # a C call holding the GIL this long at a time, in two threads
 
 def _busy(seconds: float) -> int:
     """Keep this thread busy: pure Python (the GIL changes hands every 5 ms), then one C call that holds the GIL
-    for about GIL_HOLD_S (sum over a range never lets go of it), by turns."""
+    for about GIL_HOLD_S (sum over a range never lets go of it), by turns. Each C call is sized from the last one's
+    wall time, so a hold stays about GIL_HOLD_S however loaded the machine: sized once, a hold takes as many times
+    longer as the cores are shared with other processes, and holds of several seconds in two threads by turns are
+    a stall that activities/heartbeat.py says costs an attempt, not the busy-but-healthy activity meant here."""
     started = time.perf_counter()
     sum(range(10**6))
     per_item = (time.perf_counter() - started) / 10**6
@@ -167,7 +170,10 @@ def _busy(seconds: float) -> int:
         stop = time.monotonic() + 0.5
         while time.monotonic() < stop:
             total += sum(i * i for i in range(1000))
+        held = time.perf_counter()
         total += sum(range(n))
+        held = time.perf_counter() - held
+        n = max(10**5, int(n * GIL_HOLD_S / max(held, 1e-3)))
     return total
 
 
