@@ -60,6 +60,28 @@ def hosts(address: str, queue: str, homes: list[Path], hidden: list[Path], env: 
     return workers
 
 
+async def polling(client, queue: str, workers: int, timeout: float = 60) -> None:
+    """Until the server has seen `workers` workers poll the shared queue for activities (where every lane's worktree
+    is made): a worker's banner comes before its first poll, and on a loaded machine one host could otherwise take
+    every lane before the other asked for work."""
+    import asyncio
+
+    from temporalio.api.enums.v1 import TaskQueueType
+    from temporalio.api.taskqueue.v1 import TaskQueue
+    from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+
+    deadline = time.monotonic() + timeout
+    while True:
+        described = await client.workflow_service.describe_task_queue(DescribeTaskQueueRequest(
+            namespace=client.namespace, task_queue=TaskQueue(name=queue),
+            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY))
+        seen = {p.identity for p in described.pollers}
+        if len(seen) >= workers:
+            return
+        assert time.monotonic() < deadline, f"only {sorted(seen)} polled {queue} in {timeout:.0f} s"
+        await asyncio.sleep(0.2)
+
+
 def lanes_file(tmp_path: Path, lanes: list[str], host_timeout_s: int = 3) -> Path:
     return write_yaml(tmp_path / "lanes.yaml", {
         "swarm": {"host_timeout_s": host_timeout_s,
@@ -82,6 +104,7 @@ async def test_lanes_spread_over_two_hosts_deliver_to_the_remote(client, tempora
     workers = hosts(temporal_address, queue, homes, [reposwarm_home], s3_server.env())
     for w in workers:
         await w.ready()
+    await polling(client, queue, len(workers))
     plan = write_yaml(tmp_path / "plan.yaml", {"interface_contract": "-", "lanes": [
         {"lane": lane, "goal": f"Write {lane}/x.txt."} for lane in lanes]})
     script = write_yaml(tmp_path / "replay.yaml", {"version": 1, "lanes": {lane: {1: [
