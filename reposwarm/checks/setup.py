@@ -40,6 +40,7 @@ TAIL_CHARS = 4000
 SETUP_TREE_MB = 16384  # what a setup step may add to its tree (node_modules of a big monorepo); checks keep theirs
 KEY_FILE_MAX_BYTES = 256 * 1024 * 1024
 LOCK_POLL_S = 0.5
+PTH_HEAD_BYTES = 64 * 1024
 
 
 @dataclass
@@ -259,7 +260,9 @@ def _names_tree(root: Path, made: list[str]) -> str | None:
         for site in venv.glob("lib/python*/site-packages"):
             for path in [*site.glob("*.pth"), *site.glob("*.dist-info/direct_url.json")]:
                 try:
-                    if here in path.read_text(errors="replace"):
+                    with path.open("rb") as f:  # (a planted .pth may be huge: its head names the path, if any)
+                        head = f.read(PTH_HEAD_BYTES).decode("utf-8", "replace")
+                    if here in head:
                         return f"{rel} has the project itself installed from this tree ({path.relative_to(root)})"
                 except OSError:
                     continue
