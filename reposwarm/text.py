@@ -41,3 +41,28 @@ def inert_line(text: str) -> str:
 def inert_text(value: str | list[str]) -> str | list[str]:
     """`inert` of a text or of each text in a list (a contract's field validator for either)."""
     return [inert(item) for item in value] if isinstance(value, list) else inert(value)
+
+
+_TITLE = re.compile(r"<title[^>]*>(.*?)</title\s*>", re.IGNORECASE | re.DOTALL)
+_HTML = re.compile(r"<(?:!doctype\s+html|html|head|body)\b", re.IGNORECASE)
+_HTML_DROPPED = re.compile(r"<(script|style|head)\b.*?</\1\s*>", re.IGNORECASE | re.DOTALL)
+_TAG = re.compile(r"<[^>]{0,2000}>")
+_ENTITIES = {"&amp;": "&", "&lt;": "<", "&gt;": ">", "&quot;": '"', "&#39;": "'", "&nbsp;": " "}
+ERROR_LINE_CHARS = 300
+
+
+def error_line(text: str, limit: int = ERROR_LINE_CHARS) -> str:
+    """An error as one bounded line for a terminal or a review: a provider's HTML page (a 503 from a proxy) becomes
+    its title, or its text with the tags stripped; any other text its lines joined. Status, review and watch all
+    show errors through this, so the raw page stays in the JSON alone."""
+    text = inert(text) if isinstance(text, str) else str(text)
+    if (match := _HTML.search(text)) is not None:
+        before = text[:match.start()].strip()  # what the caller said first ("openai model: HTTP 503: ")
+        title = _TITLE.search(text)
+        body = title.group(1) if title is not None and title.group(1).strip() else \
+            _TAG.sub(" ", _HTML_DROPPED.sub(" ", text[match.start():]))
+        for entity, char in _ENTITIES.items():
+            body = body.replace(entity, char)
+        text = f"{before} {body} (an HTML page)" if before else f"{body} (an HTML page)"
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[:max(0, limit - 3)].rstrip() + "..."

@@ -23,8 +23,9 @@ def memo_status(status: SwarmStatus) -> SwarmStatus:
     """The status as the memo holds it: without the package (a memo of its own), trimmed to its limit."""
     status = status.model_copy(update={"review": None})
     if len(status.model_dump_json()) > STATUS_LIMIT:
-        status.rounds = [r.model_copy(update={"lanes": [ln.model_copy(update={"edits": []}) for ln in r.lanes]})
-                         for r in status.rounds]
+        status.rounds = [r.model_copy(update={"lanes": [ln.model_copy(update={
+            "edits": [], "passes": [p.model_copy(update={"edits": []}) for p in ln.passes]}) for ln in r.lanes]})
+            for r in status.rounds]
         status.warnings = [*status.warnings, TRIMMED]
     if len(status.model_dump_json()) > STATUS_LIMIT:
         status.rounds, status.overlaps, status.resolutions = status.rounds[-1:], [], []
@@ -36,7 +37,8 @@ def memo_package(package: ReviewPackage) -> ReviewPackage:
     """The review package as the memo holds it, trimmed to its limit."""
     if len(package.model_dump_json()) > REVIEW_LIMIT:
         package = package.model_copy(update={
-            "lanes": [ln.model_copy(update={"edits": [], "failed_calls": ln.failed_calls[:5]})
+            "lanes": [ln.model_copy(update={"edits": [], "failed_calls": ln.failed_calls[:5],
+                                            "passes": [p.model_copy(update={"edits": []}) for p in ln.passes]})
                       for ln in package.lanes],
             "warnings": [*package.warnings, TRIMMED]})
     if len(package.model_dump_json()) > REVIEW_LIMIT and package.test_report is not None:

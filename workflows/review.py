@@ -19,19 +19,23 @@ with workflow.unsafe.imports_passed_through():
     from reposwarm.agent.slices import plan_problem
     from reposwarm.branches import lane_branch
     from reposwarm.contracts import (
+        FileEdit,
         HelperRole,
         LaneResult,
         LaneReview,
         Phase,
         Plan,
+        Published,
         ReviewDecision,
         ReviewPackage,
+        RoundRecord,
         SwarmRequest,
         SwarmStatus,
         TestReport,
         Usage,
         Verdict,
     )
+    from reposwarm.runs.review_package import with_published
     from reposwarm.text import inert_line
 
 UNSANDBOXED = ("checks ran UNSANDBOXED (REPOSWARM_SANDBOX=off on the worker): code the lanes wrote ran "
@@ -40,22 +44,99 @@ UNSANDBOXED = ("checks ran UNSANDBOXED (REPOSWARM_SANDBOX=off on the worker): co
 
 def review_package(req: SwarmRequest, status: SwarmStatus, plan: Plan, base_sha: str,
                    results: dict[str, LaneResult], report: TestReport | None, feedback: list[str]) -> ReviewPackage:
-    """The package of the round in `status`; a warning the run must carry from now on is added to `status`."""
+    """The package of the round in `status`; a warning the run must carry from now on is added to `status`.
+
+    Its figures are the ones status has (issue 33): each lane's whole round from the round's record (its first
+    pass and every repair, each pass listed too), the run's usage so far, the round's merges and rollbacks; and
+    every lane being approved, an earlier round's too while its work is in the merged tree."""
     goals = {lp.lane: lp.goal for lp in plan.lanes}
     conflicts = [f"{name}: {', '.join(r.changeset.conflicts)} (branch {lane_branch(req.run_id, name)} kept)"
                  for name, r in results.items() if r.changeset.conflicts]
     if report is not None and report.unsandboxed and UNSANDBOXED not in status.warnings:
         status.warnings.append(UNSANDBOXED)
+    record = next((r for r in reversed(status.rounds) if r.round == status.round), None)
+    states = {s.lane: str(s.state) for s in status.lanes}
+    lanes = [lane_review(r, goals[name], record, status.round, states.get(name, "")) for name, r in results.items()]
+    lanes += carried_lanes(status.review, status.round, set(results))
+    ran = [ln for ln in record.lanes if ln.dispatches] if record is not None else []
+    round_usage = sum((ln.usage for ln in ran), Usage()) if ran else sum((r.usage for r in results.values()), Usage())
     return ReviewPackage(run_id=req.run_id, round=status.round, task=req.task, repo_path=req.repo_path,
                          warnings=list(status.warnings),
                          base_sha=base_sha, integration_sha=status.integration_sha, plan=plan,
-                         lanes=[LaneReview.of(r, goals[name]) for name, r in results.items()],
+                         lanes=lanes,
                          test_report=report, conflicts=conflicts, resolutions=list(status.resolutions),
                          overlaps=list(status.overlaps), contract_flags=list(status.contract_flags),
                          first_pass_merge_rate=status.first_pass_merge_rate,
                          validations=list(status.validations),
-                         usage=sum((r.usage for r in results.values()), Usage()),
+                         usage=status.usage, round_usage=round_usage,
+                         rollbacks=record.rollbacks if record is not None else 0,
+                         merged=record.merged if record is not None else None,
+                         integration_branch=status.integration_branch,
                          previous_comments=list(feedback), ui_url=req.ui_url)
+
+
+def lane_review(result: LaneResult, goal: str, record: RoundRecord | None, round_no: int, state: str) -> LaneReview:
+    """A lane's part of the review: its last pass's words (summary, assumptions, flags), and its whole round's
+    figures and files from the round's record, which counts every pass (a repair that wrote nothing leaves the
+    file its first pass wrote visible)."""
+    review = LaneReview.of(result, goal).model_copy(update={"round": round_no, "state": state})
+    found = next((ln for ln in record.lanes if ln.lane == result.lane), None) if record is not None else None
+    if found is None or not found.passes:
+        return review
+    edits: dict[str, FileEdit] = {}
+    for one in found.passes:
+        for edit in one.edits:
+            earlier = edits.get(edit.path)
+            if earlier is not None and earlier.operation == "create" and edit.operation != "delete":
+                edit = edit.model_copy(update={"operation": "create"})
+            if earlier is not None and edit.reason not in earlier.reason:
+                edit = edit.model_copy(update={"reason": f"{earlier.reason}; {edit.reason}"})
+            edits[edit.path] = edit
+    return review.model_copy(update={
+        "usage": found.usage, "turns": found.turns, "tool_calls": found.tool_calls, "refusals": found.refusals,
+        "tool_errors": found.tool_errors, "elapsed_s": found.seconds, "dispatches": found.dispatches,
+        "passes": list(found.passes), "edits": sorted(edits.values(), key=lambda e: e.path)})
+
+
+def carried_lanes(previous: ReviewPackage | None, round_no: int, current: set[str]) -> list[LaneReview]:
+    """The lanes of earlier rounds whose work the merged tree still holds (as the last review found them): what an
+    approval of this round delivers with it. A lane of this round too is listed again, under its earlier round."""
+    if previous is None or previous.round >= round_no:
+        return []
+    out = []
+    for lane in previous.lanes:
+        held = lane.in_tree if lane.in_tree is not None else lane.state.startswith("merged")
+        if held and lane.edits:
+            out.append(lane.model_copy(update={"round": lane.round or previous.round}))
+    return out
+
+
+def end_round(record: RoundRecord | None, status: SwarmStatus, nothing_merged: bool) -> None:
+    """The round's merges and rollbacks in its record: a lane whose merge a rollback undid is no merge."""
+    if record is None:
+        return
+    record.merged = 0 if nothing_merged else sum(s.state.startswith("merged") for s in status.lanes)
+    record.rollbacks = rollbacks_in(status.validations, record.round)
+
+
+def rollbacks_in(validations: list[str], round_no: int) -> int:
+    """The rollbacks of a round, from the gate's lines: each follows the check lines of its round."""
+    current, count = 0, 0
+    for line in validations:
+        if line.startswith("round ") and " check " in line:
+            current = int(line.split()[1]) if line.split()[1].isdigit() else current
+        elif line.startswith("rolled back") and current == round_no:
+            count += 1
+    return count
+
+
+def reviewed(package: ReviewPackage, published: Published, record: RoundRecord | None) -> ReviewPackage:
+    """The package with what publishing it found out in git (the diff; which lanes the merged tree holds), as the
+    published Markdown has it; the round's merges counted again from that."""
+    package = with_published(package, published)
+    if record is not None and package.merged is not None:
+        record.merged = package.merged
+    return package
 
 
 def decision_of(payload: RawValue) -> ReviewDecision | str:

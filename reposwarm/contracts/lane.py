@@ -132,6 +132,22 @@ class LaneResult(Contract):
     _inert = field_validator("reason", "failed_calls")(lambda cls, v: inert_text(v))
 
 
+class LanePass(Contract):
+    """One pass of a lane within a round: its first, or a repair after a red check (a conflict's redo is part of
+    the pass it redoes). What the review shows per lane, so the pass that wrote a file stays visible after a
+    repair that wrote nothing."""
+
+    dispatches: int = 1
+    status: LaneStatus | None = None
+    seconds: float = 0.0
+    usage: Usage = Usage()
+    turns: int = 0
+    tool_calls: int = 0
+    refusals: int = 0
+    tool_errors: int = 0
+    edits: list[FileEdit] = []  # what this pass's branch changed against the tree it started from
+
+
 class LaneState(Contract):
     """A lane's progress: in the run's status, and what LaneWorkflow's progress query answers."""
 

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from pydantic import Field, StrictBool, field_validator
 
 from reposwarm.contracts.base import Contract, Usage
-from reposwarm.contracts.lane import FileEdit, LaneResult
+from reposwarm.contracts.lane import FileEdit, LanePass, LaneResult
 from reposwarm.contracts.merge import Overlap
 from reposwarm.contracts.plan import Plan
 from reposwarm.contracts.states import LaneStatus, Phase
@@ -38,6 +38,14 @@ class LaneReview(Contract):
     failed_calls: list[str] = []
     flags: list[str] = []  # what a reviewer should doubt: a summary claiming green checks that failed
     elapsed_s: float = 0.0
+    # Since issue 33: the figures above are the lane's whole round (its first pass and every repair, as status
+    # has them), `edits` every file its passes changed, and `passes` each pass on its own.
+    round: int = 0  # the round the work is from: an earlier round's lane whose work is still in the merged tree
+    dispatches: int = 0
+    passes: list[LanePass] = []
+    state: str = ""  # where merging left it: merged, conflict, cancelled... (LaneState.state)
+    head_sha: str = ""  # its branch's head: in the merged tree when the integration branch holds it
+    in_tree: bool | None = None  # whether the merged tree holds its work (None: not known, as before issue 33)
 
     _inert = field_validator("summary", "assumptions", "reason", "failed_calls")(lambda cls, v: inert_text(v))
 
@@ -73,6 +81,15 @@ class ReviewPackage(Contract):
     warnings: list[str] = []  # said first, in plain words (checks that ran unsandboxed...)
     base_moved: str = ""  # the base moved since the run started: by how much, where it was refreshed, files both touched
     planning_error: str = ""  # the next round's planning failed: this round is back at review, still decidable
+    # Since issue 33: the change as a diff (bounded: diff_lines says how long the whole one is), its command, the
+    # round's own lanes' usage (`usage` is the run's so far, as status has it) and its rollbacks.
+    integration_branch: str = ""
+    diff: str = ""
+    diff_lines: int = 0  # lines of the whole diff (base to merged tree); more than `diff` holds when it is cut
+    diff_truncated: bool = False
+    round_usage: Usage = Usage()
+    rollbacks: int = 0
+    merged: int | None = None  # lanes of this round whose work is in the merged tree (None: not counted)
 
 
 class ReviewDecision(Contract):
@@ -149,3 +166,8 @@ class Published(Contract):
     json_ref: str
     path: str  # the package as files under the run's folder, readable after the run ends
     since_last_round: str = ""  # diff stat from the previous round's tree
+    diff: str = ""  # the change (base to merged tree), bounded (reposwarm/runs/review_package.py bounded_diff)
+    diff_lines: int = 0
+    diff_truncated: bool = False
+    not_in_tree: list[str] = []  # "<lane>@<round>" of lanes whose branch head the merged tree does not hold
+    tree_checked: bool = False  # the lanes' heads were looked for in the merged tree (False: recorded before)

@@ -7,7 +7,7 @@ from pydantic import Field
 
 from reposwarm.contracts.base import Contract, Usage
 from reposwarm.contracts.config import DeliveryConfig, LanesFile
-from reposwarm.contracts.lane import FileEdit, LaneResult, LaneState
+from reposwarm.contracts.lane import FileEdit, LanePass, LaneResult, LaneState
 from reposwarm.contracts.merge import Overlap
 from reposwarm.contracts.plan import LaneEstimate, Plan
 from reposwarm.contracts.review import ReviewDecision, ReviewPackage
@@ -28,9 +28,14 @@ class LaneRecord(Contract):
     refusals: int = 0
     tool_errors: int = 0
     edits: list[FileEdit] = []  # what its branch changed, with the reasons (its last dispatch's account)
+    passes: list[LanePass] = []  # each pass on its own: the first, then each repair (empty in older records)
 
     def add(self, result: LaneResult, dispatches: int) -> None:
         """Count `dispatches` more runs of the lane, `result` being the last one's."""
+        self.passes.append(LanePass(
+            dispatches=dispatches, status=result.status, seconds=result.elapsed_s, usage=result.usage,
+            turns=result.turns, tool_calls=result.tool_calls, refusals=result.refusals,
+            tool_errors=result.tool_errors, edits=list(result.changeset.edits)))
         self.status, self.dispatches = result.status, self.dispatches + dispatches
         self.seconds = round(self.seconds + result.elapsed_s, 3)
         self.usage, self.turns = self.usage + result.usage, self.turns + result.turns
@@ -46,7 +51,8 @@ class RoundRecord(Contract):
     round: int
     lanes_s: float = 0.0  # wall-clock time the round's lanes were running (repairs included; checks, review not)
     lanes: list[LaneRecord] = []
-    merged: int = 0  # lanes whose work reached the integration branch
+    merged: int = 0  # lanes whose work reached the integration branch (and is still there: none after a rollback)
+    rollbacks: int = 0  # times the integration branch went back to the last green state in this round
     planning_error: str = ""  # the planner failed: the round before it is back at review
     decision: str = ""  # "approved by ana", "rejected by ana: ..."
 
@@ -96,6 +102,9 @@ class SwarmStatus(Contract):
     updated_at: str = ""  # when this status was last written to the run's memo
     base_branch: str | None = None
     lane_queue: str = ""  # PrepareResult.lane_queue, carried for the lanes of later rounds
+    # Set by the client, never by the run: a review decision sent as a Signal (approve --queue) that no worker has
+    # taken yet, read from the run's history ("approve by ana at 2025-01-02 10:00:00 UTC").
+    queued_decision: str = ""
 
 
 class SwarmResume(Contract):
@@ -134,6 +143,8 @@ class SwarmRequest(Contract):
     base_branch: str | None = None  # the branch the base commit came from (a pull request's base)
     ui_url: str = ""  # the run in the Temporal Web UI, for the review package
     resume: SwarmResume | None = None  # set when the run continues as new between review rounds
+    # Ours among the search attributes the server has (workflows/attributes.py): the run upserts only those
+    search_attributes: list[str] = []
 
 
 class SwarmResult(Contract):

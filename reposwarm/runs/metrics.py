@@ -6,16 +6,24 @@ parallel efficiency, per round: the lanes' own running time / (lanes x the time 
   Only lane-running time counts: checks, planning and the time a person takes to review do not. The run's figure
   pools its rounds (lane time over lanes x lane-running time, summed).
 first-pass merge rate: lanes whose first merge had no conflict / lanes merged or conflicted.
+
+`report` and `report --home` show the same figures for a run (issue 33): with --home, every figure the server's
+record holds comes from it, and the host's ledger adds what only it knows (retries, per lane and in all), said
+so. Only when the server has no record of the run do the figures come from the ledger alone, which counts as the
+host saw it: every attempt of a model call, each merge of a lane (a repair's too), tool calls but `finish`.
 """
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from typing import Any
 
 from pydantic import BaseModel
 
 from reposwarm.contracts import SwarmStatus, TestReport
+
+CHECK_LINE = re.compile(r"^round \d+ check \d+ at ")  # a check of the merged tree, in the gate's history
 
 
 class LaneFigures(BaseModel):
@@ -40,6 +48,7 @@ class RoundFigures(BaseModel):
     parallel_efficiency: float | None
     merged: int = 0
     decision: str = ""
+    rollbacks: int = 0
 
 
 class CheckFigures(BaseModel):
@@ -77,6 +86,11 @@ class RunReport(BaseModel):
     tool_errors: int = 0
     rounds: list[RoundFigures] = []
     source: str = "ledger"  # "server": the run's record on the Temporal server; "ledger": a worker host's files
+    model_calls: int = 0
+    rollbacks: int = 0
+    base_moved: str = ""
+    from_ledger: list[str] = []  # the figures a worker host's ledger added to the server's (report --home)
+    note: str = ""  # where the figures came from, when it is not the usual (the server's record out of reach)
 
 
 def _pooled(rounds: list[RoundFigures]) -> float | None:
@@ -101,7 +115,8 @@ def from_status(status: SwarmStatus, elapsed_s: float) -> RunReport:
         rounds.append(RoundFigures(round=rec.round, lanes=len(ran), lanes_s=rec.lanes_s,
                                    busy_s=round(sum(ln.seconds for ln in ran), 3),
                                    parallel_efficiency=rec.parallel_efficiency, merged=rec.merged,
-                                   decision="; ".join(x for x in (rec.planning_error, rec.decision) if x)))
+                                   decision="; ".join(x for x in (rec.planning_error, rec.decision) if x),
+                                   rollbacks=rec.rollbacks))
         for ln in rec.lanes:
             f = lanes.setdefault(ln.lane, LaneFigures(lane=ln.lane, retries=None))
             f.dispatches += ln.dispatches
@@ -123,9 +138,18 @@ def from_status(status: SwarmStatus, elapsed_s: float) -> RunReport:
         cost_usd=round(status.usage.cost_usd, 6),
         tool_calls=sum(f.tool_calls for f in lanes.values()), refusals=sum(f.refusals for f in lanes.values()),
         tool_errors=sum(f.tool_errors for f in lanes.values()), retries=None,
-        validations=sum(1 for v in status.validations if not v.startswith("rollback")),
+        validations=sum(1 for v in status.validations if CHECK_LINE.match(v)),
         resolutions=len(status.resolutions), lanes=list(lanes.values()),
-        last_check=check_figures(report) if report is not None else None, rounds=rounds, source="server")
+        last_check=check_figures(report) if report is not None else None, rounds=rounds, source="server",
+        model_calls=status.usage.model_calls, rollbacks=sum(r.rollbacks for r in rounds), base_moved=status.base_moved)
+
+
+def with_ledger(server: RunReport, host: RunReport) -> RunReport:
+    """The server's figures, with what only a worker host's ledger knows: the retries, per lane and in all."""
+    by_lane = {f.lane: f.retries for f in host.lanes}
+    lanes = [f.model_copy(update={"retries": by_lane.get(f.lane, 0)}) for f in server.lanes]
+    return server.model_copy(update={"lanes": lanes, "retries": host.retries, "source": "server+ledger",
+                                     "from_ledger": ["retries"]})
 
 
 def report(run_id: str, lines: list[dict[str, Any]]) -> RunReport:
@@ -205,6 +229,8 @@ def report(run_id: str, lines: list[dict[str, Any]]) -> RunReport:
         lanes=[f.model_copy(update={"seconds": round(f.seconds, 3), "cost_usd": round(f.cost_usd, 6)})
                for f in lanes.values()],
         last_check=last_check, tool_errors=sum(f.tool_errors for f in lanes.values()), rounds=rounds,
+        model_calls=sum(f.model_calls for f in lanes.values()),
+        rollbacks=sum(1 for e in lines if e["event"] == "rollback"),
     )
 
 
@@ -228,15 +254,19 @@ def render(r: RunReport) -> str:
     retries = "" if r.retries is None else f"{r.retries} retries, "
     out = [f"run {r.run_id}: {r.elapsed_s:.1f}s, {r.changesets} changesets ({r.changesets_per_hour:.1f}/hour), "
            f"parallel efficiency {eff} (lane-running time only), first-pass merge rate {fpm}",
-           f"tokens {r.tokens_in} in / {r.tokens_out} out, ${r.cost_usd:.4f}; {r.tool_calls} tool calls, "
-           f"{r.refusals} refused, {r.tool_errors} failed, {retries}{r.validations} validations, "
-           f"{r.resolutions} resolutions", ""]
+           f"{r.model_calls} model calls, tokens {r.tokens_in} in / {r.tokens_out} out, ${r.cost_usd:.4f}; "
+           f"{r.tool_calls} tool calls, {r.refusals} refused, {r.tool_errors} failed, {retries}{r.validations} "
+           f"validations, {r.rollbacks} rollbacks, {r.resolutions} resolutions"]
+    if r.base_moved:
+        out.append(f"base moved: {r.base_moved}")
+    out.append("")
     if r.rounds:
-        out += [f"{'round':>5} {'lanes':>5} {'lanes ran':>9} {'lane time':>9} {'efficiency':>10} {'merged':>6}  decision"]
+        out += [f"{'round':>5} {'lanes':>5} {'lanes ran':>9} {'lane time':>9} {'efficiency':>10} {'merged':>6} "
+                f"{'rollbacks':>9}  decision"]
         for rf in r.rounds:
             e = "-" if rf.parallel_efficiency is None else f"{rf.parallel_efficiency:.2f}"
-            out.append(f"{rf.round:>5} {rf.lanes:>5} {rf.lanes_s:>8.1f}s {rf.busy_s:>8.1f}s {e:>10} {rf.merged:>6}  "
-                       f"{rf.decision}")
+            out.append(f"{rf.round:>5} {rf.lanes:>5} {rf.lanes_s:>8.1f}s {rf.busy_s:>8.1f}s {e:>10} {rf.merged:>6} "
+                       f"{rf.rollbacks:>9}  {rf.decision}")
         out.append("")
     out.append(f"{'lane':<16} {'runs':>4} {'seconds':>8} {'calls':>6} {'tokens in':>10} {'out':>8} {'cost':>9} "
                f"{'tools':>6} {'refused':>7} {'failed':>6} {'retries':>7}")
@@ -252,4 +282,10 @@ def render(r: RunReport) -> str:
                 *[f"  problem: {p}" for p in c.problems], *[f"  test change: {t}" for t in c.test_changes]]
     if r.source == "server":
         out += ["", "from the run's record on the Temporal server; retries per lane: report --home on a worker host"]
+    elif r.source == "server+ledger":
+        out += ["", f"from the run's record on the Temporal server (as report shows it); from this host's ledger: "
+                    f"{', '.join(r.from_ledger)}"]
+    else:
+        out += ["", r.note or "from this host's ledger alone (the server has no record of the run): it counts every "
+                "attempt of a model call, each merge of a lane, and no finish call"]
     return "\n".join(out)

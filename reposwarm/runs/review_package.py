@@ -1,23 +1,118 @@
-"""The review package as Markdown, for the person who approves or rejects."""
+"""The review package as Markdown, for the person who approves or rejects, and the run's status as text.
+
+The Markdown opens with the verdict and the next step in one line, then the diff's size and where to read it
+whole; a lane's figures are its whole round (its first pass and every repair), each pass listed too; the cost is
+the run's so far as status has it, beside the round's own lanes'.
+"""
 
 from __future__ import annotations
 
 import re
 
+from reposwarm.branches import integration_branch
 from reposwarm.checks import verdicts
-from reposwarm.contracts import LaneReview, ReviewPackage, SwarmStatus, TestChange, TestFailure, TestReport, Verdict
-from reposwarm.text import inert
+from reposwarm.contracts import (
+    LaneReview,
+    Published,
+    ReviewPackage,
+    SwarmStatus,
+    TestChange,
+    TestFailure,
+    TestReport,
+    Verdict,
+)
+from reposwarm.text import error_line, inert
 
 FAILED_CALLS_SHOWN = 10  # per lane in the Markdown; the --json package keeps the lane's whole list
 TAIL_LINES = 15  # of a failing command's output, in the Markdown (the --json package and its log keep more)
+DIFF_LINES, DIFF_BYTES, DIFF_LINE_CHARS = 400, 40_000, 1_000  # the diff the package holds (the whole: git diff)
+
+
+def bounded_diff(text: str) -> tuple[str, int, bool]:
+    """The diff as the package holds it: its first DIFF_LINES lines within DIFF_BYTES, a very long line cut; with
+    the whole diff's line count, and whether this is less than all of it."""
+    lines = text.splitlines()
+    kept: list[str] = []
+    size = 0
+    for line in lines[:DIFF_LINES]:
+        line = inert(line)
+        if len(line) > DIFF_LINE_CHARS:
+            line = line[:DIFF_LINE_CHARS] + " [line cut]"
+        size += len(line.encode("utf-8")) + 1
+        if size > DIFF_BYTES:
+            break
+        kept.append(line)
+    return "\n".join(kept) + ("\n" if kept else ""), len(lines), len(kept) < len(lines)
+
+
+def with_published(pkg: ReviewPackage, published: Published) -> ReviewPackage:
+    """The package with what publishing it read from git: the diff, what changed since the last round, and which
+    lanes the merged tree holds (the round's merges counted from that). The activity renders this very package,
+    and the workflow keeps it (workflows/review.py reviewed)."""
+    update: dict = {"since_last_round": published.since_last_round, "diff": published.diff,
+                    "diff_lines": published.diff_lines, "diff_truncated": published.diff_truncated}
+    if published.tree_checked:
+        gone = set(published.not_in_tree)
+        lanes = [ln.model_copy(update={"in_tree": f"{ln.lane}@{ln.round}" not in gone}) if ln.head_sha else ln
+                 for ln in pkg.lanes]
+        update["lanes"] = [ln for ln in lanes if ln.round in (0, pkg.round) or ln.in_tree is not False]
+        update["merged"] = 0 if pkg.nothing_merged else sum(
+            1 for ln in lanes if ln.round in (0, pkg.round) and ln.state.startswith("merged") and ln.in_tree is not False)
+    return pkg.model_copy(update=update)
+
+
+def _n_lanes(n: int) -> str:
+    return f"{n} lane{'' if n == 1 else 's'}"
+
+
+def verdict_line(pkg: ReviewPackage, prog: str = "reposwarm") -> str:
+    """The round in one line: the checks' verdict, what merged, and the next step (the commands to send it)."""
+    run, report = pkg.run_id, pkg.test_report
+    reject = f'reject: {prog} reject {run} --comment "..."'
+    if pkg.planning_error:
+        reject += " (the next plan failed once: see below)"
+    if pkg.nothing_merged:
+        return f"Verdict: nothing merged in round {pkg.round}, nothing to approve — {reject} to plan again"
+    merged = pkg.merged if pkg.merged is not None else sum(ln.state.startswith("merged") for ln in pkg.lanes
+                                                           if ln.round in (0, pkg.round))
+    earlier = sum(1 for ln in pkg.lanes if ln.round not in (0, pkg.round))
+    what = _n_lanes(merged) + " merged" + (f" (and {_n_lanes(earlier)} from earlier rounds)" if earlier else "")
+    rolled = f", {pkg.rollbacks} rollback(s)" if pkg.rollbacks else ""
+    if report is None:
+        return f"Verdict: no checks configured, {what}{rolled} — approve: {prog} approve {run}, or {reject}"
+    verdict = report.verdict_of
+    flag = {Verdict.failed: " --accept-red", Verdict.passed_with_test_changes: " --accept-test-changes"}.get(verdict, "")
+    anyway = " anyway" if verdict == Verdict.failed else ""
+    return (f"Verdict: checks {verdict}, {what}{rolled} — approve{anyway}: {prog} approve {run}{flag}, "
+            f"or {reject}")
+
+
+def diff_command(pkg: ReviewPackage) -> str:
+    """The command that shows the whole change: the base commit against the integration branch."""
+    branch = pkg.integration_branch or integration_branch(pkg.run_id)
+    if "://" in pkg.repo_path or pkg.repo_path.startswith("git@"):
+        return f"git fetch {pkg.repo_path} {branch} && git diff {pkg.base_sha[:12]} FETCH_HEAD"
+    return f"git -C {pkg.repo_path} diff {pkg.base_sha[:12]} {branch}"
+
+
+def _fence(text: str) -> str:
+    """A code fence longer than any run of backticks in `text`: the text cannot close it."""
+    return "`" * max(3, 1 + max((len(run) for run in re.findall(r"`+", text)), default=0))
 
 
 def render_review(pkg: ReviewPackage, ui_url: str = "") -> str:
-    out = [f"# Review: {pkg.run_id} (round {pkg.round})", "", f"**Task:** {pkg.task}", "",
+    out = [f"# Review: {pkg.run_id} (round {pkg.round})", "", verdict_line(pkg), "", f"**Task:** {pkg.task}", "",
            f"Repository `{pkg.repo_path}`, base `{pkg.base_sha[:12]}`, merged tree `{pkg.integration_sha[:12]}`"]
+    if pkg.diff or pkg.diff_lines:
+        out.append(f"Diff: {pkg.diff_lines} lines" + (", the first of them under **Diff** below" if pkg.diff_truncated
+                                                      else ", under **Diff** below") + f"; whole: `{diff_command(pkg)}`")
     if ui_url:
         out.append(f"Web UI: {ui_url}")
     out += [f"\n**Warning:** {w}" for w in pkg.warnings]
+    if pkg.base_moved:
+        out += ["", f"**The base moved:** {pkg.base_moved}"]
+    if pkg.planning_error:
+        out += ["", f"**{error_line(pkg.planning_error, 600)}**"]
     if pkg.nothing_merged:
         out += ["", "**Nothing merged** in this round: no lane's work reached the merged tree, so there is "
                 "nothing to approve. Reject with a comment to plan again."]
@@ -28,26 +123,21 @@ def render_review(pkg: ReviewPackage, ui_url: str = "") -> str:
                 (pkg.since_last_round or "nothing").rstrip(), "```"]
     out += ["", "## Plan", "", pkg.plan.summary or "", "", "### Interface contract", "", "```",
             pkg.plan.interface_contract.rstrip(), "```"]
+    current = [ln for ln in pkg.lanes if ln.round in (0, pkg.round)]
+    earlier = [ln for ln in pkg.lanes if ln.round not in (0, pkg.round)]
     out += ["", "## Lanes", ""]
-    for lane in pkg.lanes:
-        u = lane.usage
-        out += [f"### {lane.lane}: {lane.status.value}" + (f" ({lane.reason})" if lane.reason else ""), ""]
-        out += [f"**Flag:** {flag}\n" for flag in lane.flags]
-        out += [f"Goal: {lane.goal}", "", f"Summary: {lane.summary or '-'}", "",
-                f"{lane.turns} turns, {lane.tool_calls} tool calls, {lane.refusals} refused, {lane.tool_errors} failed, "
-                f"{u.input_tokens} tokens in / {u.output_tokens} out, ${u.cost_usd:.4f}, {lane.elapsed_s:.1f}s", ""]
-        out += _failed_calls(lane)
-        if lane.edits:
-            out += ["| file | change | reason |", "|---|---|---|"]
-            out += [f"| `{e.path}` | {e.operation} | {e.reason.replace('|', '/')} |" for e in lane.edits]
-            out.append("")
-        if lane.diff_stat:
-            out += ["```", lane.diff_stat.rstrip(), "```", ""]
-        if lane.assumptions:
-            out += ["Assumptions (not verified):", *[f"- {a}" for a in lane.assumptions], ""]
+    if earlier:
+        out += [f"Approving delivers every lane below: this round's {len(current)}, and {len(earlier)} from earlier "
+                "rounds whose work the merged tree still holds.", ""]
+    for lane in current + earlier:
+        out += _lane(pkg, lane)
     out += ["## Merging", ""]
+    if pkg.merged is not None:
+        out.append(f"Merged into the tree this round: {_n_lanes(pkg.merged)}"
+                   + (f"; {pkg.rollbacks} rollback(s) to the last green state" if pkg.rollbacks else ""))
     if pkg.first_pass_merge_rate is not None:
-        out.append(f"First-pass merge rate: {pkg.first_pass_merge_rate:.0%} of lanes merged with no conflict")
+        undone = " (merges a rollback then undid)" if pkg.rollbacks or pkg.nothing_merged else ""
+        out.append(f"First-pass merge rate: {pkg.first_pass_merge_rate:.0%} of lanes merged with no conflict{undone}")
     if pkg.overlaps:
         out += ["", "Files touched by more than one lane:"]
         out += [f"- `{o.path}`: {', '.join(o.lanes)}" for o in pkg.overlaps]
@@ -70,24 +160,91 @@ def render_review(pkg: ReviewPackage, ui_url: str = "") -> str:
         out += _checks(pkg, report)
     if pkg.validations:
         out += ["", "Validation history:", *[f"- {v}" for v in pkg.validations]]
-    u = pkg.usage
-    out += ["", "## Cost", "", f"{u.model_calls} model calls, {u.input_tokens} tokens in / {u.output_tokens} out, "
-            f"${u.cost_usd:.4f}"]
+    out += _diff(pkg)
+    u, r = pkg.usage, pkg.round_usage
+    out += ["", "## Cost", "", f"The run so far (as `status` shows it: planning, lanes and converger): "
+            f"{u.model_calls} model calls, {u.input_tokens} tokens in / {u.output_tokens} out, ${u.cost_usd:.4f}"]
+    if r.model_calls:
+        out += ["", f"This round's lanes, every pass: {r.model_calls} model calls, {r.input_tokens} tokens in / "
+                f"{r.output_tokens} out, ${r.cost_usd:.4f}"]
     return "\n".join(out) + "\n"
 
 
+def _lane(pkg: ReviewPackage, lane: LaneReview) -> list[str]:
+    u = lane.usage
+    where = f" (round {lane.round})" if lane.round not in (0, pkg.round) else ""
+    state = lane.state or lane.status.value
+    gone = " — **not in the merged tree** (rolled back)" if lane.in_tree is False else ""
+    out = [f"### {lane.lane}{where}: {state}" + (f" ({error_line(lane.reason)})" if lane.reason else "") + gone, ""]
+    out += [f"**Flag:** {flag}\n" for flag in lane.flags]
+    passes = f" in {len(lane.passes)} passes" if len(lane.passes) > 1 else ""
+    out += [f"Goal: {lane.goal}", "", f"Summary: {lane.summary or '-'}", "",
+            f"{lane.turns} turns, {lane.tool_calls} tool calls, {lane.refusals} refused, {lane.tool_errors} failed, "
+            f"{len(lane.edits)} files, {u.model_calls} model calls, {u.input_tokens} tokens in / {u.output_tokens} "
+            f"out, ${u.cost_usd:.4f}, {lane.elapsed_s:.1f}s{passes}", ""]
+    if len(lane.passes) > 1:
+        for i, one in enumerate(lane.passes):
+            name = "first pass" if i == 0 else f"repair {i}"
+            files = ", ".join(f"`{e.path}`" for e in one.edits) or "no file"
+            out.append(f"- {name}: {one.turns} turns, {one.tool_calls} tool calls, {len(one.edits)} files "
+                       f"({files}), {one.usage.model_calls} model calls"
+                       + (f", {one.status.value}" if one.status is not None else ""))
+        out.append("")
+    out += _failed_calls(lane)
+    if lane.edits:
+        out += ["| file | change | reason |", "|---|---|---|"]
+        out += [f"| `{e.path}` | {e.operation} | {e.reason.replace('|', '/')} |" for e in lane.edits]
+        out.append("")
+    if lane.diff_stat:
+        out += ["```", lane.diff_stat.rstrip(), "```", ""]
+    if lane.assumptions:
+        out += ["Assumptions (not verified):", *[f"- {a}" for a in lane.assumptions], ""]
+    return out
+
+
+def _diff(pkg: ReviewPackage) -> list[str]:
+    command = diff_command(pkg)
+    if not pkg.diff:
+        what = "no change" if pkg.diff_lines == 0 and pkg.base_sha == pkg.integration_sha else "not in this package"
+        return ["", "## Diff", "", f"The diff is {what}; the whole one: `{command}`"]
+    shown = pkg.diff.count("\n")
+    size = (f"the first {shown} of its {pkg.diff_lines} lines (the whole diff: `{command}`)" if pkg.diff_truncated
+            else f"all {pkg.diff_lines} lines (also: `{command}`)")
+    fence = _fence(pkg.diff)
+    return ["", "## Diff", "", f"Base `{pkg.base_sha[:12]}` to the merged tree `{pkg.integration_sha[:12]}`: {size}"
+            + (", the base's own new commits included" if pkg.base_moved else "") + ".", "",
+            f"{fence}diff", pkg.diff.rstrip("\n"), fence]
+
+
 def render_status(status: SwarmStatus) -> str:
+    """The run as `status`, `watch` and `demo` print it. A lane that ran shows its whole round from the round's
+    record (its first pass and every repair), as the review does; a running one its live progress."""
     lines = [f"run {status.run_id}: {status.phase.value} (round {status.round})", f"repo {status.repo_path}"]
     if status.provider_wait:
-        lines.append(status.provider_wait)
+        lines.append(error_line(status.provider_wait, 400))
     lines += [f"WARNING: {w}" for w in status.warnings]
+    if status.queued_decision:
+        lines.append(f"a decision is queued: {status.queued_decision}; it applies when a worker runs")
     if status.review is not None and status.review.nothing_merged and status.phase.value == "review":
         lines.append("nothing merged in this round: approving is refused; reject with a comment to plan again")
+    if status.base_moved:
+        lines.append(f"base moved: {status.base_moved}")
+    record = next((r for r in reversed(status.rounds) if r.round == status.round), None)
     for lane in status.lanes:
-        extra = (f"{lane.turns} turns, {lane.tool_calls} tool calls, {lane.tokens} tokens, ${lane.cost_usd:.4f}"
-                 if lane.turns else "")
-        reason = f" - {lane.reason}" if lane.reason else ""
+        found = next((ln for ln in record.lanes if ln.lane == lane.lane), None) if record is not None else None
+        if found is not None and found.passes and lane.state != "running":
+            files = {e.path for one in found.passes for e in one.edits}
+            passes = f" in {len(found.passes)} passes" if len(found.passes) > 1 else ""
+            extra = (f"{found.turns} turns, {found.tool_calls} tool calls, {len(files)} files, "
+                     f"{found.usage.total_tokens} tokens, ${found.usage.cost_usd:.4f}{passes}")
+        else:
+            extra = (f"{lane.turns} turns, {lane.tool_calls} tool calls, {lane.tokens} tokens, ${lane.cost_usd:.4f}"
+                     if lane.turns else "")
+        reason = f" - {error_line(lane.reason)}" if lane.reason else ""
         lines.append(f"  {lane.lane:<16} {lane.state:<26} {extra}{reason}")
+    if record is not None and (record.merged or record.rollbacks or status.phase.value == "review"):
+        lines.append(f"merged this round: {record.merged} lane(s)"
+                     + (f"; {record.rollbacks} rollback(s) to the last green state" if record.rollbacks else ""))
     if status.first_pass_merge_rate is not None:
         lines.append(f"first-pass merge rate: {status.first_pass_merge_rate:.0%}; "
                      f"{len(status.resolutions)} resolution(s), {len(status.overlaps)} overlapping file(s)")
@@ -104,9 +261,9 @@ def render_status(status: SwarmStatus) -> str:
     if status.delivered_branch:
         lines.append(f"delivered: {status.delivered_branch}")
     if status.error:
-        lines.append(f"error: {status.error}")
+        lines.append(f"error: {error_line(status.error, 600)}")
     for why in status.ignored_signals:
-        lines.append(f"ignored review signal: {why}")
+        lines.append(f"ignored review signal: {error_line(why)}")
     return "\n".join(lines)
 
 
@@ -203,7 +360,7 @@ def test_changes_section(report: TestReport) -> list[str]:
             out.append(f"- check: `{c.command}`")
         if c.diff:
             # a fence longer than any run of backticks in the diff: the lane's text cannot close it
-            fence = "`" * max(3, 1 + max((len(run) for run in re.findall(r"`+", c.diff)), default=0))
+            fence = _fence(c.diff)
             out += ["", f"{fence}diff", c.diff.rstrip(), fence]
         out.append("")
     return out
