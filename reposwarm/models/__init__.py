@@ -6,7 +6,13 @@ A model is named `provider:name`:
 - `openai:<model>` is any OpenAI-compatible Chat Completions API (OPENAI_API_KEY,
   OPENAI_BASE_URL for vLLM, Ollama, llama.cpp and other local servers);
 - `anthropic:<model>` is the Anthropic Messages API (ANTHROPIC_API_KEY,
-  ANTHROPIC_BASE_URL).
+  ANTHROPIC_BASE_URL);
+- `oracle:<repository>#<sha>` replays one real commit of a repository: as
+  planner it gives each lane whose paths the commit touched the goal of making
+  its change, as a lane it writes the commit's files in its paths
+  (reposwarm/models/oracle.py). Offline and free: `reposwarm try` runs a whole
+  swarm with it, and the trials prove their harness with it. It is read in the
+  worker, from the repository, which the lanes never see.
 
 Credentials are read from the worker's environment by the provider, never
 passed through workflows. Providers raise ModelError for every failure, with
@@ -149,7 +155,7 @@ def split_model_name(name: str) -> tuple[str, str]:
     return provider, model
 
 
-KNOWN_PROVIDERS = ("replay", "openai", "anthropic")
+KNOWN_PROVIDERS = ("replay", "openai", "anthropic", "oracle")
 
 
 def provider_for(name: str) -> tuple[Provider, str]:

@@ -1,18 +1,27 @@
-"""The oracle: a model that knows the commit a trial replays. For proving the trial harness, never for results.
+"""The oracle: a model that knows the commit it replays. For trying the swarm offline (`reposwarm try`) and for
+proving the trial harness, never for results.
 
-Named `oracle:<repository>#<sha>[?extra=LANE&skip=LANE]`. As planner it gives
-every lane whose paths hold a file of the commit the goal of applying it; as a
-lane it writes exactly the commit's files inside the lane's allowed paths, then
-finishes. `extra=LANE` makes that lane also write a file the commit did not
+Named `oracle:<repository>#<sha>[?extra=LANE&skip=LANE&idle=1]`. As planner it
+gives every lane whose paths hold a file of the commit the goal of applying it;
+as a lane it writes exactly the commit's files inside the lane's allowed paths
+(from the commit, read in the worker: the lanes never see it), then finishes.
+A file that is not UTF-8 text (an image, say) is left out: a lane's write_file
+takes text. `extra=LANE` makes that lane also write a file the commit did not
 touch; `skip=LANE` makes it leave out its first file, and `idle=1` makes every
 lane change nothing: a deliberately wrong oracle, whose score the harness must
 get exactly right.
+
+`checked` is what a command runs on the name before any run starts: the
+repository is one, the commit is in it and has a parent, and the options are
+those above.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import subprocess
+from pathlib import Path
 from urllib.parse import parse_qs
 
 from reposwarm import gitcmd
@@ -23,6 +32,40 @@ from reposwarm.models import ModelError, ModelReply, ModelRequest
 
 def _git(repo: str, *args: str) -> str:
     return gitcmd.run(["-C", repo, *args], capture_output=True, text=True, check=True).stdout
+
+
+OPTIONS = ("extra", "skip", "idle")
+
+
+def checked(spec: str, relative_to: Path | None = None) -> str:
+    """The oracle's name (what follows `oracle:`) with the repository as an absolute path and the commit as its
+    full sha, or a ModelError saying in one line what is wrong with it."""
+    target, sep, query = spec.partition("?")
+    repo_text, _, rev = target.rpartition("#")
+    if not repo_text or not rev:
+        raise ModelError("must be oracle:<repository>#<sha> (a git repository and one of its commits)",
+                         retryable=False)
+    unknown = sorted(set(parse_qs(query, keep_blank_values=True)) - set(OPTIONS))
+    if unknown:
+        raise ModelError(f"unknown option {unknown[0]!r} (known: {', '.join(OPTIONS)})", retryable=False)
+    repo = Path(repo_text).expanduser()
+    if not repo.is_absolute() and relative_to is not None:
+        repo = relative_to / repo
+    repo = repo.resolve()
+    if not repo.is_dir():
+        raise ModelError(f"no such repository: {repo_text}", retryable=False)
+    done = gitcmd.run(["-C", str(repo), "rev-parse", "--git-dir"], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise ModelError(f"not a git repository: {repo_text}", retryable=False)
+    try:
+        sha = _git(str(repo), "rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}").strip()
+    except subprocess.CalledProcessError:
+        raise ModelError(f"{rev!r} is not a commit in {repo}", retryable=False) from None
+    parents = _git(str(repo), "rev-list", "--parents", "-n", "1", sha).split()[1:]
+    if not parents:
+        raise ModelError(f"commit {sha[:12]} has no parent: the oracle replays a commit's change from its parent",
+                         retryable=False)
+    return f"{repo}#{sha}{sep}{query}"
 
 
 def _call(i: int, name: str, args: dict[str, object]) -> ToolCall:
@@ -41,8 +84,9 @@ class OracleProvider:
         self.idle = bool(options.get("idle"))  # lanes change nothing: the result is the parent's code
 
     def _changes(self) -> list[tuple[str, str]]:
-        out = _git(self.repo, "diff", "--name-status", "--no-renames", f"{self.sha}^", self.sha)
-        return [(line.split("\t")[0][0], line.split("\t")[1]) for line in out.splitlines() if "\t" in line]
+        # -z: paths as they are (no quoting of unusual names), a status and its path each ended by a NUL
+        fields = _git(self.repo, "diff", "-z", "--name-status", "--no-renames", f"{self.sha}^", self.sha).split("\0")
+        return [(fields[i][0], fields[i + 1]) for i in range(0, len(fields) - 1, 2) if fields[i]]
 
     async def complete(self, request: ModelRequest) -> ModelReply:
         if request.agent == "planner":
@@ -61,7 +105,12 @@ class OracleProvider:
             if status == "D":
                 calls.append(_call(i, "delete_file", {"path": path, "reason": "as the commit deletes it"}))
             else:
-                content = _git(self.repo, "show", f"{self.sha}:{path}")
+                blob = gitcmd.run(["-C", self.repo, "show", f"{self.sha}:{path}"], capture_output=True,
+                                  check=True).stdout
+                try:
+                    content = blob.decode("utf-8")
+                except UnicodeDecodeError:
+                    continue  # not text: write_file cannot make it (the try says the result differs there)
                 calls.append(_call(i, "write_file", {"path": path, "content": content,
                                                      "reason": "as the commit has it"}))
         if request.agent in self.extra and policy.allowed_patterns and policy.allowed_patterns[0]:

@@ -1,0 +1,290 @@
+"""Running on this machine: a local Temporal dev server and a worker, started when missing, and the commands that
+use them: `demo` (the bundled example, here) and `try` (a commit of the user's own repository, trying.py).
+
+What is started is said at once, with what it waits for and for how long: no wait is silent. The dev server
+keeps running afterwards (its runs stay readable; `make stop-dev-server` stops it); a worker this command
+started is stopped when it ends, and one it found is left alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+
+from temporalio.api.enums.v1 import TaskQueueType
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+from temporalio.client import Client
+from temporalio.service import RPCError
+
+from reposwarm import gitcmd
+from reposwarm.cli.answers import POLL_FRESH_S, QUERY_TIMEOUT_S, prog
+from reposwarm.cli.common import UserError, client_or_die, ui_url
+from reposwarm.client import task_queue
+from reposwarm.contracts import Phase, ReviewDecision
+from reposwarm.runs.store import home
+from reposwarm.text import inert
+
+HERE = Path(__file__).resolve().parents[2]  # the checkout: examples/, temporal-dev and worker.py live beside reposwarm/
+DEMO = HERE / "examples" / "demo"
+DEMO_TASK = "Add a priority (low|normal|high, default normal) to tasks across the DB, the API and the web client, with tests"
+TEMPORAL_DEV = HERE / "temporal-dev"
+SERVER_START_S = 60  # temporal-dev --background gives its server this long to answer
+MADE_WORKER_S = 20  # a worker started just before this command (`make demo` does): how long for its first poll
+WORKER_START_S = 90  # a worker this command starts: how long for its first poll (REPOSWARM_WORKER_WAIT_S)
+POLL_TICK_S = 0.5
+LOOPBACK = {"localhost", "127.0.0.1", "::1", "0.0.0.0", "ip6-localhost"}
+
+
+def say(text: str) -> None:
+    print(text, flush=True)
+
+
+def temporal_address() -> tuple[str, str, int]:
+    """TEMPORAL_ADDRESS (default localhost:7233) as given, and its host and port."""
+    target = os.environ.get("TEMPORAL_ADDRESS") or "localhost:7233"
+    host, _, port = target.rpartition(":")
+    host = host.strip("[]")
+    return target, host or "localhost", int(port) if port.isdigit() else 7233
+
+
+def answers(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def ensure_server() -> None:
+    """A Temporal server at TEMPORAL_ADDRESS: one that answers, or, where the address is this machine's, one
+    started with ./temporal-dev --background (on that port). A remote address that does not answer is left to
+    the connection's own error."""
+    target, host, port = temporal_address()
+    if host not in LOOPBACK or answers(host, port):
+        return
+    if not TEMPORAL_DEV.is_file():
+        raise UserError(f"no Temporal server answers at {target}, and {TEMPORAL_DEV} (which starts one) is not "
+                        "here: start a server (temporal server start-dev) or set TEMPORAL_ADDRESS")
+    env = {**os.environ, "TEMPORAL_PORT": str(port), "PYTHON": sys.executable}
+    env.setdefault("TEMPORAL_UI_PORT", str(port + 1000))  # where the commands' links point (common.ui_url)
+    say(f"no Temporal server answers at {target}: starting one ({TEMPORAL_DEV} --background), waiting up to "
+        f"{SERVER_START_S} s for it to answer; it keeps running afterwards (make stop-dev-server stops it)")
+    try:
+        done = subprocess.run([str(TEMPORAL_DEV), "--background"], env=env, stdin=subprocess.DEVNULL,
+                              timeout=SERVER_START_S + 30)
+    except subprocess.TimeoutExpired:
+        raise UserError(f"the dev server did not answer at {target} within {SERVER_START_S} s; see "
+                        f"{home() / 'temporal.log'}") from None
+    if done.returncode != 0:
+        raise UserError(f"./temporal-dev could not start a server at {target} (exit {done.returncode}); see "
+                        f"{home() / 'temporal.log'}")
+
+
+@dataclass
+class LocalWorker:
+    """The worker a command relies on; `proc` is set when the command started it (and so stops it)."""
+
+    proc: subprocess.Popen[bytes] | None = None
+    log: Path | None = None
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        say(f"stopping the worker this command started (pid {self.proc.pid}; log {self.log})")
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def made_worker() -> int | None:
+    """The worker `make demo` started beside this command (its pid in REPOSWARM_HOME/worker.pid), if alive."""
+    try:
+        pid = int((home() / "worker.pid").read_text().strip())
+        os.kill(pid, 0)
+    except (OSError, ValueError):
+        return None
+    return pid
+
+
+async def worker_polling(client: Client, queue: str) -> bool:
+    """Whether a live worker polls the queue: one that polled in the last POLL_FRESH_S (answers.worker_polling),
+    less those of this host whose process has ended. The server lists a worker for a minute after it stopped,
+    and a demo or try run just after another's worker stopped would otherwise wait on it instead of starting
+    one. (A worker's poller identity is the SDK's `pid@host`.)"""
+    try:
+        resp = await client.workflow_service.describe_task_queue(DescribeTaskQueueRequest(
+            namespace=client.namespace, task_queue=TaskQueue(name=queue),
+            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW), timeout=timedelta(seconds=QUERY_TIMEOUT_S))
+    except RPCError:
+        return True  # cannot tell: what needs the worker finds out, and says so
+    now = time.time()
+    return any(now - p.last_access_time.ToSeconds() < POLL_FRESH_S and not _ended_here(p.identity)
+               for p in resp.pollers)
+
+
+def _ended_here(identity: str) -> bool:
+    pid, _, host = identity.partition("@")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False  # there, and not ours to signal
+    return False
+
+
+async def polled_within(client: Client, queue: str, seconds: float,
+                        proc: subprocess.Popen[bytes] | None = None) -> bool:
+    """Whether a worker polls `queue` within `seconds` (asked every POLL_TICK_S; a started `proc` that exits
+    ends the wait)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        if await worker_polling(client, queue):
+            return True
+        if (proc is not None and proc.poll() is not None) or time.monotonic() >= deadline:
+            return False
+        await asyncio.sleep(POLL_TICK_S)
+
+
+def worker_wait_s() -> float:
+    text = os.environ.get("REPOSWARM_WORKER_WAIT_S", "").strip()
+    try:
+        return max(0.0, float(text)) if text else WORKER_START_S
+    except ValueError:
+        raise UserError(f"REPOSWARM_WORKER_WAIT_S={text!r} is not a number of seconds") from None
+
+
+async def ensure_worker(client: Client, queue: str) -> LocalWorker:
+    """A worker polling `queue`: one already there, the one `make demo` is starting, or one started here, in the
+    background, with its log in REPOSWARM_HOME."""
+    if await worker_polling(client, queue):
+        return LocalWorker()
+    if (pid := made_worker()) is not None:
+        say(f"waiting up to {MADE_WORKER_S} s for the worker started beside this command (pid {pid}) to poll task "
+            f"queue {queue!r}")
+        if await polled_within(client, queue, MADE_WORKER_S):
+            return LocalWorker()
+        say(f"it did not poll within {MADE_WORKER_S} s: starting one of this command's own")
+    wait_s = worker_wait_s()
+    log = home() / f"worker-{re.sub(r'[^A-Za-z0-9_.-]+', '-', queue)}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    script = HERE / "worker.py"
+    argv = [sys.executable, str(script)] if script.is_file() else [sys.executable, "-m", "worker"]
+    with log.open("ab") as out:
+        # a session of its own: the terminal's Ctrl-C reaches this command, which then stops the worker itself
+        proc = subprocess.Popen(argv, cwd=script.parent if script.is_file() else None, stdin=subprocess.DEVNULL,
+                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    worker = LocalWorker(proc, log)
+    say(f"no worker polls task queue {queue!r}: started one (pid {proc.pid}, log {log}), waiting up to {wait_s:g} s "
+        "for its first poll; it is stopped when this command ends")
+    try:
+        ready = await polled_within(client, queue, wait_s, proc)
+    except BaseException:
+        worker.stop()
+        raise
+    if not ready:
+        code = proc.poll()
+        worker.stop()
+        lines = log.read_text(errors="replace").strip().splitlines() if log.exists() else []
+        last = f" (its last line: {inert(lines[-1])[:200]})" if lines else ""
+        what = f"exited with code {code}" if code is not None else f"did not poll within {wait_s:g} s"
+        raise UserError(f"the worker this command started {what}; its log is {log}{last}")
+    return worker
+
+
+@asynccontextmanager
+async def local_swarm() -> AsyncIterator[Client]:
+    """A client of a Temporal server with a worker on the task queue, started as needed (and the worker stopped
+    at the end when it was started here)."""
+    ensure_server()
+    client = await client_or_die()
+    worker = await ensure_worker(client, task_queue())
+    try:
+        yield client
+    finally:
+        worker.stop()
+
+
+async def review_and_approve(client: Client, run_id: str, *, yes: bool, comment: str,
+                             accept_test_changes: bool = False) -> int | None:
+    """Follow the run to its review, print the package and approve it (asked first on a terminal, without
+    `yes`). None once approved and delivered; else the command's exit code (left waiting, or never reviewed)."""
+    from reposwarm.cli.live import follow, next_step
+    from reposwarm.cli.runs import decide, reviewer_name
+    from reposwarm.runs.review_package import render_review, render_status
+
+    v = await follow(client, run_id, until_review=True)
+    if v.status.phase != Phase.review or v.status.review is None:
+        print(inert(render_status(v.status)))
+        print(inert(next_step(v)))
+        return 1
+    print()
+    print(inert(render_review(v.status.review, ui_url(run_id))))
+    if yes:
+        approve = True
+    elif sys.stdin.isatty():
+        approve = input("approve this change? [y/N] ").strip().lower() in ("y", "yes")
+    else:
+        approve = False  # nobody to ask
+    if not approve:
+        print(f"left waiting for review: {prog()} approve|reject {run_id} (a worker must be running: "
+              f"{prog()} worker)")
+        return 0
+    decision = ReviewDecision(approve=True, reviewer=reviewer_name(), comment=comment,
+                              accept_test_changes=accept_test_changes)
+    try:
+        print(await decide(client, run_id, decision))
+    except UserError:
+        print(f"left waiting for review: {prog()} review|approve|reject {run_id} (a worker must be running: "
+              f"{prog()} worker)")
+        raise
+    return None
+
+
+def make_demo_repo() -> Path:
+    """A fresh git repository holding the bundled example, in a temporary folder."""
+    root = Path(tempfile.mkdtemp(prefix="reposwarm-demo-"))
+    repo = root / "taskboard"
+    shutil.copytree(DEMO / "repo", repo, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    env = {"GIT_AUTHOR_NAME": "demo", "GIT_AUTHOR_EMAIL": "demo@localhost",
+           "GIT_COMMITTER_NAME": "demo", "GIT_COMMITTER_EMAIL": "demo@localhost"}
+    for argv in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "taskboard: initial import"]):
+        gitcmd.run(["-C", str(repo), *argv], check=True, env=env)
+    return repo
+
+
+async def cmd_demo(args: argparse.Namespace) -> int:
+    from reposwarm.cli.runs import build_request, start
+
+    async with local_swarm() as client:
+        repo = make_demo_repo()
+        print(f"demo repository: {repo}")
+        ns = argparse.Namespace(repo=str(repo), task=DEMO_TASK, lanes=str(DEMO / "lanes.yaml"),
+                                plan=str(DEMO / "plan.yaml"), model=f"replay:{DEMO / 'replay.yaml'}")
+        req = build_request(ns)
+        await start(client, req)
+        print(f"started {req.run_id}; watch it at {ui_url(req.run_id)}")
+        code = await review_and_approve(client, req.run_id, yes=args.yes, comment="demo")
+        if code is not None:
+            return code
+        print(f"afterwards, with no worker running: {prog()} status|review|report {req.run_id}")
+        return 0

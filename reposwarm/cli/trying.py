@@ -1,0 +1,186 @@
+"""`reposwarm try --repo PATH [--commit SHA] [--lanes FILE] [--yes]`: one real commit of the user's own repository
+(default HEAD) replayed through the whole swarm, offline and for free, with the commit-replay model
+(`oracle:<repository>#<sha>`, reposwarm/models/oracle.py): the planner, the lanes in their slices, the checks in
+the sandbox judged per test against the base, the merge, the review package and the delivered branch.
+
+The user's checkout is never touched: the run works in a clone of its own under REPOSWARM_HOME/try/, holding the
+commit's parent and its history and nothing after (activities/trials.py makes it, as for a trial), so no lane can
+read the answer; only the oracle, in the worker, reads the commit from the user's repository. The lanes are the
+user's lanes file, else the repository's own, else one proposed from the commit (reposwarm/intel/structure.py),
+written beside the clone and printed. A Temporal dev server and a worker are started when none answers
+(reposwarm/cli/local.py). At the end: the delivered branch, how to look at it, and whether it equals the commit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import subprocess
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import yaml
+
+from reposwarm import gitcmd
+from reposwarm.cli.common import (
+    LANES_FILE_NAMES,
+    UserError,
+    check_repo,
+    git_out,
+    load_config,
+    repo_slug,
+    resolve_model,
+    ui_url,
+)
+from reposwarm.cli.local import local_swarm, review_and_approve, say
+from reposwarm.contracts import DeliveryConfig, LanesFile, SwarmRequest
+from reposwarm.intel import structure
+from reposwarm.runs.store import home
+
+BASE_BRANCH = "trial-base"  # the clone's one branch: the commit's parent (activities/trials.py BASE_REF)
+REPLAYED = "replayed"  # the commit, fetched into the clone once the run is over: replayed/<sha12>
+
+
+def commit_of(repo: Path, rev: str) -> tuple[str, str]:
+    """The commit `rev` names and its parent; a clear error for one try cannot replay."""
+    try:
+        sha = git_out(repo, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}")
+    except subprocess.CalledProcessError:
+        raise UserError(f"--commit {rev!r} is not a commit in {repo}") from None
+    parents = git_out(repo, "rev-list", "--parents", "-n", "1", sha).split()[1:]
+    if not parents:
+        raise UserError(f"commit {sha[:12]} has no parent (it is the repository's first): try replays a commit's "
+                        "change from its parent; pick a later one (--commit SHA)")
+    if len(parents) > 1:
+        raise UserError(f"commit {sha[:12]} is a merge ({len(parents)} parents): try replays one commit's change "
+                        "from its parent; pick a commit that is not a merge (--commit SHA)")
+    return sha, parents[0]
+
+
+def changed_paths(repo: Path, parent: str, sha: str) -> list[str]:
+    out = gitcmd.run(["-C", str(repo), "diff", "-z", "--name-only", "--no-renames", parent, sha],
+                     capture_output=True, check=True).stdout.decode("utf-8", "surrogateescape")
+    return [p for p in out.split("\0") if p]
+
+
+def tree_files(repo: Path, rev: str) -> list[str]:
+    out = gitcmd.run(["-C", str(repo), "ls-tree", "-r", "-z", "--name-only", rev], capture_output=True,
+                     check=True).stdout.decode("utf-8", "surrogateescape")
+    return [p for p in out.split("\0") if p]
+
+
+def reader(repo: Path, rev: str) -> Callable[[str], str | None]:
+    def read(path: str) -> str | None:
+        return gitcmd.show(gitcmd.repo(repo), rev, path)
+    return read
+
+
+def propose_lanes(repo: Path, parent: str, changed: list[str], folder: Path) -> Path:
+    """A lanes file for the commit, from its folders and the parent's tree, written into the try's folder and
+    printed with why it says what it says."""
+    proposal = structure.propose(changed, tree_files(repo, parent), reader(repo, parent))
+    path = folder / "lanes.yaml"
+    folder.mkdir(parents=True, exist_ok=True)
+    header = ["# Lanes proposed by `reposwarm try` for this commit (edit it, and pass it with --lanes FILE):"]
+    header += [f"#   {note}" for note in proposal.notes]
+    path.write_text("\n".join(header) + "\n" + yaml.safe_dump(proposal.lanes_file(), sort_keys=False))
+    say(f"no lanes file given or in {repo}: proposed {path}")
+    for note in proposal.notes:
+        say(f"  {note}")
+    return path
+
+
+def lanes_for(args: argparse.Namespace, repo: Path, parent: str, changed: list[str],
+              folder: Path) -> tuple[Path, LanesFile]:
+    if args.lanes or any((repo / name).is_file() for name in LANES_FILE_NAMES):
+        return load_config(repo, args.lanes)
+    path = propose_lanes(repo, parent, changed, folder)
+    return load_config(repo, str(path))
+
+
+def offline(config: LanesFile, path: Path) -> LanesFile:
+    """The lanes file as a try runs it: every model the oracle, no delivery beyond the try's clone."""
+    if config.swarm.model or any(role.model for role in config.swarm.lanes.values()):
+        say(f"note: the models {path} names are not used: a try replays the commit with the oracle model")
+    if config.delivery != DeliveryConfig():
+        say(f"note: {path}'s delivery settings are not used: a try delivers only into its own clone")
+    swarm = config.swarm.model_copy(update={
+        "model": None, "lanes": {name: role.model_copy(update={"model": None})
+                                 for name, role in config.swarm.lanes.items()}})
+    return config.model_copy(update={"swarm": swarm, "delivery": DeliveryConfig()})
+
+
+def uncovered(config: LanesFile, changed: list[str]) -> list[str]:
+    from reposwarm.agent.paths import PathPolicy
+
+    policies = [PathPolicy(".", role.allowed_paths) for role in config.swarm.lanes.values()]
+    return [p for p in changed if not any(policy.writable(p) for policy in policies)]
+
+
+def make_clone(repo: Path, parent: str, sha: str, folder: Path) -> Path:
+    """The try's bare clone: the parent commit and its history alone, on branch trial-base (made as a trial's)."""
+    from activities.trials import _clone_base
+
+    clone = folder / "repo.git"
+    _clone_base(str(repo), parent, sha, clone)
+    return clone
+
+
+def compare(repo: Path, clone: Path, sha: str, branch: str) -> list[str]:
+    """How the delivered branch compares with the commit, and the commands that show it. The commit is fetched
+    into the clone now that the run is over (as replayed/<sha12>), so those commands work there."""
+    replayed = f"{REPLAYED}/{sha[:12]}"
+    gitcmd.run(["-C", str(clone), "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--", str(repo),
+                f"+{sha}:refs/heads/{replayed}"], check=True, capture_output=True)
+    c = shlex.quote(str(clone))
+    lines = [f"look at it: git -C {c} log --stat {BASE_BRANCH}..{branch}",
+             f"            git -C {c} diff {BASE_BRANCH} {branch}"]
+    ours = git_out(clone, "rev-parse", f"{branch}^{{tree}}")
+    if ours == git_out(clone, "rev-parse", f"{replayed}^{{tree}}"):
+        lines.append(f"the swarm's result equals the commit {sha[:12]}: the same tree "
+                     f"(git -C {c} diff {replayed} {branch} is empty)")
+        return lines
+    differ = git_out(clone, "diff", "--name-only", replayed, branch).splitlines()
+    shown = ", ".join(differ[:10]) + (f" and {len(differ) - 10} more" if len(differ) > 10 else "")
+    lines.append(f"the swarm's result differs from the commit {sha[:12]} in {len(differ)} file(s): {shown} "
+                 f"(git -C {c} diff {replayed} {branch} shows how)")
+    return lines
+
+
+async def cmd_try(args: argparse.Namespace) -> int:
+    repo = check_repo(args.repo)
+    sha, parent = commit_of(repo, args.commit or "HEAD")
+    changed = changed_paths(repo, parent, sha)
+    if not changed:
+        raise UserError(f"commit {sha[:12]} changes no file: there is nothing to replay; pick another (--commit SHA)")
+    folder = home() / "try" / f"{repo_slug(repo)}-{sha[:12]}"
+    lanes_path, config = lanes_for(args, repo, parent, changed, folder)
+    config = offline(config, lanes_path)
+    if missing := uncovered(config, changed):
+        say(f"note: no lane may write {', '.join(missing[:5])}{' and more' if len(missing) > 5 else ''}: the "
+            "result will differ from the commit there")
+    model = resolve_model(f"oracle:{repo}#{sha}", where="the try's model")
+    message = git_out(repo, "log", "-1", "--format=%B", sha).strip() or f"Make the change of commit {sha[:12]}"
+    async with local_swarm() as client:
+        from reposwarm.cli.runs import start
+        from workflows.swarm import SwarmWorkflow
+
+        clone = make_clone(repo, parent, sha, folder)
+        say(f"try clone: {clone} (branch {BASE_BRANCH} at {parent[:12]}, the commit's parent; {repo} is not touched)")
+        run_id = f"reposwarm-try-{repo_slug(repo)}-{uuid.uuid4().hex[:6]}"
+        req = SwarmRequest(run_id=run_id, repo_path=str(clone), task=message, config=config, model=model,
+                           base_ref=parent, test_profile=os.environ.get("TEST_PROFILE") or None,
+                           ui_url=ui_url(run_id))
+        await start(client, req)
+        say(f"replaying commit {sha[:12]} ({len(changed)} file(s) changed) as run {run_id}, lanes "
+            f"{', '.join(config.swarm.lanes)}; watch it at {ui_url(run_id)}")
+        code = await review_and_approve(client, run_id, yes=args.yes, comment=f"try of commit {sha[:12]}",
+                                        accept_test_changes=args.yes)
+        if code is not None:
+            return code
+        result = await client.get_workflow_handle_for(SwarmWorkflow.run, run_id).result()
+        for line in compare(repo, clone, sha, result.delivered_branch):
+            print(line)
+    return 0

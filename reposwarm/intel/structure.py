@@ -1,0 +1,186 @@
+"""What a repository's layout says about running a swarm on it: lanes from the folders a change touches, and a
+check profile from the files that say how the project is tested.
+
+`reposwarm try` proposes a lanes file from these when the user has none: a lane per top-level folder the commit
+touched, one for the files at the root, and the tests the repository's own files name. Each guess is said in
+`notes`, so the user sees why the file says what it says and can edit it. Everything here reads a file list and
+a reader of file contents (a tree of a commit, or a folder), never the network; only `python_with_pytest` runs
+anything (an interpreter, asked whether it can import pytest).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Callable, Collection, Iterable
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+from typing import Any
+
+MAX_LANES = 4  # lanes for folders; the files at the root get one more
+ROOT_LANE = "root"
+ROOT_FILES = ["*", "!*/"]  # the files at the repository's root, no folder below it
+FOLDED_LANE = "others"  # the last lane, when more folders were touched than MAX_LANES
+PYTHON_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", "pytest.ini", "tox.ini")
+TEST_FOLDERS = ("tests", "test")
+# `npm init`'s placeholder: a package.json whose test script is this runs no tests
+NPM_NO_TEST = re.compile(r"no test specified")
+LANE_NAME_CHARS = re.compile(r"[^A-Za-z0-9_-]+")
+
+
+@dataclass
+class LanePlan:
+    """A proposed lane: its name and the top-level folders it writes (none: the files at the root)."""
+
+    name: str
+    folders: list[str]
+
+    @property
+    def allowed_paths(self) -> list[str]:
+        return [f"{folder}/**" for folder in self.folders] if self.folders else list(ROOT_FILES)
+
+
+@dataclass
+class Proposal:
+    """A lanes file's content (as YAML would hold it) and why it says what it says."""
+
+    lanes: list[LanePlan]
+    profile: dict[str, Any] | None
+    notes: list[str] = field(default_factory=list)
+
+    def lanes_file(self) -> dict[str, Any]:
+        others = {lane.name: [p for o in self.lanes if o is not lane for p in o.allowed_paths if o.folders]
+                  for lane in self.lanes}
+        lanes: dict[str, Any] = {}
+        for lane in self.lanes:
+            role: dict[str, Any] = {"allowed_paths": lane.allowed_paths}
+            if others[lane.name]:
+                role["read_only_paths"] = others[lane.name]  # the change's other folders: what it must fit
+            lanes[lane.name] = role
+        data: dict[str, Any] = {"swarm": {"max_parallel": min(len(lanes), MAX_LANES), "lanes": lanes}}
+        if self.profile is not None:
+            data["validation"] = {"profile": "default", "profiles": {"default": self.profile}}
+        return data
+
+
+def lane_name(folder: str, taken: Collection[str]) -> str:
+    """A lane name (letters, digits, '_' and '-', starting with a letter or digit) for a folder, unused so far."""
+    base = LANE_NAME_CHARS.sub("-", folder).strip("-_")[:56] or "folder"
+    name, n = base, 2
+    while name in taken:
+        name, n = f"{base}-{n}", n + 1
+    return name
+
+
+def propose_lanes(paths: Iterable[str], max_lanes: int = MAX_LANES) -> list[LanePlan]:
+    """A lane per top-level folder the paths are in (the folders with the most paths first, then by name; past
+    `max_lanes`, the rest folded into the last), and one for the paths at the root."""
+    counts: Counter[str] = Counter()
+    at_root = False
+    for path in paths:
+        top, sep, _ = path.partition("/")
+        if sep:
+            counts[top] += 1
+        else:
+            at_root = True
+    folders = sorted(counts, key=lambda f: (-counts[f], f))
+    lanes: list[LanePlan] = []
+    taken: set[str] = {ROOT_LANE} if at_root else set()
+    own = folders if len(folders) <= max_lanes else folders[:max_lanes - 1]
+    for folder in own:
+        lanes.append(LanePlan(lane_name(folder, taken), [folder]))
+        taken.add(lanes[-1].name)
+    if len(folders) > len(own):
+        lanes.append(LanePlan(lane_name(FOLDED_LANE, taken), folders[len(own):]))
+    if at_root:
+        lanes.append(LanePlan(ROOT_LANE, []))
+    return lanes
+
+
+def python_with_pytest() -> tuple[str, bool]:
+    """The interpreter a Python project's checks should run (the one on PATH as `python3`, else the one running
+    reposwarm), and whether it imports pytest. Named as `python3` when that is the one: the lanes file then works
+    on another host too (the checks' sandbox sees the worker's PATH)."""
+    candidates = [("python3", shutil.which("python3")), (sys.executable, sys.executable)]
+    for name, exe in candidates:
+        if exe and _imports_pytest(exe):
+            return name, True
+    return "python3", False
+
+
+def _imports_pytest(exe: str) -> bool:
+    try:
+        return subprocess.run([exe, "-c", "import pytest"], capture_output=True, timeout=30).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def detect_profile(files: Collection[str], read: Callable[[str], str | None],
+                   python: Callable[[], tuple[str, bool]] = python_with_pytest) -> tuple[dict[str, Any] | None,
+                                                                                         list[str]]:
+    """A check profile for the project whose tracked `files` these are (`read` gives a file's text, or None),
+    and a note per guess. Each ecosystem found adds its command; none found: no profile (no checks)."""
+    commands: list[list[str]] = []
+    notes: list[str] = []
+    names = set(files)
+    has_python = any(p.endswith(".py") for p in names)
+    markers = [m for m in PYTHON_MARKERS if m in names]
+    test_folder = next((t for t in TEST_FOLDERS if any(p.startswith(f"{t}/") for p in names)), None)
+    if has_python and (markers or test_folder or any(_is_python_test(p) for p in names)):
+        exe, has_pytest = python()
+        why = ", ".join(markers) or (f"{test_folder}/" if test_folder else "test_*.py files")
+        if has_pytest:
+            commands.append([exe, "-m", "pytest", "-q"])
+            notes.append(f"Python ({why}): pytest, judged per test (its JUnit report)")
+        else:
+            commands.append([exe, "-m", "unittest", "discover", "-t", "."])
+            notes.append(f"Python ({why}): unittest, since {exe} cannot import pytest (pip install pytest "
+                         "where the worker runs, then use [python3, -m, pytest, -q])")
+    if "go.mod" in names:
+        commands.append(["go", "test", "./..."])
+        notes.append("Go (go.mod): go test ./..., judged per test")
+    if "Cargo.toml" in names:
+        commands.append(["cargo", "test", "--offline"])
+        notes.append("Rust (Cargo.toml): cargo test --offline, with the crates you fetched")
+    if "package.json" in names:
+        script = _npm_test_script(read("package.json"))
+        if script:
+            commands.append(["npm", "test"])
+            notes.append(f"JavaScript (package.json's test script: {script[:60]}): npm test; the checked trees "
+                         "have no node_modules: add a setup step (docs/checks.md)")
+    if not commands:
+        notes.append("no tests found (no pyproject.toml, setup.py, tests/, go.mod, Cargo.toml or package.json "
+                     "test script): no checks; add validation.profiles (docs/checks.md)")
+        return None, notes
+    return {"timeout_s": 600, "commands": commands}, notes
+
+
+def _is_python_test(path: str) -> bool:
+    name = PurePosixPath(path).name
+    return name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py"))
+
+
+def _npm_test_script(text: str | None) -> str | None:
+    try:
+        data = json.loads(text or "")
+    except ValueError:
+        return None
+    scripts = data.get("scripts") if isinstance(data, dict) else None
+    script = scripts.get("test") if isinstance(scripts, dict) else None
+    if not isinstance(script, str) or not script.strip() or NPM_NO_TEST.search(script):
+        return None
+    return script.strip()
+
+
+def propose(changed: Iterable[str], files: Collection[str], read: Callable[[str], str | None],
+            python: Callable[[], tuple[str, bool]] = python_with_pytest) -> Proposal:
+    """A lanes file for a change: lanes from the paths it `changed`, checks from the project's `files`."""
+    changed = list(changed)
+    lanes = propose_lanes(changed)
+    profile, notes = detect_profile(files, read, python)
+    said = [f"{lane.name}: writes {', '.join(lane.allowed_paths)}" for lane in lanes]
+    return Proposal(lanes=lanes, profile=profile, notes=[*said, *notes])
