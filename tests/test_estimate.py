@@ -20,7 +20,8 @@ from reposwarm.agent.estimate import (
 )
 from reposwarm.agent.prompts import LANE_SYSTEM, lane_first_message
 from reposwarm.agent.specs import tool_specs
-from reposwarm.cli.runs import DEMO, DEMO_TASK, build_request, make_demo_repo, start
+from reposwarm.cli.local import DEMO, DEMO_TASK, make_demo_repo
+from reposwarm.cli.runs import build_request, start
 from reposwarm.contracts import HelperRole, LaneEstimate, LanePhase, Phase, SwarmRequest
 from tests.helpers import wait_for_phase
 from workflows.scheduler import lane_task
