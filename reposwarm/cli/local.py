@@ -45,6 +45,7 @@ TEMPORAL_DEV = HERE / "temporal-dev"
 SERVER_START_S = 60  # temporal-dev --background gives its server this long to answer
 MADE_WORKER_S = 20  # a worker started just before this command (`make demo` does): how long for its first poll
 WORKER_START_S = 90  # a worker this command starts: how long for its first poll (REPOSWARM_WORKER_WAIT_S)
+WORKER_STOP_S = 15  # a worker asked to stop finishes the activities in flight; past this it is killed
 POLL_TICK_S = 0.5
 LOOPBACK = {"localhost", "127.0.0.1", "::1", "0.0.0.0", "ip6-localhost"}
 
@@ -104,10 +105,10 @@ class LocalWorker:
     def stop(self) -> None:
         if self.proc is None or self.proc.poll() is not None:
             return
-        say(f"stopping the worker this command started (pid {self.proc.pid}; log {self.log})")
+        say(f"stopping the worker this command started (pid {self.proc.pid}, up to {WORKER_STOP_S} s; log {self.log})")
         self.proc.terminate()
         try:
-            self.proc.wait(timeout=15)
+            self.proc.wait(timeout=WORKER_STOP_S)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()

@@ -167,8 +167,9 @@ async def cmd_try(args: argparse.Namespace) -> int:
         from reposwarm.cli.runs import start
         from workflows.swarm import SwarmWorkflow
 
+        say(f"cloning commit {parent[:12]} (the commit's parent) and its history into {folder / 'repo.git'}, branch "
+            f"{BASE_BRANCH}; {repo} is only read (a large history takes a while: git fetch, no time limit)")
         clone = make_clone(repo, parent, sha, folder)
-        say(f"try clone: {clone} (branch {BASE_BRANCH} at {parent[:12]}, the commit's parent; {repo} is not touched)")
         run_id = f"reposwarm-try-{repo_slug(repo)}-{uuid.uuid4().hex[:6]}"
         req = SwarmRequest(run_id=run_id, repo_path=str(clone), task=message, config=config, model=model,
                            base_ref=parent, test_profile=os.environ.get("TEST_PROFILE") or None,
