@@ -14,7 +14,7 @@ export TEMPORAL_PORT ?= 7233
 export TEMPORAL_UI_PORT ?= 8233
 export TEMPORAL_ADDRESS ?= localhost:$(TEMPORAL_PORT)
 
-.PHONY: venv bubblewrap toolchains demo test typecheck dev-server stop-dev-server worker clean record-history bench
+.PHONY: venv bubblewrap toolchains browser demo test typecheck dev-server stop-dev-server worker clean record-history bench
 
 venv: $(VENV)/.installed
 
@@ -47,6 +47,16 @@ toolchains:
 	  echo "installed vitest, jest and mocha (tests/fixtures/node): the JavaScript runner tests run"; } || \
 	echo "npm ci in tests/fixtures/node failed: the JavaScript runner tests are skipped"
 
+# Debian's Chromium, for the test that screenshots the Web UI (tests/test_webui.py, driven by Playwright with this
+# browser: nothing downloads one): installed when missing and we can (as root, with apt-get); else that test skips.
+browser:
+	@command -v /usr/bin/chromium >/dev/null 2>&1 || \
+	{ [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
+	  { apt-get install -y -qq chromium >/dev/null 2>&1 || \
+	    { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq chromium >/dev/null 2>&1; }; } && \
+	  echo "installed chromium: the Web UI screenshot test runs"; } || \
+	echo "chromium is not installed: the Web UI screenshot test is skipped (sudo apt-get install chromium)"
+
 dev-server: venv
 	./temporal-dev --background
 
@@ -61,7 +71,7 @@ demo: venv bubblewrap dev-server
 worker: venv
 	$(PY) worker.py
 
-test: venv bubblewrap toolchains typecheck
+test: venv bubblewrap toolchains browser typecheck
 	$(PY) -m pytest -q -n 3
 
 # the type checker over the library, the workflows and the activities ([tool.mypy] in pyproject.toml)

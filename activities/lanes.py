@@ -19,14 +19,33 @@ import asyncio
 from datetime import timedelta
 
 from temporalio import activity
-from temporalio.client import WorkflowExecutionStatus, WorkflowHistoryEventFilterType
-from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHistoryEventFilterType
+from temporalio.common import (
+    SearchAttributePair,
+    TypedSearchAttributes,
+    WorkflowIDConflictPolicy,
+    WorkflowIDReusePolicy,
+)
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from reposwarm.contracts import LaneEnd, LaneStarts
+from reposwarm.webui import registered_attributes
+from workflows.attributes import KIND_ATTR, LANE
 
 RPC = timedelta(seconds=10)
+_KIND_KNOWN: dict[tuple[str, str], bool] = {}  # (server, namespace): has it RepoSwarmKind? asked once a process
+
+
+async def lane_attributes(client: Client) -> TypedSearchAttributes:
+    """RepoSwarmKind `lane`, where the server has it: the Web UI's saved views leave lanes out by it."""
+    where = (client.service_client.config.target_host, client.namespace)
+    if where not in _KIND_KNOWN:
+        registered = await registered_attributes(client)
+        if not registered:
+            return TypedSearchAttributes.empty  # it could not say: asked again at the next batch
+        _KIND_KNOWN[where] = KIND_ATTR.name in registered
+    return TypedSearchAttributes([SearchAttributePair(KIND_ATTR, LANE)] if _KIND_KNOWN[where] else [])
 
 
 @activity.defn
@@ -35,6 +54,7 @@ async def start_lanes(req: LaneStarts) -> dict[str, str]:
     run's history keeps. A lane already running under its id is this batch's own start, made by an attempt that
     did not live to say so."""
     client = activity.client()
+    attributes = await lane_attributes(client)
 
     async def start(workflow_id: str) -> None:
         task = req.lanes[workflow_id]
@@ -47,7 +67,7 @@ async def start_lanes(req: LaneStarts) -> dict[str, str]:
                 request_eager_start=bool(task.lane_queue),
                 id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
                 id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
-                static_summary=f"lane {task.lane} of run {task.run_id}",
+                static_summary=f"lane {task.lane} of run {task.run_id}", search_attributes=attributes,
                 memo={"run_id": task.run_id, "lane": task.lane})
         except WorkflowAlreadyStartedError:
             pass

@@ -7,10 +7,21 @@ The UI renders a workflow's summary and details as Markdown, so free text (a tas
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from reposwarm.text import inert
 
 _MARKDOWN = re.compile(r"([\\`*_{}\[\]<>()#+!|~])")
+
+# The list's saved views (README, "In the Web UI"; tests/test_webui.py takes them): the runs a reviewer must act
+# on, and every run, with no lane, dry run or trial (RepoSwarmKind: workflows/attributes.py).
+REVIEW_VIEW = "Waiting for my review"
+RUNS_VIEW = "reposwarm runs"
+SAVED_VIEWS = {
+    REVIEW_VIEW: "RepoSwarmKind = 'run' AND RepoSwarmStatus = 'review' AND ExecutionStatus = 'Running'",
+    RUNS_VIEW: "RepoSwarmKind = 'run'",
+}
+COLUMNS = ("Status", "Workflow ID", "Start", "RepoSwarmStatus", "RepoSwarmVerdict", "RepoSwarmTask")
 
 
 def md_escape(text: str) -> str:
@@ -42,3 +53,17 @@ def review_call(run_id: str, checks: str, accept: str = "") -> str:
             f"`reposwarm approve {run_id}{flag}`{why} or reject with `reposwarm reject {run_id} --comment \"...\"`. "
             "In this UI: More Actions → Send a Signal → `review_signal` with input "
             f'`{{"approve": true{extra}, "reviewer": "you"}}` (or `{{"approve": false, "comment": "what to change"}}`).')
+
+
+async def registered_attributes(client: Any) -> frozenset[str]:
+    """The custom search attributes the client's server has (empty when it cannot say): a run sets only those of
+    its own (workflows/attributes.py) the server has, since a server refuses a workflow setting one it lacks."""
+    from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
+    from temporalio.service import RPCError
+
+    try:
+        resp = await client.operator_service.list_search_attributes(
+            ListSearchAttributesRequest(namespace=client.namespace))
+    except RPCError:
+        return frozenset()
+    return frozenset(resp.custom_attributes)

@@ -46,9 +46,17 @@ def reposwarm_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return home
 
 
+@pytest.fixture(scope="session")
+def ui_port() -> int:
+    """Where the session's dev server serves the Web UI (tests/test_webui.py screenshots it): a free port."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 @pytest_asyncio.fixture(scope="session")
-async def env(reposwarm_home: Path):
-    environment = await start_dev_server()
+async def env(reposwarm_home: Path, ui_port: int):
+    environment = await start_dev_server(ui_port=ui_port)
     yield environment
     await environment.shutdown()
 

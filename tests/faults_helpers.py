@@ -53,6 +53,7 @@ from tests.helpers import (
     turn,
     write_yaml,
 )
+from workflows.attributes import ATTRIBUTES
 from workflows.swarm import SwarmWorkflow
 
 KEY = "sk-" + "faults-fake-key-0123456789abcdefABCDEF"  # fake
@@ -228,7 +229,7 @@ class DevServer:
         self.proc = subprocess.Popen(
             [temporal_binary(), "server", "start-dev", "--db-filename", str(self.db), "--port", str(self.port),
              "--ip", "127.0.0.1", "--headless", "--sqlite-pragma", "journal_mode=wal",
-             "--search-attribute", "RepoSwarmRepo=Keyword", "--search-attribute", "RepoSwarmStatus=Keyword",
+             *(arg for key in ATTRIBUTES for arg in ("--search-attribute", f"{key.name}=Keyword")),
              "--log-level", "warn"],
             stdout=self.log.open("ab"), stderr=subprocess.STDOUT, start_new_session=True)
 

@@ -21,7 +21,8 @@ from temporalio.testing import WorkflowEnvironment
 
 from reposwarm.cli.runs import build_request, start
 from reposwarm.contracts import Phase, SwarmStatus
-from workflows.swarm import REPO_ATTR, STATUS_ATTR, SwarmWorkflow
+from workflows.attributes import ATTRIBUTES
+from workflows.swarm import SwarmWorkflow
 
 ROOT = Path(__file__).resolve().parents[1]
 # The interpreter as the CLI's hints name it when run from the checkout (reposwarm/cli/answers.py: prog)
@@ -38,11 +39,13 @@ def temporal_binary() -> str:
     return str(path)
 
 
-async def start_dev_server(extra_args: list[str] | None = None) -> WorkflowEnvironment:
+async def start_dev_server(extra_args: list[str] | None = None, ui_port: int | None = None) -> WorkflowEnvironment:
+    """The dev server, with reposwarm's search attributes; serving the Web UI on `ui_port` when given."""
     return await WorkflowEnvironment.start_local(
+        ui=ui_port is not None, ui_port=ui_port,
         data_converter=pydantic_data_converter,
         dev_server_existing_path=temporal_binary(),
-        search_attributes=[REPO_ATTR, STATUS_ATTR],
+        search_attributes=list(ATTRIBUTES),
         dev_server_extra_args=["--sqlite-pragma", "journal_mode=wal", "--sqlite-pragma", "synchronous=normal",
                                # a run's record is its memo (a few KB and up): warn at 512 KB, not the 2 KB default
                                "--dynamic-config-value", "limit.memoSize.warn=524288", *(extra_args or [])],

@@ -26,6 +26,7 @@ from temporalio.exceptions import ChildWorkflowError, WorkflowAlreadyStartedErro
 with workflow.unsafe.imports_passed_through():
     from activities.trials import prepare_trial_clone, score_trial, vet_trial
     from reposwarm.contracts import (
+        Phase,
         ScoreInput,
         SwarmRequest,
         SwarmResult,
@@ -38,10 +39,14 @@ with workflow.unsafe.imports_passed_through():
     )
     from reposwarm.contracts.config import CheckProfile
     from workflows import options
+    from workflows.attributes import TRIAL, start_attributes
     from workflows.failures import root_cause
     from workflows.swarm import SwarmWorkflow
 
 CLONE_PER_BASE = "trial-clone-per-base"
+# Since it, each trial's run carries the search attributes the server has (RepoSwarmKind `trial` among them), so
+# the Web UI's saved views tell trials from the runs a person reviews (workflows/attributes.py).
+TRIAL_ATTRIBUTES = "trial-attributes"
 
 
 def vetting(profile: CheckProfile | None) -> dict:
@@ -105,7 +110,10 @@ class TrialWorkflow:
         result: SwarmResult | None = None
         failure = ""
         try:
-            result = await workflow.execute_child_workflow(SwarmWorkflow.run, swarm, id=run_id)
+            attributes = start_attributes(req.search_attributes, repo=clone, phase=Phase.preparing.value, kind=TRIAL,
+                                          task=spec.message) if workflow.patched(TRIAL_ATTRIBUTES) else None
+            result = await workflow.execute_child_workflow(SwarmWorkflow.run, swarm, id=run_id,
+                                                           search_attributes=attributes)
         except (ChildWorkflowError, WorkflowAlreadyStartedError) as err:  # a failed trial is a score, not the end
             failure = root_cause(err)
         return await workflow.execute_activity(

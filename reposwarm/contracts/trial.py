@@ -25,6 +25,7 @@ class TrialBatchRequest(Contract):
     model: str  # a real model, or "oracle" (the harness's own proof)
     oracle_options: str = ""  # e.g. "extra=api&skip=web", for a deliberately wrong oracle
     max_parallel: int = Field(default=2, gt=0)
+    search_attributes: list[str] = []  # ours the server has: the trials' runs carry those (workflows/attributes.py)
 
 
 class TrialCloneInput(Contract):
