@@ -147,11 +147,13 @@ def detect_profile(files: Collection[str], read: Callable[[str], str | None],
         commands.append(["cargo", "test", "--offline"])
         notes.append("Rust (Cargo.toml): cargo test --offline, with the crates you fetched")
     if "package.json" in names:
-        script = _npm_test_script(read("package.json"))
+        package = read("package.json")
+        script = _npm_test_script(package)
         if script:
             commands.append(["npm", "test"])
-            notes.append(f"JavaScript (package.json's test script: {script[:60]}): npm test; the checked trees "
-                         "have no node_modules: add a setup step (docs/checks.md)")
+            deps = ("; it has dependencies and the checked trees have no node_modules: add a setup step "
+                    "(docs/checks.md)") if _has_dependencies(package) else ""
+            notes.append(f"JavaScript (package.json's test script: {script[:60]}): npm test{deps}")
     if not commands:
         notes.append("no tests found (no pyproject.toml, setup.py, tests/, go.mod, Cargo.toml or package.json "
                      "test script): no checks; add validation.profiles (docs/checks.md)")
@@ -162,6 +164,14 @@ def detect_profile(files: Collection[str], read: Callable[[str], str | None],
 def _is_python_test(path: str) -> bool:
     name = PurePosixPath(path).name
     return name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py"))
+
+
+def _has_dependencies(text: str | None) -> bool:
+    try:
+        data = json.loads(text or "")
+    except ValueError:
+        return False
+    return isinstance(data, dict) and any(data.get(key) for key in ("dependencies", "devDependencies"))
 
 
 def _npm_test_script(text: str | None) -> str | None:
