@@ -22,6 +22,7 @@ from reposwarm.agent.paths import PathPolicy, ToolRefused
 from reposwarm.agent.tools import Toolbox
 from reposwarm.contracts import CheckProfile, TrialCloneInput, TrialSpec, TrialVetInput
 from tests.helpers import ROOT, WorkerProcess, git, make_repo, write_yaml
+from workflows.attributes import KIND_ATTR
 from workflows.trial import TrialWorkflow
 
 # A batch recorded before patch "trial-clone-per-base" (one shared clone for the batch, no vetting): batches
@@ -251,6 +252,8 @@ async def test_a_bad_task_is_reported_as_such_and_left_out_of_the_score(client, 
         assert (bad["failure"], bad["tests_passed"], bad["missed"], bad["lines_swarm"]) == ("", None, [], 0)
         assert [w async for w in client.list_workflows(f"WorkflowId = '{bad['run_id']}'")] == []
     assert (good["status"], good["tests_passed"], good["stray"], good["missed"]) == ("scored", True, [], [])
+    (run,) = [w async for w in client.list_workflows(f"WorkflowId = '{good['run_id']}'")]
+    assert run.typed_search_attributes.get(KIND_ATTR) == "trial"  # the Web UI's saved views leave trials out
     assert out["summary"]["trials"] == 1 and out["summary"]["bad_tasks"] == 2
     assert out["summary"]["pass_rate"] == 1.0  # the good task alone: the bad ones neither pass nor fail it
 
