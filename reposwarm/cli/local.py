@@ -212,20 +212,33 @@ async def ensure_worker(client: Client, queue: str) -> LocalWorker:
     return worker
 
 
+@dataclass
+class Local:
+    client: Client
+    worker: LocalWorker
+
+    def left(self, run_id: str) -> str:
+        """What becomes of a run this command leaves (interrupted, or waiting for review)."""
+        if self.worker.proc is None:
+            return f"the run goes on with the worker that was running: {prog()} watch {run_id}"
+        return (f"the worker this command started stops with it, so the run waits for one: {prog()} worker, then "
+                f"{prog()} watch {run_id}")
+
+
 @asynccontextmanager
-async def local_swarm() -> AsyncIterator[Client]:
+async def local_swarm() -> AsyncIterator[Local]:
     """A client of a Temporal server with a worker on the task queue, started as needed (and the worker stopped
     at the end when it was started here)."""
     ensure_server()
     client = await client_or_die()
     worker = await ensure_worker(client, task_queue())
     try:
-        yield client
+        yield Local(client, worker)
     finally:
         worker.stop()
 
 
-async def review_and_approve(client: Client, run_id: str, *, yes: bool, comment: str,
+async def review_and_approve(local: Local, run_id: str, *, yes: bool, comment: str,
                              accept_test_changes: bool = False) -> int | None:
     """Follow the run to its review, print the package and approve it (asked first on a terminal, without
     `yes`). None once approved and delivered; else the command's exit code (left waiting, or never reviewed)."""
@@ -233,7 +246,13 @@ async def review_and_approve(client: Client, run_id: str, *, yes: bool, comment:
     from reposwarm.cli.runs import decide, reviewer_name
     from reposwarm.runs.review_package import render_review, render_status
 
-    v = await follow(client, run_id, until_review=True)
+    client = local.client
+    try:
+        v = await follow(client, run_id, until_review=True)
+    except (KeyboardInterrupt, asyncio.CancelledError):  # Ctrl-C: said, then the command ends (exit 130)
+        print(f"interrupted: run {run_id} is not waiting for review yet; {local.left(run_id)}", file=sys.stderr,
+              flush=True)
+        raise
     if v.status.phase != Phase.review or v.status.review is None:
         print(inert(render_status(v.status)))
         print(inert(next_step(v)))
@@ -247,16 +266,16 @@ async def review_and_approve(client: Client, run_id: str, *, yes: bool, comment:
     else:
         approve = False  # nobody to ask
     if not approve:
-        print(f"left waiting for review: {prog()} approve|reject {run_id} (a worker must be running: "
-              f"{prog()} worker)")
+        print(f"left waiting for review: {prog()} approve|reject {run_id}" + (
+            f" (with a worker running: {prog()} worker)" if local.worker.proc is not None else ""))
         return 0
     decision = ReviewDecision(approve=True, reviewer=reviewer_name(), comment=comment,
                               accept_test_changes=accept_test_changes)
     try:
         print(await decide(client, run_id, decision))
     except UserError:
-        print(f"left waiting for review: {prog()} review|approve|reject {run_id} (a worker must be running: "
-              f"{prog()} worker)")
+        print(f"left waiting for review: {prog()} review|approve|reject {run_id}" + (
+            f" (with a worker running: {prog()} worker)" if local.worker.proc is not None else ""))
         raise
     return None
 
@@ -276,7 +295,8 @@ def make_demo_repo() -> Path:
 async def cmd_demo(args: argparse.Namespace) -> int:
     from reposwarm.cli.runs import build_request, start
 
-    async with local_swarm() as client:
+    async with local_swarm() as local:
+        client = local.client
         repo = make_demo_repo()
         print(f"demo repository: {repo}")
         ns = argparse.Namespace(repo=str(repo), task=DEMO_TASK, lanes=str(DEMO / "lanes.yaml"),
@@ -284,7 +304,7 @@ async def cmd_demo(args: argparse.Namespace) -> int:
         req = build_request(ns)
         await start(client, req)
         print(f"started {req.run_id}; watch it at {ui_url(req.run_id)}")
-        code = await review_and_approve(client, req.run_id, yes=args.yes, comment="demo")
+        code = await review_and_approve(local, req.run_id, yes=args.yes, comment="demo")
         if code is not None:
             return code
         print(f"afterwards, with no worker running: {prog()} status|review|report {req.run_id}")

@@ -163,7 +163,8 @@ async def cmd_try(args: argparse.Namespace) -> int:
             "result will differ from the commit there")
     model = resolve_model(f"oracle:{repo}#{sha}", where="the try's model")
     message = git_out(repo, "log", "-1", "--format=%B", sha).strip() or f"Make the change of commit {sha[:12]}"
-    async with local_swarm() as client:
+    async with local_swarm() as local:
+        client = local.client
         from reposwarm.cli.runs import start
         from workflows.swarm import SwarmWorkflow
 
@@ -177,7 +178,7 @@ async def cmd_try(args: argparse.Namespace) -> int:
         await start(client, req)
         say(f"replaying commit {sha[:12]} ({len(changed)} file(s) changed) as run {run_id}, lanes "
             f"{', '.join(config.swarm.lanes)}; watch it at {ui_url(run_id)}")
-        code = await review_and_approve(client, run_id, yes=args.yes, comment=f"try of commit {sha[:12]}",
+        code = await review_and_approve(local, run_id, yes=args.yes, comment=f"try of commit {sha[:12]}",
                                         accept_test_changes=args.yes)
         if code is not None:
             return code
