@@ -6,7 +6,8 @@ two, with their task and verdict in the row, and neither view lists the dry run 
 docs/img/ with REPOSWARM_SCREENSHOTS=update (the README shows those), else under the test's tmp_path.
 
 Chromium is Debian's (`make browser` installs it), driven by Playwright with that executable: nothing downloads a
-browser. Without the background-networking flags Chromium's own connections are refused here, and so logged.
+browser. The flags keep it off the network but for the UI (its own background connections are refused here).
+A server registered before the new attributes still runs a run to review (the second test).
 """
 
 from __future__ import annotations
@@ -16,27 +17,33 @@ import asyncio
 import json
 import os
 import sys
+import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
 
 from reposwarm import webui
 from reposwarm.cli.runs import build_request, start
 from reposwarm.contracts import Phase
-from tests.helpers import ROOT, finish, make_repo, start_run, turn, wait_for_phase, write_yaml
-from workflows.attributes import KIND_ATTR, TASK_ATTR, VERDICT_ATTR
+from tests.helpers import (
+    ROOT,
+    WorkerProcess,
+    finish,
+    make_repo,
+    start_run,
+    temporal_binary,
+    turn,
+    wait_for_phase,
+    write_yaml,
+)
+from workflows.attributes import KIND_ATTR, REPO_ATTR, STATUS_ATTR, TASK_ATTR, VERDICT_ATTR
 from workflows.swarm import SwarmWorkflow
 
-playwright = pytest.importorskip("playwright.async_api", reason="playwright is not installed: make venv installs it")
-async_playwright, PlaywrightError = playwright.async_playwright, playwright.Error
-
 CHROMIUM = Path("/usr/bin/chromium")
-pytestmark = [
-    pytest.mark.usefixtures("worker"),
-    pytest.mark.skipif(not CHROMIUM.exists(), reason="chromium is not installed: `make browser` installs it"),
-]
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 GREEN_TASK = "Document what calc.add returns, so a reader of the module knows it adds its two arguments"
@@ -92,7 +99,7 @@ async def show_view(page: Any, name: str, run_id: str) -> Any:
     return row.first
 
 
-async def rendered(page: Any, text: str) -> str:
+async def rendered(page: Any, text: str, error: type[Exception]) -> str:
     """The rendered Markdown (the UI shows a run's summary and details each in a frame of its own) that says
     `text`, once shown."""
     deadline = asyncio.get_running_loop().time() + 30
@@ -100,7 +107,7 @@ async def rendered(page: Any, text: str) -> str:
         for frame in page.frames[1:]:
             try:
                 shown = await frame.locator("body").inner_text(timeout=1000)
-            except PlaywrightError:
+            except error:
                 continue  # (a frame replaced while read: the details are kept up to date)
             if text in shown:
                 return " ".join(shown.split())
@@ -109,8 +116,11 @@ async def rendered(page: Any, text: str) -> str:
         await asyncio.sleep(0.2)
 
 
+@pytest.mark.usefixtures("worker")
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="chromium is not installed: `make browser` installs it")
 async def test_a_reviewer_finds_the_runs_waiting_for_review_with_their_task_and_verdict(
         client: Client, ui_port: int, tmp_path: Path) -> None:
+    playwright = pytest.importorskip("playwright.async_api", reason="playwright is missing: make venv installs it")
     repo, lanes = setup(tmp_path)
     green_plan, green_script = one_lane(tmp_path, "green", "Document add.",
                                         'def add(a, b):\n    """a + b: the sum of its two arguments."""\n    return a + b\n')
@@ -150,7 +160,7 @@ async def test_a_reviewer_finds_the_runs_waiting_for_review_with_their_task_and_
         base, namespace = f"http://127.0.0.1:{ui_port}", client.namespace
         shots = screenshots(tmp_path)
         shots.mkdir(parents=True, exist_ok=True)
-        async with async_playwright() as pw:
+        async with playwright.async_playwright() as pw:
             browser = await pw.chromium.launch_persistent_context(
                 str(tmp_path / "chromium-profile"), executable_path=str(CHROMIUM), headless=True, args=ARGS,
                 viewport={"width": 1600, "height": 760})
@@ -179,7 +189,7 @@ async def test_a_reviewer_finds_the_runs_waiting_for_review_with_their_task_and_
                 await page.set_viewport_size({"width": 1600, "height": 760})
                 await row.get_by_role("link", name=green).click()
                 await page.get_by_test_id("user-metadata-tab").click()
-                details = await rendered(page, "WAITING FOR YOUR REVIEW")
+                details = await rendered(page, "WAITING FOR YOUR REVIEW", playwright.Error)
                 assert f"reposwarm approve {green}" in details and "checks PASSED" in details, details
                 await page.screenshot(path=str(shots / "webui-review.png"))
             finally:
@@ -187,3 +197,30 @@ async def test_a_reviewer_finds_the_runs_waiting_for_review_with_their_task_and_
     finally:
         for handle in runs:
             await handle.terminate("test done")
+
+
+async def test_a_server_without_the_new_attributes_still_runs_to_review(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server registered before RepoSwarmKind, RepoSwarmTask and RepoSwarmVerdict: a run neither sets nor
+    upserts them (the server would refuse it), and reaches review with its phase in RepoSwarmStatus."""
+    old = await WorkflowEnvironment.start_local(data_converter=pydantic_data_converter,
+                                                dev_server_existing_path=temporal_binary(),
+                                                search_attributes=[REPO_ATTR, STATUS_ATTR])
+    queue = f"old-server-{uuid.uuid4().hex[:6]}"
+    monkeypatch.setenv("REPOSWARM_TASK_QUEUE", queue)
+    worker = WorkerProcess(old.client.service_client.config.target_host, queue, tmp_path / "home").start()
+    try:
+        await worker.ready()
+        repo, lanes = setup(tmp_path)
+        plan, script = one_lane(tmp_path, "green", "Document add.",
+                                'def add(a, b):\n    """a + b"""\n    return a + b\n')
+        run_id = await start_run(old.client, repo, lanes, script, plan=plan, task=GREEN_TASK)
+        status = await wait_for_phase(old.client, run_id, Phase.review, timeout=180)
+        assert status.review is not None and status.review.test_report is not None
+        attrs = (await old.client.get_workflow_handle(run_id).describe()).typed_search_attributes
+        assert (attrs.get(REPO_ATTR), attrs.get(STATUS_ATTR)) == (str(repo), "review")
+        assert [attrs.get(key) for key in (KIND_ATTR, TASK_ATTR, VERDICT_ATTR)] == [None, None, None]
+        await old.client.get_workflow_handle(run_id).terminate("test done")
+    finally:
+        worker.stop()
+        await old.shutdown()
