@@ -263,14 +263,20 @@ async def test_a_planning_failure_after_a_rejection_returns_the_run_to_review(cl
         assert 0 < r["busy_s"] <= r["lanes_s"] < seen_in_review_after, (r, seen_in_review_after)
         assert r["parallel_efficiency"] == round(r["busy_s"] / (r["lanes"] * r["lanes_s"]), 3)
     assert figures["parallel_efficiency"] == round(sum(r["busy_s"] for r in ran) / sum(r["lanes_s"] for r in ran), 3)
-    # The worker host's ledger: one lane span a round, so the lanes ran the whole time lanes were running.
+    # report --home shows the same figures (the host's ledger adds its retries, issue 33.5)
     ledger, _ = cli(temporal_address, queue, tmp_path / "elsewhere", "report", run_id, "--json", "--home",
                     str(tmp_path / "worker-home"))
     assert ledger.returncode == 0, ledger.stderr
     hosted = json.loads(ledger.stdout)
-    assert [(r["round"], r["lanes"]) for r in hosted["rounds"]] == [(1, 1), (3, 1)]
-    assert all(r["busy_s"] == r["lanes_s"] > 0 and r["parallel_efficiency"] == 1.0 for r in hosted["rounds"])
-    assert hosted["parallel_efficiency"] == 1.0
+    assert hosted["rounds"] == rounds and hosted["parallel_efficiency"] == figures["parallel_efficiency"]
+    # The worker host's ledger on its own: one lane span a round, so the lanes ran the whole time lanes were running.
+    from reposwarm.runs import metrics
+    from tests.helpers import home_ledger
+
+    own = metrics.report(run_id, [e for e in home_ledger(tmp_path / "worker-home") if e.get("run") == run_id])
+    assert [(r.round, r.lanes) for r in own.rounds] == [(1, 1), (3, 1)]
+    assert all(r.busy_s == r.lanes_s > 0 and r.parallel_efficiency == 1.0 for r in own.rounds)
+    assert own.parallel_efficiency == 1.0
 
 
 def test_free_text_in_the_web_ui_reads_as_written() -> None:

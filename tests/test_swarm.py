@@ -176,7 +176,8 @@ async def test_reject_then_replan_then_approve(client, tmp_path):
     assert status.round == 2
     assert status.review.previous_comments == ["Also export OWNER."]
     assert status.review.plan.interface_contract == round2_plan["interface_contract"]
-    assert [lane.lane for lane in status.review.lanes] == ["api"]
+    # round 2's lane, then every earlier lane whose work the merged tree holds: an approval delivers them all
+    assert [(lane.lane, lane.round) for lane in status.review.lanes] == [("api", 2), ("api", 1), ("web", 1)]
     # A Signal outside the review phase is ignored, with its reason kept.
     await handle.execute_update(SwarmWorkflow.review, ReviewDecision(approve=True, reviewer="ann"))
     await handle.signal(SwarmWorkflow.review_signal, ReviewDecision(approve=True))

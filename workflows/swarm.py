@@ -52,7 +52,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.failures import root_cause
     from workflows.memo import REVIEW_MEMO, STATUS_MEMO, memo_package, memo_status
     from workflows.merging import MergeQueue
-    from workflows.review import approve_hint, decision_of, decision_refusal, review_package
+    from workflows.review import approve_hint, decision_of, decision_refusal, end_round, review_package, reviewed
     from workflows.scheduler import LaneScheduler, WarmLanes, lane_task
     from workflows.validation import Gate, checks_line, repair_note
 
@@ -283,8 +283,7 @@ class SwarmWorkflow:
                                  nothing_merged=self._status.integration_sha == round_start))
 
     def _ended(self, outcome: Round) -> Round:
-        if self._record is not None:
-            self._record.merged = sum(s.state.startswith("merged") for s in self._status.lanes)
+        end_round(self._record, self._status, outcome.nothing_merged)  # its merges (none once rolled back), rollbacks
         return outcome
 
     async def _lanes(self, req: SwarmRequest, plan: Plan, round_no: int, queue: MergeQueue,
@@ -317,7 +316,7 @@ class SwarmWorkflow:
         published = await workflow.execute_activity(
             publish_review, PublishInput(run_id=req.run_id, repo_path=req.repo_path, package=package,
                                          previous_sha=self._reviewed_sha), **options.GIT)
-        package.since_last_round = published.since_last_round
+        package = reviewed(package, published, self._record)  # its diff, and the lanes the merged tree holds
         self._status.review, self._status.review_path = package, published.path
         self._review_ref, self._reviewed_sha = published.markdown_ref, package.integration_sha
         return await self._decide(req, package)

@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from temporalio.api.enums.v1 import TaskQueueType
 from temporalio.api.taskqueue.v1 import TaskQueue
@@ -23,6 +24,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from reposwarm.cli.common import UserError
 from reposwarm.contracts import Phase, ReviewPackage, SwarmResult, SwarmStatus
+from reposwarm.text import error_line
 from workflows.failures import root_cause
 from workflows.swarm import REVIEW_MEMO, STATUS_MEMO, SwarmWorkflow
 
@@ -135,7 +137,57 @@ async def view(client: Client, run_id: str, *, live: bool = True) -> RunView:
     view_ = RunView(run_id, record, review, desc, live=False)
     if not running:
         await _ending(client, view_)
+    elif record.phase == Phase.review:
+        record.queued_decision = await queued_decision(client, run_id)
     return view_
+
+
+QUEUED_PAGES = 5  # pages of the history read back from its end, looking for the last workflow task a worker did
+
+
+async def queued_decision(client: Client, run_id: str) -> str:
+    """Review decisions sent as a Signal (`approve --queue`) that no worker has taken yet, in one line: the
+    review_signal events after the history's last completed workflow task. "" when there is none, or the server
+    cannot say."""
+    from temporalio.api.common.v1 import WorkflowExecution
+    from temporalio.api.enums.v1 import EventType
+    from temporalio.api.workflowservice.v1 import GetWorkflowExecutionHistoryReverseRequest
+
+    req = GetWorkflowExecutionHistoryReverseRequest(namespace=client.namespace,
+                                                    execution=WorkflowExecution(workflow_id=run_id),
+                                                    maximum_page_size=100)
+    queued: list[str] = []
+    try:
+        for _ in range(QUEUED_PAGES):
+            resp = await client.workflow_service.get_workflow_execution_history_reverse(
+                req, timeout=timedelta(seconds=QUERY_TIMEOUT_S))
+            for event in resp.history.events:
+                if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+                    return "; then ".join(reversed(queued))
+                attrs = event.workflow_execution_signaled_event_attributes
+                if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED and \
+                        attrs.signal_name == "review_signal":
+                    queued.append(await _queued_one(client, attrs.input.payloads, event.event_time.ToDatetime()))
+            if not resp.next_page_token:
+                break
+            req.next_page_token = resp.next_page_token
+    except RPCError:
+        return ""
+    return "; then ".join(reversed(queued))
+
+
+async def _queued_one(client: Client, payloads: Any, when: datetime) -> str:
+    from reposwarm.contracts import ReviewDecision
+    from reposwarm.text import inert_line
+
+    stamp = f"{when:%Y-%m-%d %H:%M:%S} UTC"
+    try:
+        decision = (await client.data_converter.decode(payloads, [ReviewDecision]))[0]
+    except Exception:  # noqa: BLE001 - whatever a sender put in a Signal is said, never a traceback
+        return f"a review signal at {stamp} that is no decision (the run will ignore it)"
+    who = inert_line(decision.reviewer) or "a reviewer"
+    said = f": {inert_line(decision.comment)[:120]}" if decision.comment and not decision.approve else ""
+    return f"{'approve' if decision.approve else 'reject'} by {who} at {stamp}{said}"
 
 
 def _closed_word(desc: WorkflowExecutionDescription) -> str:
@@ -169,7 +221,7 @@ async def _ending(client: Client, v: RunView) -> None:
         except WorkflowFailureError as err:
             status.error = root_cause(err)
         status.phase = Phase.failed
-        v.ending = f"failed{when}: {status.error or 'see the Web UI'}"
+        v.ending = f"failed{when}: {error_line(status.error, 600) if status.error else 'see the Web UI'}"
     else:
         was = status.phase.value
         status.phase = {WorkflowExecutionStatus.CANCELED: Phase.cancelled,

@@ -39,7 +39,7 @@ from reposwarm.client import connect, task_queue
 from reposwarm.contracts import LanesFile, TrialBatchRequest, TrialBatchResult, TrialOutcome, TrialSpec
 from reposwarm.runs import gc, ledger, metrics, objects, recording
 from reposwarm.runs.store import home
-from reposwarm.text import inert
+from reposwarm.text import error_line, inert
 from workflows.trial import TrialWorkflow
 
 
@@ -77,15 +77,28 @@ def _ledger_lines(run_id: str) -> list[dict]:
 
 
 async def cmd_report(args: argparse.Namespace) -> int:
-    """A run's figures: from its record on the Temporal server, or with --home from a worker host's ledger."""
+    """A run's figures, from its record on the Temporal server. With --home the same figures, and what only a
+    worker host's ledger knows (its retries) added and said so; from that ledger alone only when the server has
+    no record of the run (reposwarm/runs/metrics.py says how the two count)."""
+    ending = ""
     if args.home:
-        figures = metrics.report(args.run, _ledger_lines(args.run))
+        lines = _ledger_lines(args.run)
+        hosted = metrics.report(args.run, lines)
+        try:
+            v = await answers.view(await client_or_die(), args.run)
+        except UserError as err:
+            figures = hosted.model_copy(update={"note": (
+                f"from this host's ledger alone ({error_line(str(err), 200)}): it counts every attempt of a model call, each merge of "
+                "a lane, and no finish call, so a figure may differ from report's")})
+        else:
+            elapsed = (answers.ended_at(v.description) - v.description.start_time).total_seconds()
+            figures, ending = metrics.with_ledger(metrics.from_status(v.status, elapsed), hosted), v.ending
     else:
         v = await answers.view(await client_or_die(), args.run)
         elapsed = (answers.ended_at(v.description) - v.description.start_time).total_seconds()
-        figures = metrics.from_status(v.status, elapsed)
-        if v.ending and not args.json:
-            print(f"ended: {v.ending}")
+        figures, ending = metrics.from_status(v.status, elapsed), v.ending
+    if ending and not args.json:
+        print(f"ended: {ending}")
     print(figures.model_dump_json(indent=2) if args.json else inert(metrics.render(figures)))
     return 0
 

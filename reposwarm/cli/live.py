@@ -23,7 +23,7 @@ from temporalio.service import RPCError
 from reposwarm.checks import verdicts
 from reposwarm.cli.answers import QUERY_TIMEOUT_S, NoWorker, RunView, ended_at, prog, view, worker_polling
 from reposwarm.contracts import LaneState, Phase, SwarmStatus
-from reposwarm.text import inert, inert_line
+from reposwarm.text import error_line, inert, inert_line
 from workflows.lane import LaneWorkflow
 
 TICK_S = 1.0
@@ -55,7 +55,7 @@ async def with_lane_progress(client: Client, status: SwarmStatus) -> None:
 
 def step_text(lane: LaneState, now: float) -> str:
     if lane.state != "running":
-        return inert_line(lane.reason)[:60]  # a lane's words (and paths it chose): inert in a terminal
+        return error_line(lane.reason, 60)  # a lane's words (and paths it chose), or a provider's page: one line
     if not lane.step:
         return ""
     since = f" for {int(now - lane.step_since)} s" if lane.step_since and now - lane.step_since >= 2 else ""
@@ -80,7 +80,7 @@ def table(v: RunView, notes: list[str]) -> Group:
                      f"{lane.tokens:,}")
     parts: list[Any] = [Text(headline(v), style="bold")]
     if v.status.provider_wait:
-        parts.append(Text(f"  {v.status.provider_wait}", style="yellow"))
+        parts.append(Text(f"  {error_line(v.status.provider_wait, 400)}", style="yellow"))
     parts += [Text(f"  {inert_line(note)}", style="dim") for note in notes]
     parts.append(rows)
     return Group(*parts)
@@ -90,7 +90,7 @@ def line(v: RunView) -> str:
     """The run in one line; a change in it is worth a new line."""
     lanes = "  ".join(f"{lane.lane}:{lane.state}" + (f"({lane.step})" if lane.state == "running" and lane.step
                                                       else "") for lane in v.status.lanes)
-    waiting = f"  ({v.status.provider_wait.split(';')[0]})" if v.status.provider_wait else ""
+    waiting = f"  ({error_line(v.status.provider_wait.split(';')[0])})" if v.status.provider_wait else ""
     return inert(f"[{v.status.phase.value} r{v.status.round}] {lanes}{waiting}".rstrip())
 
 
