@@ -42,7 +42,9 @@ from activities.tool_call import run_tool
 from activities.trials import prepare_trial_clone, score_trial, vet_trial
 from activities.validate import attribute_failures, rollback_integration, validate
 from reposwarm.checks import sandbox
+from reposwarm.cli.common import UserError, said_if_slow, unreachable
 from reposwarm.client import affinity, connect, host_queue, serve_lanes, task_queue
+from reposwarm.config import ConfigError
 from workflows.lane import LaneWorkflow
 from workflows.swarm import SwarmWorkflow
 from workflows.trial import TrialWorkflow
@@ -138,21 +140,43 @@ def make_worker(client: Client, queue: str | None = None, *, serve: str = "all",
     return Workers([shared, own])
 
 
-async def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="worker.py", description="Run a reposwarm worker.")
-    parser.add_argument("--serve", choices=["all", "workflows", "activities"], default="all",
-                        help="all (default), only orchestration (workflows), or only lanes and side effects "
-                             "(activities)")
-    parser.add_argument("--concurrency", type=int,
-                        help=f"activities at once (REPOSWARM_WORKER_CONCURRENCY, {DEFAULT_CONCURRENCY})")
-    args = parser.parse_args(argv)
+def parser(prog: str = "worker.py") -> argparse.ArgumentParser:
+    """The worker's options: `python worker.py` and `reposwarm worker` (reposwarm/cli/main.py) both read them here."""
+    p = argparse.ArgumentParser(
+        prog=prog, description="Run a reposwarm worker on this host: every workflow and activity, on the shared task "
+                               "queue (REPOSWARM_TASK_QUEUE), connected to Temporal at TEMPORAL_ADDRESS. Ctrl-C (or "
+                               "SIGTERM) stops it once the activities in flight finish.")
+    p.add_argument("--serve", choices=["all", "workflows", "activities"], default="all",
+                   help="all (default), only orchestration (workflows), or only lanes and side effects (activities)")
+    p.add_argument("--concurrency", type=int, metavar="N",
+                   help=f"activities at once (default: REPOSWARM_WORKER_CONCURRENCY, else {DEFAULT_CONCURRENCY})")
+    return p
+
+
+def run(argv: list[str] | None = None, prog: str = "worker.py") -> int:
+    """Parse the options and run the worker until stopped; its exit code. A Temporal server out of reach, or a bad
+    setting, is one `error: ...` line and exit code 2, as in every reposwarm command."""
+    args = parser(prog).parse_args(argv)
+    try:
+        asyncio.run(main(args))
+    except (UserError, ConfigError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+async def main(args: argparse.Namespace) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    client = await connect("reposwarm-worker")
+    try:
+        client = await said_if_slow(connect("reposwarm-worker"), "waiting for the Temporal server at "
+                                    f"{os.environ.get('TEMPORAL_ADDRESS', 'localhost:7233')} to answer ...")
+    except RuntimeError as err:
+        raise unreachable(err) from None
     target = client.service_client.config.target_host
     try:
         lanes_on = affinity(target)
     except ValueError as err:
-        sys.exit(f"worker.py: {err}")
+        raise UserError(str(err)) from None
     # The activities' file work off the event loop (asyncio.to_thread: store, records, ledger) goes to the loop's
     # default pool, which Python sizes by cores (six threads here): at 64 lanes a model turn queued there 0.1-0.3 s.
     asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(IO_THREADS, thread_name_prefix="io"))
@@ -169,7 +193,7 @@ async def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    code = run()
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(0)  # skip interpreter finalization, which the Temporal client's native threads can abort
+    os._exit(code)  # skip interpreter finalization, which the Temporal client's native threads can abort

@@ -359,3 +359,30 @@ def test_web_ui_links_follow_the_dev_server_s_ui_port(monkeypatch: pytest.Monkey
     assert ui_url("r1").startswith("http://localhost:9233/namespaces/")
     made = subprocess.run(["make", "-n", "demo", "TEMPORAL_UI_PORT=9233"], cwd=ROOT, capture_output=True, text=True)
     assert "Web UI: http://localhost:9233" in made.stdout
+
+
+# --- the worker ---
+
+
+def test_reposwarm_worker_help_shows_the_worker_s_own_options() -> None:
+    """`reposwarm worker --help` is worker.py's help (its flags, not a REMAINDER), and its flags are read."""
+    helped = run_starter("worker", "--help")
+    assert helped.returncode == 0, helped.stderr
+    assert helped.stdout.startswith("usage: starter.py worker ")
+    assert "--serve {all,workflows,activities}" in helped.stdout and "--concurrency N" in helped.stdout
+    bad = run_starter("worker", "--serve", "everything")
+    assert bad.returncode == 2 and "argument --serve: invalid choice: 'everything'" in bad.stderr
+
+
+@pytest.mark.parametrize("argv", [["starter.py", "worker", "--serve", "workflows"], ["worker.py"]])
+def test_a_worker_with_no_temporal_server_says_so_in_one_line(argv: list[str]) -> None:
+    """A worker that cannot reach the server: one line naming the address, why, and how to start one; exit 2."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TEMPORAL_")}
+    env["TEMPORAL_ADDRESS"] = "127.0.0.1:1"
+    proc = subprocess.run([sys.executable, str(ROOT / argv[0]), *argv[1:]], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("error: cannot reach Temporal at 127.0.0.1:1: Connection refused "), lines[0]
+    assert lines[0].endswith("(start it: ./temporal-dev --background or make dev-server)"), lines[0]

@@ -22,11 +22,15 @@ from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client, WorkflowExecutionDescription, WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.service import RPCError, RPCStatusCode
 
-from reposwarm.cli.common import UserError
+from reposwarm.cli.common import UserError, said_if_slow
 from reposwarm.contracts import Phase, ReviewPackage, SwarmResult, SwarmStatus
 from reposwarm.text import error_line
 from workflows.failures import root_cause
-from workflows.swarm import REVIEW_MEMO, STATUS_MEMO, SwarmWorkflow
+from workflows.memo import REVIEW_MEMO, STATUS_MEMO
+
+# The run's query is named, not imported: workflows/swarm.py brings every activity's module (a second of imports
+# here), which a command that only asks a question should not wait for.
+STATUS_QUERY = "status"  # SwarmWorkflow.status
 
 QUERY_TIMEOUT_S = 8  # a running worker answers in milliseconds; with none, the server would wait 30 s
 POLL_FRESH_S = 75  # a live worker's long poll reaches the server at least once a minute
@@ -75,6 +79,19 @@ async def worker_polling(client: Client, queue: str) -> bool:
     return any(now - p.last_access_time.ToSeconds() < POLL_FRESH_S for p in resp.pollers)
 
 
+async def last_poll(client: Client, queue: str) -> datetime | None:
+    """When a worker last polled the queue for workflow tasks, as the server saw it (None: no poller it remembers,
+    or it cannot say): what a command waiting on a worker tells the user."""
+    try:
+        resp = await client.workflow_service.describe_task_queue(DescribeTaskQueueRequest(
+            namespace=client.namespace, task_queue=TaskQueue(name=queue),
+            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW), timeout=timedelta(seconds=QUERY_TIMEOUT_S))
+    except RPCError:
+        return None
+    seen = [p.last_access_time.ToSeconds() for p in resp.pollers]
+    return datetime.fromtimestamp(max(seen), UTC) if seen else None
+
+
 @dataclass
 class RunView:
     """What a command knows of a run, and where it came from."""
@@ -120,9 +137,12 @@ async def view(client: Client, run_id: str, *, live: bool = True) -> RunView:
     review = await desc.memo_value(REVIEW_MEMO, None, type_hint=ReviewPackage)
     running = desc.status == WorkflowExecutionStatus.RUNNING
     if running and live and await worker_polling(client, desc.task_queue):
-        handle = client.get_workflow_handle_for(SwarmWorkflow.run, run_id)
+        handle = client.get_workflow_handle(run_id, result_type=SwarmResult)
         try:
-            status = await handle.query(SwarmWorkflow.status, rpc_timeout=timedelta(seconds=QUERY_TIMEOUT_S))
+            status = await said_if_slow(
+                handle.query(STATUS_QUERY, result_type=SwarmStatus, rpc_timeout=timedelta(seconds=QUERY_TIMEOUT_S)),
+                f"waiting up to {QUERY_TIMEOUT_S} s for a worker to answer for run {run_id} (else the run's record "
+                "on the Temporal server answers) ...")
             return RunView(run_id, status, status.review or review, desc, live=True)
         except RPCError:
             pass  # a worker restarting, or its workflow task failing: the record answers
@@ -198,7 +218,7 @@ async def _ending(client: Client, v: RunView) -> None:
     """How a closed run ended, in one line, and its status brought to that end."""
     desc, status = v.description, v.status
     when = f" on {desc.close_time:%Y-%m-%d %H:%M} UTC" if desc.close_time else ""
-    handle = client.get_workflow_handle_for(SwarmWorkflow.run, v.run_id)
+    handle = client.get_workflow_handle(v.run_id, result_type=SwarmResult)
     if desc.status == WorkflowExecutionStatus.COMPLETED:
         result = v.result = await handle.result()
         if result.delivered_branch:

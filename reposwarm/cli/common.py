@@ -1,20 +1,28 @@
-"""What every reposwarm command shares: clear errors, repository checks, model names, the Temporal client."""
+"""What every reposwarm command shares: clear errors, repository checks, model names, the Temporal client, and
+how a wait is said (at once when it is long, and what a Ctrl-C in it leaves).
+
+Every command imports this, so it imports next to nothing itself: git (GitPython), the lanes file's loader and the
+Temporal client are imported where they are used, and a command that needs none of them does not wait for them.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import re
 import subprocess
 import sys
+from collections.abc import Awaitable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
 
-from temporalio.client import Client
+if TYPE_CHECKING:
+    from temporalio.client import Client
 
-from reposwarm import gitcmd
-from reposwarm.client import connect
-from reposwarm.config import apply_env, load_lanes_file
-from reposwarm.contracts import DeliveryConfig, LanesFile
-from reposwarm.models import KNOWN_PROVIDERS
+    from reposwarm.contracts import LanesFile
+
+T = TypeVar("T")
 
 LANES_FILE_NAMES = ("reposwarm.yaml", "helpers.yaml", ".reposwarm.yaml")
 
@@ -34,6 +42,8 @@ def ui_url(run_id: str) -> str:
 
 
 def git_out(repo: Path, *args: str) -> str:
+    from reposwarm import gitcmd
+
     return gitcmd.run(["-C", str(repo), *args], capture_output=True, text=True, check=True).stdout.strip()
 
 
@@ -81,6 +91,7 @@ class RemoteHeads:
     be read. Nothing is cloned here: workers keep their own clones (reposwarm/remote.py)."""
 
     def __init__(self, url: str) -> None:
+        from reposwarm import gitcmd
         from reposwarm.remote import shown
 
         check_url(url)
@@ -106,11 +117,21 @@ class RemoteHeads:
 
 def resolve_model(name: str, relative_to: Path | None = None, where: str = "model") -> str:
     """Check a provider:model name; a replay script's path becomes absolute (the worker may run elsewhere)."""
+    from reposwarm.models import KNOWN_PROVIDERS
+
     provider, sep, rest = name.partition(":")
     if not sep or not rest:
         raise UserError(f"{where} {name!r} must be named provider:model (for example openai:gpt-4.1)")
     if provider not in KNOWN_PROVIDERS:
         raise UserError(f"{where} {name!r}: unknown provider {provider!r} (known: {', '.join(KNOWN_PROVIDERS)})")
+    if provider == "oracle":  # a real commit, replayed: its repository and commit must be there (models/oracle.py)
+        from reposwarm.models import ModelError
+        from reposwarm.models.oracle import checked
+
+        try:
+            return f"oracle:{checked(rest, relative_to)}"
+        except ModelError as err:
+            raise UserError(f"{where} {name!r}: {err}") from None
     if provider == "replay":
         script = Path(rest).expanduser()
         if not script.is_absolute() and relative_to is not None:
@@ -134,12 +155,72 @@ def run_model(cli: str | None, config: LanesFile, lanes_path: Path) -> str:
     raise UserError("no model: pass --model provider:name, set REPOSWARM_MODEL, or set swarm.model in the lanes file")
 
 
+def unreachable(err: BaseException) -> UserError:
+    """The Temporal server does not answer: where it was looked for, why not (the SDK's innermost message, not its
+    Rust debug dump: "Connection refused"), and how to start one here."""
+    address = os.environ.get("TEMPORAL_ADDRESS", "localhost:7233")
+    text = str(err)
+    why = found[-1] if (found := re.findall(r'message: "([^"]+)"', text)) else text.removeprefix("Failed client connect: ")
+    return UserError(f"cannot reach Temporal at {address}: {why} (start it: ./temporal-dev --background or "
+                     "make dev-server)")
+
+
 async def client_or_die() -> Client:
+    from reposwarm.client import connect
+
+    address = os.environ.get("TEMPORAL_ADDRESS", "localhost:7233")
     try:
-        return await connect()
+        return await said_if_slow(connect(), f"waiting for the Temporal server at {address} to answer ...")
     except RuntimeError as err:
-        address = os.environ.get("TEMPORAL_ADDRESS", "localhost:7233")
-        raise UserError(f"cannot reach Temporal at {address} ({err}); start one with ./temporal-dev") from None
+        raise unreachable(err) from None
+
+
+SAY_AFTER_S = 1.0  # a wait longer than this is said, with what it waits for (no command is silent for 2 s)
+
+
+async def said_if_slow(waiting: Awaitable[T], line: str, after_s: float = SAY_AFTER_S, *,
+                       timeout_s: float | None = None) -> T:
+    """`waiting`'s result; if it takes longer than `after_s`, `line` (what it waits for, for how long at most) is
+    said on stderr first. A quick answer says nothing. Past `timeout_s`, TimeoutError."""
+    task = asyncio.ensure_future(waiting)
+    # What becomes of it once given up on (the timeout, a Ctrl-C) is nobody's news: taken here, or asyncio would
+    # print it as a traceback ("Task exception was never retrieved") on the way out.
+    task.add_done_callback(lambda done: done.cancelled() or done.exception())
+    try:
+        first = after_s if timeout_s is None else min(after_s, timeout_s)
+        finished, _ = await asyncio.wait({task}, timeout=first)
+        if not finished:
+            print(line, file=sys.stderr, flush=True)
+            finished, _ = await asyncio.wait({task}, timeout=None if timeout_s is None else timeout_s - first)
+            if not finished:
+                raise TimeoutError
+        return task.result()
+    finally:
+        task.cancel()  # (a no-op once it is done: an abandoned wait leaves nothing running)
+
+
+_LEAVING: list[str] = []  # what a Ctrl-C in the waits now under way leaves: the innermost last
+
+
+@contextlib.contextmanager
+def if_interrupted(note: str) -> Iterator[None]:
+    """A Ctrl-C within this block ends the command (exit 130) saying `note`: the state the interrupted wait leaves
+    ("the run goes on: reposwarm watch RUN"). Only the wait knows it; main.py, where the interrupt ends up, says it."""
+    _LEAVING.append(note)
+    interrupted = False
+    try:
+        yield
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        interrupted = True  # (kept for interrupted_note)
+        raise
+    finally:
+        if not interrupted:
+            _LEAVING.pop()
+
+
+def interrupted_note() -> str | None:
+    """What the interrupted wait left, if one said (if_interrupted)."""
+    return _LEAVING[-1] if _LEAVING else None
 
 
 # What a check profile read from the repository itself may set: its commands and their limits. Anything else
@@ -151,6 +232,8 @@ UNTRUSTED_PROFILE_KEYS = frozenset({"commands", "timeout_s", "memory_mb", "max_p
 def settings_only_the_user_makes(config: LanesFile) -> list[str]:
     """The keys a lanes file found in the repository sets that only the user may: delivery (remotes, forge
     settings) and a check profile's environment, network or more. The repository's author wrote that file."""
+    from reposwarm.contracts import DeliveryConfig
+
     keys = [f"delivery.{name}" for name in sorted(config.delivery.model_fields_set)
             if getattr(config.delivery, name) != DeliveryConfig.model_fields[name].default]
     for profile_name, profile in config.validation.profiles.items():
@@ -165,6 +248,8 @@ def load_config(repo: Path, given: str | None) -> tuple[Path, LanesFile]:
 
     One found in the repository is its author's, not the user's: said on stderr, and refused if it sets what
     only the user may (settings_only_the_user_makes)."""
+    from reposwarm.config import apply_env, load_lanes_file
+
     path = Path(given) if given else next((repo / n for n in LANES_FILE_NAMES if (repo / n).is_file()), None)
     if path is None:
         raise UserError(f"no lanes file: pass --lanes FILE or add one of {', '.join(LANES_FILE_NAMES)} to {repo}")

@@ -1,7 +1,11 @@
 """The commands beyond a run's life cycle: report and explain (from the run's record on the Temporal server, or
 with --home from a worker host's files); recording and gc, which read the runs' files under REPOSWARM_HOME, so they
 run on a worker's host ([worker host] in --help); trial replays a repository's history as swarm tasks; mcp serves
-the lanes' tools over a repository on this machine."""
+the lanes' tools over a repository on this machine.
+
+report and explain are read commands, quick to start: what only the other commands use (git, the ledger's
+structlog, the checks' sandbox, the trial workflow and its activities) is imported in them.
+"""
 
 from __future__ import annotations
 
@@ -14,16 +18,11 @@ import sys
 import uuid
 from pathlib import Path
 
-import yaml
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.common import WorkflowIDConflictPolicy
 
-from reposwarm import gitcmd
-from reposwarm.agent.paths import PathPolicy
-from reposwarm.agent.slices import pattern_problem
+from reposwarm import webui
 from reposwarm.branches import delivered_branch, integration_branch
-from reposwarm.checks import setup
-from reposwarm.checks.sandbox import caches
 from reposwarm.cli import answers
 from reposwarm.cli.common import (
     UserError,
@@ -37,15 +36,16 @@ from reposwarm.cli.common import (
 )
 from reposwarm.client import connect, task_queue
 from reposwarm.contracts import LanesFile, TrialBatchRequest, TrialBatchResult, TrialOutcome, TrialSpec
-from reposwarm.runs import gc, ledger, metrics, objects, recording
+from reposwarm.runs import metrics, objects
 from reposwarm.runs.store import home
 from reposwarm.text import error_line, inert
-from workflows.trial import TrialWorkflow
+from workflows.attributes import registered_names
 
 
 async def cmd_mcp(args: argparse.Namespace) -> int:
     """Serve the tool surface over MCP; stdout is the protocol on stdio, so everything else goes to stderr."""
     from reposwarm.agent import mcp_server
+    from reposwarm.agent.slices import pattern_problem
 
     repo = check_repo(args.repo)
     for flag, patterns in (("--allow", args.allow), ("--read-only", args.read_only)):
@@ -66,6 +66,8 @@ async def cmd_mcp(args: argparse.Namespace) -> int:
 
 def _ledger_lines(run_id: str) -> list[dict]:
     """The run's ledger under --home (main.py has made it this command's REPOSWARM_HOME)."""
+    from reposwarm.runs import ledger
+
     lines = ledger.read(run_id)
     if not lines:
         shared = objects.location()
@@ -123,6 +125,8 @@ async def cmd_explain(args: argparse.Namespace) -> int:
             print(inert(f"- lane {lane_name}, round {round_no}{turns}: {edit.operation}: {edit.reason}"))
         repo = v.status.repo_path
     if repo and Path(repo).is_dir():
+        from reposwarm import gitcmd
+
         delivered = delivered_branch(args.run)
         ref = delivered if git_ok(repo, "rev-parse", "--verify", "-q", delivered) else integration_branch(args.run)
         log = gitcmd.run(["-C", repo, "log", "--format=%h %s", ref, "--", path],
@@ -149,6 +153,8 @@ def _explain_from_ledger(run_id: str, path: str, lines: list[dict]) -> str | Non
 
 
 def git_ok(repo: str, *args: str) -> bool:
+    from reposwarm import gitcmd
+
     return gitcmd.run(["-C", repo, *args], capture_output=True).returncode == 0
 
 
@@ -161,6 +167,8 @@ def _repo_of(run_id: str) -> str | None:
 
 def select_commits(repo: Path, revs: list[str], config: LanesFile, limit: int | None) -> list[TrialSpec]:
     """Explicit SHAs as given; a range keeps non-merge commits whose change spans more than one lane."""
+    from reposwarm.agent.paths import PathPolicy
+
     policies = {name: PathPolicy(".", role.allowed_paths) for name, role in config.swarm.lanes.items()}
     chosen: list[str] = []
     for rev in revs:
@@ -222,6 +230,8 @@ def trial_summary(scores: list) -> dict:
 
 
 async def cmd_trial(args: argparse.Namespace) -> int:
+    from workflows.trial import TrialWorkflow
+
     repo = check_repo(args.repo)
     lanes_path, config = load_config(repo, args.lanes)
     specs = select_commits(repo, args.commits, config, args.max)
@@ -230,7 +240,8 @@ async def cmd_trial(args: argparse.Namespace) -> int:
     batch_id = args.batch or f"trial-{slug}-{uuid.uuid4().hex[:6]}"
     client = await client_or_die()
     req = TrialBatchRequest(batch_id=batch_id, repo_path=str(repo), trials=specs, config=config, model=model,
-                            oracle_options=args.oracle or "", max_parallel=args.parallel)
+                            oracle_options=args.oracle or "", max_parallel=args.parallel,
+                            search_attributes=registered_names(await webui.registered_attributes(client)))
     handle = await client.start_workflow(
         TrialWorkflow.run, req, id=batch_id, task_queue=task_queue(),
         id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,  # the same --batch resumes, not restarts
@@ -263,6 +274,10 @@ async def cmd_trial(args: argparse.Namespace) -> int:
 
 async def cmd_gc(args: argparse.Namespace) -> int:
     """List what is safe to remove on this worker host (worktrees whose work is on a branch); --yes removes it."""
+    from reposwarm.checks import setup
+    from reposwarm.checks.sandbox import caches
+    from reposwarm.runs import gc
+
     running: set[str] = set()
     try:
         client = await connect()
@@ -287,6 +302,10 @@ async def cmd_gc(args: argparse.Namespace) -> int:
 
 
 async def cmd_recording(args: argparse.Namespace) -> int:
+    import yaml
+
+    from reposwarm.runs import recording
+
     try:
         script = recording.replay_script(args.run)
     except (FileNotFoundError, ValueError) as err:

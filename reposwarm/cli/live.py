@@ -11,12 +11,8 @@ import asyncio
 import sys
 import time
 from datetime import UTC, datetime
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from rich.console import Console, Group
-from rich.live import Live
-from rich.table import Table
-from rich.text import Text
 from temporalio.client import Client, WorkflowExecutionDescription
 from temporalio.service import RPCError
 
@@ -24,7 +20,11 @@ from reposwarm.checks import verdicts
 from reposwarm.cli.answers import QUERY_TIMEOUT_S, NoWorker, RunView, ended_at, prog, view, worker_polling
 from reposwarm.contracts import LaneState, Phase, SwarmStatus
 from reposwarm.text import error_line, inert, inert_line
-from workflows.lane import LaneWorkflow
+
+if TYPE_CHECKING:  # rich is imported where a terminal's view is drawn: status, and watch into a pipe, need none of it
+    from rich.console import Group
+
+PROGRESS_QUERY = "progress"  # LaneWorkflow.progress, named: workflows/lane.py brings every activity's module
 
 TICK_S = 1.0
 
@@ -43,7 +43,7 @@ async def with_lane_progress(client: Client, status: SwarmStatus) -> None:
     async def one(lane: LaneState) -> None:
         try:
             wid = lane.workflow_id or lane_workflow_id(status.run_id, lane, status.round)
-            live = await client.get_workflow_handle(wid).query(LaneWorkflow.progress)
+            live = await client.get_workflow_handle(wid).query(PROGRESS_QUERY, result_type=LaneState)
         except RPCError:
             return
         lane.turns, lane.tool_calls, lane.tokens, lane.cost_usd = live.turns, live.tool_calls, live.tokens, \
@@ -69,6 +69,10 @@ def headline(v: RunView) -> str:
 
 
 def table(v: RunView, notes: list[str]) -> Group:
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
     now = datetime.now(UTC).timestamp()
     rows = Table(box=None, pad_edge=False, show_edge=False)
     for column, justify in (("lane", "left"), ("state", "left"), ("now", "left"), ("turns", "right"),
@@ -127,11 +131,14 @@ async def follow(client: Client, run_id: str, *, until_review: bool, out: TextIO
     """Show the run until it waits for review (when `until_review`) or ends. A run no worker moves is said in
     one line (NoWorker) within about QUERY_TIMEOUT_S, never waited on in silence."""
     out = out or sys.stdout
-    terminal = out.isatty()
-    console = Console(file=out)
     unanswered_since: float | None = None
     last = ""
-    live = Live(console=console, auto_refresh=False, transient=False) if terminal else None
+    live = None
+    if out.isatty():
+        from rich.console import Console
+        from rich.live import Live
+
+        live = Live(console=Console(file=out), auto_refresh=False, transient=False)
     try:
         if live is not None:
             live.start()

@@ -1,7 +1,9 @@
 """The command line's wiring: `reposwarm COMMAND` (or `python starter.py COMMAND`), each command's options, and
 its exit code.
 
-    run, watch, status, review, approve, reject, list, demo   reposwarm/cli/runs.py: runs, through Temporal alone
+    run, watch, status, review, approve, reject, list         reposwarm/cli/runs.py: runs, through Temporal alone
+    demo, try                                                  reposwarm/cli/local.py, trying.py: on this machine,
+                                                               starting a dev server and a worker when missing
     report, explain, trial, mcp                                reposwarm/cli/host.py
     checks                                                     reposwarm/cli/checks.py: a profile on HEAD
     recording, gc                                              reposwarm/cli/host.py: [worker host]: they read
@@ -15,15 +17,16 @@ exit code 2. A closed pipe (`reposwarm status RUN | head`) ends the command quie
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import sys
+from collections.abc import Callable, Coroutine
+from importlib import import_module
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import NoReturn
 
-from reposwarm.cli import checks, host, runs
-from reposwarm.cli.common import UserError
-from reposwarm.config import ConfigError
+# Nothing here imports a command's module (nor Temporal, pydantic, rich): `--help` and a bad option answer at once,
+# and each command imports only what it uses when it runs (handlers are "module:function", resolved in main()).
+RUNS, HOST, CHECKS = "reposwarm.cli.runs", "reposwarm.cli.host", "reposwarm.cli.checks"
 
 WORKER_HOST = "[worker host]"
 WORKER_HOST_NOTE = ("reads the runs' files under REPOSWARM_HOME (default ~/.reposwarm): run it on the worker's host, "
@@ -40,14 +43,31 @@ def _version() -> str:
         return "(not installed)"
 
 
+class _Version(argparse.Action):
+    """--version, the installed package's, looked up only when asked (importlib.metadata takes a while)."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS,
+                 default: str = argparse.SUPPRESS, help: str = "show reposwarm's version and exit") -> None:
+        super().__init__(option_strings=option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        print(f"reposwarm {_version()}")
+        parser.exit()
+
+
+def _prog() -> str:
+    return Path(sys.argv[0]).name if Path(sys.argv[0]).name == "reposwarm" else "starter.py"
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog=Path(sys.argv[0]).name if Path(sys.argv[0]).name == "reposwarm" else "starter.py",
+        prog=_prog(),
         description="Start, watch and review reposwarm runs. Every run command reaches the run through the "
                     "Temporal server alone: from any machine, with or without a worker, during and after the run.",
         epilog=f"Commands marked {WORKER_HOST} read the runs' files under REPOSWARM_HOME (default ~/.reposwarm), "
                "so run them on the worker's host, with the worker's REPOSWARM_HOME.")
-    p.add_argument("--version", action="version", version=f"reposwarm {_version()}")
+    p.add_argument("--version", action=_Version)
     sub = p.add_subparsers(dest="command", required=True)
 
     def host_command(name: str, help: str) -> argparse.ArgumentParser:
@@ -68,11 +88,11 @@ def parser() -> argparse.ArgumentParser:
                      help="show the plan and each lane's estimated tokens and cost; dispatch nothing")
     run.add_argument("--record", action="store_true",
                      help="keep every model exchange, so `starter.py recording RUN` can make a replay script")
-    run.set_defaults(handler=runs.cmd_run)
+    run.set_defaults(handler=f"{RUNS}:cmd_run")
     w = sub.add_parser("watch", help="a live view of a run until it waits for review or ends")
     w.add_argument("run", help="the run's id (as `run` printed it, or from `list`)")
-    w.set_defaults(handler=runs.cmd_watch)
-    def answer(name: str, help: str, handler: Any, home: str | None = None) -> argparse.ArgumentParser:
+    w.set_defaults(handler=f"{RUNS}:cmd_watch")
+    def answer(name: str, help: str, handler: str, home: str | None = None) -> argparse.ArgumentParser:
         """A command that answers about one run, from anywhere (with --home: from a worker host's files)."""
         cmd = sub.add_parser(name, help=help)
         cmd.add_argument("run", help="the run's id (as `run` printed it, or from `list`)")
@@ -82,8 +102,8 @@ def parser() -> argparse.ArgumentParser:
         cmd.set_defaults(handler=handler)
         return cmd
 
-    answer("status", "show a run's status", runs.cmd_status)
-    answer("review", "show a run's review package", runs.cmd_review, "a run gone from Temporal: its saved package")
+    answer("status", "show a run's status", f"{RUNS}:cmd_status")
+    answer("review", "show a run's review package", f"{RUNS}:cmd_review", "a run gone from Temporal: its saved package")
     queue_help = ("with no worker running, leave the decision queued in Temporal (it applies when a worker runs) "
                   "instead of refusing it")
     approve = sub.add_parser("approve", help="approve a run waiting for review; waits for the delivered branch")
@@ -95,22 +115,37 @@ def parser() -> argparse.ArgumentParser:
                          help="deliver a round whose checks FAILED (refused without it, saying why they failed)")
     approve.add_argument("--accept-test-changes", action="store_true",
                          help="deliver a round that PASSED WITH TEST CHANGES (tests lost, rewritten or reconfigured)")
-    approve.set_defaults(handler=runs.cmd_decide)
+    approve.set_defaults(handler=f"{RUNS}:cmd_decide")
     reject = sub.add_parser("reject", help="reject a run; the comment becomes the next plan's input")
     reject.add_argument("run", help="the run's id")
     reject.add_argument("--comment", required=True, help="what to change: the next round's plan is made from it")
     reject.add_argument("--plan", metavar="FILE", help="the next round's plan (YAML or JSON), instead of the "
                                                        "planning model's")
     reject.add_argument("--queue", action="store_true", help=queue_help)
-    reject.set_defaults(handler=runs.cmd_decide)
+    reject.set_defaults(handler=f"{RUNS}:cmd_decide")
     ls = sub.add_parser("list", help="list runs, newest first")
     ls.add_argument("--repo", help="only runs on this repository")
     ls.add_argument("--limit", type=int, default=20, help="at most this many runs (default 20)")
     ls.add_argument("--all", action="store_true", help="dry runs too (planned, nothing dispatched)")
-    ls.set_defaults(handler=runs.cmd_list)
-    demo = sub.add_parser("demo", help="run the bundled example end to end")
+    ls.set_defaults(handler=f"{RUNS}:cmd_list")
+    demo = sub.add_parser("demo", help="run the bundled example end to end (starts a local dev server and a "
+                          "worker when none answers)")
     demo.add_argument("--yes", action="store_true", help="approve without asking")
-    demo.set_defaults(handler=runs.cmd_demo)
+    demo.set_defaults(handler="reposwarm.cli.local:cmd_demo")
+    tri = sub.add_parser("try", help="replay one commit of your repository through the whole swarm, offline and "
+                         "free (the oracle model); your checkout is not touched",
+                         description="Replay one real commit of your repository (default HEAD) through the whole "
+                         "swarm with the commit-replay model (oracle:<repository>#<sha>): in a clone of its own under "
+                         "REPOSWARM_HOME/try/ holding the commit's parent, with your lanes file or one proposed "
+                         "from the commit; a local dev server and a worker are started when none answers. Ends with "
+                         "the delivered branch and whether it equals the commit. See docs/trying.md.")
+    tri.add_argument("--repo", required=True, help="the git repository's top folder (only read)")
+    tri.add_argument("--commit", metavar="SHA", help="the commit to replay (default HEAD); not a merge, not the first")
+    tri.add_argument("--lanes", metavar="FILE", help="lanes file (default: reposwarm.yaml or helpers.yaml in the "
+                     "repository, else one proposed from the commit and written into the try's folder)")
+    tri.add_argument("--yes", action="store_true", help="approve without asking (the commit's own test changes "
+                     "included)")
+    tri.set_defaults(handler="reposwarm.cli.trying:cmd_try")
 
     tr = sub.add_parser("trial", help="replay a repository's own commits as swarm tasks and score the swarm")
     tr.add_argument("--repo", required=True, help="the git repository's top folder")
@@ -125,14 +160,14 @@ def parser() -> argparse.ArgumentParser:
     tr.add_argument("--json", action="store_true", help="the batch's scores as JSON")
     tr.add_argument("--oracle", nargs="?", const="", default=None, metavar="OPTIONS",
                     help=argparse.SUPPRESS)  # the harness's own proof: a model that knows the commit
-    tr.set_defaults(handler=host.cmd_trial)
+    tr.set_defaults(handler=f"{HOST}:cmd_trial")
     chk = sub.add_parser("checks", help="run a check profile once on the repository's HEAD, as a run would, and "
                          "say per command what ran, the tests found and what to fix")
     chk.add_argument("--repo", required=True, help="the git repository's top folder (its checkout is only read)")
     chk.add_argument("--lanes", metavar="FILE", help="lanes file (default: reposwarm.yaml or helpers.yaml in the "
                      "repository, as run finds it)")
     chk.add_argument("--profile", help="the validation profile to run (default: the lanes file's validation.profile)")
-    chk.set_defaults(handler=checks.cmd_checks)
+    chk.set_defaults(handler=f"{CHECKS}:cmd_checks")
     mcp = sub.add_parser("mcp", help="serve the lanes' tools over one repository to an MCP client (stdio or HTTP)")
     mcp.add_argument("--repo", required=True, help="the git repository's top folder")
     mcp.add_argument("--allow", action="append", default=[], metavar="GLOB",
@@ -142,50 +177,70 @@ def parser() -> argparse.ArgumentParser:
     mcp.add_argument("--lanes", metavar="FILE", help="lanes file whose validation.profiles run_checks may run")
     mcp.add_argument("--http", type=int, metavar="PORT",
                      help="serve streamable HTTP at http://127.0.0.1:PORT/mcp instead of stdio")
-    mcp.set_defaults(handler=host.cmd_mcp)
+    mcp.set_defaults(handler=f"{HOST}:cmd_mcp")
 
-    answer("report", "a run's figures: tokens, cost, parallel efficiency per round, checks", host.cmd_report,
+    answer("report", "a run's figures: tokens, cost, parallel efficiency per round, checks", f"{HOST}:cmd_report",
            "its ledger: adds retries")
     exp = sub.add_parser("explain", help="which lane changed a file, in which round and turn, and why")
     exp.add_argument("run", help="the run's id")
     exp.add_argument("path", help="a file's path in the repository")
     exp.add_argument("--home", metavar="DIR", help=HOME_HELP + " (its ledger: adds refused attempts)")
-    exp.set_defaults(handler=host.cmd_explain)
-    wk = sub.add_parser("worker", help="run a worker on this host (the same as python worker.py)")
-    wk.add_argument("worker_args", nargs=argparse.REMAINDER, help="worker.py's options (--serve, --concurrency)")
-    wk.set_defaults(handler=None)
+    exp.set_defaults(handler=f"{HOST}:cmd_explain")
+    # worker.py's own parser reads the worker's options, --help included (main() hands them over): importing
+    # worker.py is the worker's start (Temporal's worker, every activity), which no other command waits for
+    wk = sub.add_parser("worker", add_help=False, help="run a worker on this host (the same as python worker.py; "
+                        "worker --help lists its options)")
+    wk.add_argument("worker_args", nargs=argparse.REMAINDER, help="worker.py's options: --serve, --concurrency")
 
     # the worker host's commands: they read the run's files under REPOSWARM_HOME
     rec = host_command("recording", "the replay script of a run started with --record")
     rec.add_argument("run", help="the run's id")
     rec.add_argument("--out", help="write it to this file (default: standard output)")
-    rec.set_defaults(handler=host.cmd_recording)
+    rec.set_defaults(handler=f"{HOST}:cmd_recording")
     gcp = host_command("gc", "remove worktrees whose work is safe on a branch (lists unless --yes)")
     gcp.add_argument("--yes", action="store_true", help="remove them (without it: only list what would go)")
-    gcp.set_defaults(handler=host.cmd_gc)
+    gcp.set_defaults(handler=f"{HOST}:cmd_gc")
     return p
 
 
+def handler(spec: str) -> Callable[[argparse.Namespace], Coroutine[object, object, int]]:
+    """A command's function, named "module:function", imported now that it runs."""
+    module, _, name = spec.partition(":")
+    function: Callable[[argparse.Namespace], Coroutine[object, object, int]] = getattr(import_module(module), name)
+    return function
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["worker"]:  # its options are worker.py's, read by worker.py's parser
+        import worker
+
+        return worker.run(argv[1:], prog=f"{_prog()} worker")
     args = parser().parse_args(argv)
     try:
         if getattr(args, "home", None):  # --home: read that worker host's files, where store.home() looks
             os.environ["REPOSWARM_HOME"] = str(Path(args.home).expanduser().resolve())
-        if args.command == "worker":
-            import worker
+        import asyncio
 
-            asyncio.run(worker.main(args.worker_args))
-            return 0
-        return asyncio.run(args.handler(args))
-    except (UserError, ConfigError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        return asyncio.run(handler(args.handler)(args))
     except KeyboardInterrupt:
+        # said where the wait was (common.if_interrupted): what the interrupted command leaves behind
+        common = sys.modules.get("reposwarm.cli.common")
+        if common is not None and (note := common.interrupted_note()):
+            print(f"interrupted: {note}", file=sys.stderr)
         return 130
     except BrokenPipeError:
         # the reader went away (`| head`): nothing more to say, and nothing to say it to
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
+    except Exception as err:
+        from reposwarm.cli.common import UserError
+        from reposwarm.config import ConfigError
+
+        if isinstance(err, (UserError, ConfigError)):  # bad input, said plainly
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        raise
 
 
 def entry() -> NoReturn:

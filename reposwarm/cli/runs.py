@@ -1,7 +1,8 @@
-"""The run commands: start a swarm run (run, demo), follow it (watch, status, list), review it (review,
-approve, reject). They reach the run through Temporal alone, so they work from any machine that reaches the
-cluster, with or without a worker, during and after the run (reposwarm/cli/answers.py); `review --home` reads
-the package saved on a worker host once the run has left Temporal.
+"""The run commands: start a swarm run (run), follow it (watch, status, list), review it (review, approve,
+reject); demo and try, which start a local server and worker when missing, are in local.py and trying.py. These
+reach the run through Temporal alone, so they work from any machine that reaches the cluster, with or without a
+worker, during and after the run (reposwarm/cli/answers.py); `review --home` reads the package saved on a worker
+host once the run has left Temporal.
 
 Every input is checked here, before any workflow starts; a problem is a UserError (one line, exit 2).
 """
@@ -12,13 +13,12 @@ import argparse
 import asyncio
 import getpass
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 from temporalio.client import (
@@ -29,14 +29,14 @@ from temporalio.client import (
     WorkflowUpdateRPCTimeoutOrCancelledError,
     WorkflowUpdateStage,
 )
-from temporalio.common import TypedSearchAttributes
 from temporalio.service import RPCError, RPCStatusCode
 
-from reposwarm import gitcmd, webui
+from reposwarm import webui
 from reposwarm.cli.answers import (
     QUERY_TIMEOUT_S,
     NoWorker,
     RunView,
+    last_poll,
     prog,
     view,
     worker_hint,
@@ -48,10 +48,12 @@ from reposwarm.cli.common import (
     check_repo,
     client_or_die,
     git_out,
+    if_interrupted,
     load_config,
     repo_slug,
     resolve_model,
     run_model,
+    said_if_slow,
     ui_url,
 )
 from reposwarm.cli.live import age, follow, next_step, with_lane_progress
@@ -64,17 +66,24 @@ from reposwarm.contracts import (
     SwarmResult,
 )
 from reposwarm.gitvalues import ref_problem
-from reposwarm.remote import is_url
 from reposwarm.runs import objects
 from reposwarm.runs.review_package import render_review, render_status
 from reposwarm.text import inert
+from workflows.attributes import DRY_RUN, KIND_ATTR, REPO_ATTR, RUN, STATUS_ATTR, registered_names, start_attributes
 from workflows.failures import root_cause
 from workflows.review import red_refusal
-from workflows.swarm import REPO_ATTR, STATUS_ATTR, SwarmWorkflow, search_attributes
 
-HERE = Path(__file__).resolve().parents[2]  # the checkout: examples/ lives beside reposwarm/
-DEMO = HERE / "examples" / "demo"
-DEMO_TASK = "Add a priority (low|normal|high, default normal) to tasks across the DB, the API and the web client, with tests"
+if TYPE_CHECKING:
+    from workflows.swarm import SwarmWorkflow  # (imported where a run is started or decided: see swarm_workflow)
+
+
+def swarm_workflow() -> type[SwarmWorkflow]:
+    """The workflow's class, for the commands that start or decide a run: its module brings every activity's
+    (a second of imports), which the commands that only read a run do not wait for."""
+    from workflows.swarm import SwarmWorkflow
+
+    return SwarmWorkflow
+
 
 
 def _checked_request_env() -> tuple[str | None, str | None]:
@@ -91,6 +100,8 @@ def _checked_request_env() -> tuple[str | None, str | None]:
 def build_request(args: argparse.Namespace, *, auto_approve: bool = False) -> SwarmRequest:
     if not (args.task or "").strip():
         raise UserError("--task is empty: say in words what to change (--task \"Add a /health endpoint\")")
+    from reposwarm.remote import is_url
+
     remote = RemoteHeads(args.repo) if is_url(args.repo) else None
     if remote is not None and not args.lanes:
         raise UserError(f"a repository named by URL needs --lanes FILE (the lanes file is read here, not from {args.repo})")
@@ -142,29 +153,24 @@ def build_request(args: argparse.Namespace, *, auto_approve: bool = False) -> Sw
 
 
 async def has_search_attributes(client: Client) -> bool:
-    from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
-
-    try:
-        resp = await client.operator_service.list_search_attributes(
-            ListSearchAttributesRequest(namespace=client.namespace))
-    except RPCError:
-        return False
-    return REPO_ATTR.name in resp.custom_attributes
+    return REPO_ATTR.name in await webui.registered_attributes(client)
 
 
 async def start(client: Client, req: SwarmRequest) -> None:
     plan_note = "from a plan file" if req.plan else "planned by the model"
+    # only the attributes the server has (it refuses a run that sets another); the run upserts only those too
+    registered = registered_names(await webui.registered_attributes(client))
+    req = req.model_copy(update={"search_attributes": registered})
     await client.start_workflow(
-        SwarmWorkflow.run, req, id=req.run_id, task_queue=task_queue(),
-        search_attributes=search_attributes(req.repo_path, Phase.preparing.value)
-        if await has_search_attributes(client) else TypedSearchAttributes.empty,
+        swarm_workflow().run, req, id=req.run_id, task_queue=task_queue(),
+        search_attributes=start_attributes(registered, repo=req.repo_path, phase=Phase.preparing.value,
+                                           kind=DRY_RUN if req.dry_run else RUN, task=req.task),
         static_summary=webui.static_summary(req.task),
         static_details=webui.static_details(req.task, req.repo_path, req.base_ref, list(req.config.swarm.lanes),
                                             plan_note, req.model),
     )
 
 
-WORKER_START_S = 20  # how long `demo` waits for a worker starting beside it
 NOT_AFTER_S = 20  # a decision no worker takes within this is refused by the run if it arrives later
 
 
@@ -172,34 +178,47 @@ async def decide(client: Client, run_id: str, decision: ReviewDecision, *, queue
                  wait: bool = True) -> str:
     """Send a review decision and say what became of it. With a worker, an Update: taken or refused, and never
     applied later once this command has given up (it carries a deadline the run checks). With none, refused,
-    unless `queue_it`: then a Signal, which Temporal holds until a worker runs, and the command says so."""
-    v = await view(client, run_id)
+    unless `queue_it`: then a Signal, which Temporal holds until a worker runs, and the command says so.
+
+    Every wait is said as it begins (what for, how long at most), and a Ctrl-C in it says what it leaves."""
     word = "approval" if decision.approve else "rejection"
-    if v.closed:
-        raise UserError(f"run {run_id} has ended ({v.ending}): there is nothing to decide")
-    if v.status.phase != Phase.review:
-        raise UserError(f"run {run_id} is not waiting for review (phase: {v.status.phase.value}); "
-                        f"{prog()} watch {run_id} follows it")
-    review = v.status.review  # said here at once, before a queued Signal would be ignored by the run for it
-    if decision.approve and review is not None and review.test_report is not None and (
-            why := red_refusal(review.round, review.test_report, decision)) is not None:
-        raise UserError(f"review refused: {why}")
-    handle = client.get_workflow_handle_for(SwarmWorkflow.run, run_id)
+    with if_interrupted(f"no {word} was sent"):
+        # The run's record, not a query: a worker stopped a moment ago still counts as polling for a minute, and a
+        # query to it would wait QUERY_TIMEOUT_S for nothing. The record has the phase and the package (the Update
+        # itself is refused by the run if it no longer applies).
+        v = await view(client, run_id, live=False)
+        if v.closed:
+            raise UserError(f"run {run_id} has ended ({v.ending}): there is nothing to decide")
+        if v.status.phase != Phase.review:
+            raise UserError(f"run {run_id} is not waiting for review (phase: {v.status.phase.value}); "
+                            f"{prog()} watch {run_id} follows it")
+        review = v.status.review or v.review  # said here at once, before a queued Signal would be ignored for it
+        if decision.approve and review is not None and review.test_report is not None and (
+                why := red_refusal(review.round, review.test_report, decision)) is not None:
+            raise UserError(f"review refused: {why}")
+        handle = client.get_workflow_handle_for(swarm_workflow().run, run_id)
+        if not queue_it and not await worker_polling(client, v.queue):
+            raise NoWorker(v.queue, f"the {word} was not sent (pass --queue to leave it queued until one runs)")
     if queue_it:
-        # by name: the run's handler takes the raw payload (so it can record one that is no decision)
-        await handle.signal("review_signal", decision)
+        with if_interrupted(f"the {word} may or may not be queued: {prog()} status {run_id} shows a queued one"):
+            # by name: the run's handler takes the raw payload (so it can record one that is no decision)
+            await handle.signal("review_signal", decision)
         return (f"queued: the {word} of round {v.status.round} of {run_id} is held by Temporal, not yet taken; it "
                 f"applies when a worker on task queue {v.queue!r} takes it (start one: {worker_hint()}); "
                 f"{prog()} status {run_id} shows when it is taken")
-    if not await worker_polling(client, v.queue):
-        raise NoWorker(v.queue, f"the {word} was not sent (pass --queue to leave it queued until one runs)")
+    polled = await last_poll(client, v.queue)
     deadline = datetime.now(UTC) + timedelta(seconds=NOT_AFTER_S)
     decision = decision.model_copy(update={"not_after": deadline.isoformat()})
+    last = f"last polled at {polled:%H:%M:%S} UTC" if polled else "polled a moment ago"
     try:
-        update = await asyncio.wait_for(
-            handle.start_update(SwarmWorkflow.review, decision, wait_for_stage=WorkflowUpdateStage.ACCEPTED),
-            timeout=NOT_AFTER_S + 2)
-        receipt = await update.result()
+        with if_interrupted(f"the {word} was sent and may still apply, if a worker takes it before "
+                            f"{deadline:%H:%M:%S} UTC: {prog()} status {run_id}"):
+            update = await said_if_slow(
+                handle.start_update(swarm_workflow().review, decision, wait_for_stage=WorkflowUpdateStage.ACCEPTED),
+                f"waiting up to {NOT_AFTER_S} s for a worker to take the {word} (task queue {v.queue!r} was {last}; "
+                f"a worker stopped since then still counts for a minute) ...", timeout_s=NOT_AFTER_S + 2)
+        with if_interrupted(f"the {word} was taken by the run: {prog()} status {run_id}"):
+            receipt = await said_if_slow(update.result(), f"the {word} was taken; waiting for the run to act on it ...")
     except (TimeoutError, WorkflowUpdateRPCTimeoutOrCancelledError):
         raise NoWorker(v.queue, f"the {word} was not taken within {NOT_AFTER_S} s; it expired at "
                                 f"{deadline:%H:%M:%S} UTC and will not apply later") from None
@@ -214,12 +233,15 @@ async def decide(client: Client, run_id: str, decision: ReviewDecision, *, queue
                 f"{receipt.phase.value}: {prog()} watch {run_id}")
     if not wait:
         return f"approved round {receipt.round} of {run_id}; it is {receipt.phase.value}: {prog()} status {run_id}"
-    return f"approved round {receipt.round} of {run_id}; " + await delivered(client, run_id, v.status.repo_path)
+    with if_interrupted(f"the approval was taken; the run delivers without this command: {prog()} status {run_id}"):
+        return f"approved round {receipt.round} of {run_id}; " + await said_if_slow(
+            delivered(client, run_id, v.status.repo_path),
+            f"approved round {receipt.round} of {run_id}; waiting for it to be delivered (--no-wait returns at once) ...")
 
 
 async def delivered(client: Client, run_id: str, repo_path: str) -> str:
     """Wait for the run to end after an approval, saying so if no worker is there to deliver it."""
-    handle = client.get_workflow_handle_for(SwarmWorkflow.run, run_id)
+    handle = client.get_workflow_handle_for(swarm_workflow().run, run_id)
     while True:
         try:
             result = await asyncio.wait_for(asyncio.shield(handle.result()), timeout=QUERY_TIMEOUT_S)
@@ -233,18 +255,6 @@ async def delivered(client: Client, run_id: str, repo_path: str) -> str:
             raise UserError(f"run {run_id} failed while delivering: {root_cause(err)}") from None
         pr = f" and {result.pull_request_url}" if result.pull_request_url else ""
         return f"delivered {result.delivered_branch}{pr} in {repo_path}"
-
-
-def make_demo_repo() -> Path:
-    """A fresh git repository holding the bundled example, in a temporary folder."""
-    root = Path(tempfile.mkdtemp(prefix="reposwarm-demo-"))
-    repo = root / "taskboard"
-    shutil.copytree(DEMO / "repo", repo, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    env = {"GIT_AUTHOR_NAME": "demo", "GIT_AUTHOR_EMAIL": "demo@localhost",
-           "GIT_COMMITTER_NAME": "demo", "GIT_COMMITTER_EMAIL": "demo@localhost"}
-    for argv in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "taskboard: initial import"]):
-        gitcmd.run(["-C", str(repo), *argv], check=True, env=env)
-    return repo
 
 
 def render_dry_run(result: SwarmResult) -> str:
@@ -272,14 +282,25 @@ def render_dry_run(result: SwarmResult) -> str:
 async def cmd_run(args: argparse.Namespace) -> int:
     req = build_request(args)
     req.dry_run, req.record = args.dry_run, args.record
-    client = await client_or_die()
-    queue = task_queue()
-    polling = await worker_polling(client, queue)
-    if not polling and (args.wait or args.dry_run):
-        raise NoWorker(queue, f"nothing was started (run --{'wait' if args.wait else 'dry-run'} needs one)")
-    await start(client, req)
+    with if_interrupted("nothing was started"):
+        client = await client_or_die()
+        queue = task_queue()
+        polling = await worker_polling(client, queue)
+        if not polling and (args.wait or args.dry_run):
+            raise NoWorker(queue, f"nothing was started (run --{'wait' if args.wait else 'dry-run'} needs one)")
+    with if_interrupted(f"run {req.run_id} may have started: {prog()} status {req.run_id}"):
+        await start(client, req)
     if req.dry_run:
-        result = await client.get_workflow_handle_for(SwarmWorkflow.run, req.run_id).result()
+        with if_interrupted(f"the dry run goes on (it dispatches nothing): {prog()} status {req.run_id}"):
+            try:
+                result = await said_if_slow(
+                    client.get_workflow_handle_for(swarm_workflow().run, req.run_id).result(),
+                    f"dry run {req.run_id}: waiting for its plan ({'the plan file' if req.plan else req.model}) "
+                    "and the estimates ...")
+            except WorkflowFailureError as err:
+                # (its planning failed: a user's mistake as often as not, a replay script without a planner reply
+                # say; `list` leaves the failed dry run out, as it does every dry run, unless --all)
+                raise UserError(f"dry run {req.run_id} failed: {' '.join(root_cause(err).split())}") from None
         print(render_dry_run(result))
         return 0
     print(f"run: {req.run_id}")
@@ -288,40 +309,6 @@ async def cmd_run(args: argparse.Namespace) -> int:
         print(f"note: no worker is polling task queue {queue!r}: the run starts when one does ({worker_hint()})")
     if args.wait:
         return await cmd_watch(argparse.Namespace(run=req.run_id))
-    return 0
-
-
-async def cmd_demo(args: argparse.Namespace) -> int:
-    client = await client_or_die()
-    for _ in range(int(WORKER_START_S)):  # `make demo` starts its worker a moment before this
-        if await worker_polling(client, task_queue()):
-            break
-        await asyncio.sleep(1)
-    else:
-        raise NoWorker(task_queue(), "the demo cannot run (make demo starts one)")
-    repo = make_demo_repo()
-    print(f"demo repository: {repo}")
-    ns = argparse.Namespace(repo=str(repo), task=DEMO_TASK, lanes=str(DEMO / "lanes.yaml"),
-                            plan=str(DEMO / "plan.yaml"), model=f"replay:{DEMO / 'replay.yaml'}")
-    req = build_request(ns)
-    await start(client, req)
-    print(f"started {req.run_id}; watch it at {ui_url(req.run_id)}")
-    v = await follow(client, req.run_id, until_review=True)
-    if v.status.phase != Phase.review or v.status.review is None:
-        print(inert(render_status(v.status)))
-        print(inert(next_step(v)))
-        return 1
-    print()
-    print(inert(render_review(v.status.review, ui_url(req.run_id))))
-    if args.yes:
-        approve = True
-    else:
-        approve = input("approve this change? [y/N] ").strip().lower() in ("y", "yes")
-    if not approve:
-        print(f"left waiting for review: {prog()} approve|reject {req.run_id}")
-        return 0
-    print(await decide(client, req.run_id, ReviewDecision(approve=True, reviewer=reviewer_name(), comment="demo")))
-    print(f"afterwards, with no worker running: {prog()} status|review|report {req.run_id}")
     return 0
 
 
@@ -368,7 +355,8 @@ async def cmd_review(args: argparse.Namespace) -> int:
 
 
 async def cmd_watch(args: argparse.Namespace) -> int:
-    v = await follow(await client_or_die(), args.run, until_review=True)
+    with if_interrupted(f"the run goes on: {prog()} watch {args.run}"):  # (watching it changes nothing)
+        v = await follow(await client_or_die(), args.run, until_review=True)
     if v.closed:
         print(inert(render_status(v.status)))
     print(inert(next_step(v)))
@@ -392,13 +380,19 @@ async def cmd_list(args: argparse.Namespace) -> int:
         if wf.status is not None and wf.status != WorkflowExecutionStatus.RUNNING and phase not in (
                 "delivered", "expired", "not_approved", "planned"):
             phase = wf.status.name.lower()
-        found.append((wf.start_time, wf.id, phase, attrs.get(REPO_ATTR) or "-"))
+        # A dry run (nothing dispatched) by its kind, or by its end where a run predates the kind: planned. One
+        # that failed (its planning did) is a dry run too, left out with the others.
+        dry_run = attrs.get(KIND_ATTR) == DRY_RUN or phase == "planned"
+        if dry_run and phase != "planned":
+            phase = f"{phase} (dry run)"
+        found.append((wf.start_time, wf.id, phase, attrs.get(REPO_ATTR) or "-", dry_run))
     found.sort(key=lambda row: row[0], reverse=True)
-    dry = [row for row in found if row[2] == "planned"]  # dry runs: planned, nothing dispatched
-    shown = (found if args.all else [row for row in found if row[2] != "planned"])[:args.limit]
-    rows = [f"{run:<40} {phase:<14} {age((datetime.now(UTC) - started).total_seconds()):>8}  {repo}"
-            for started, run, phase, repo in shown]
-    print(f"{'run':<40} {'phase':<14} {'age':>8}  repository")
+    dry = [row for row in found if row[4]]
+    shown = (found if args.all else [row for row in found if not row[4]])[:args.limit]
+    width = max([14, *(len(row[2]) for row in shown)])
+    rows = [f"{run:<40} {phase:<{width}} {age((datetime.now(UTC) - started).total_seconds()):>8}  {repo}"
+            for started, run, phase, repo, _ in shown]
+    print(f"{'run':<40} {'phase':<{width}} {'age':>8}  repository")
     print(inert("\n".join(rows)) if rows else "(no runs)")
     if dry and not args.all:
         print(f"({len(dry)} dry run(s) not shown: list --all)")
