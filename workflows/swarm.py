@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.common import RawValue, SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
+from temporalio.common import RawValue
 from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
@@ -48,6 +48,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from reposwarm.webui import md_escape, review_call
     from workflows import options
+    from workflows.attributes import REPO_ATTR, STATUS_ATTR, review_updates
     from workflows.base import BaseTracker
     from workflows.failures import root_cause
     from workflows.memo import REVIEW_MEMO, STATUS_MEMO, memo_package, memo_status
@@ -56,13 +57,8 @@ with workflow.unsafe.imports_passed_through():
     from workflows.scheduler import LaneScheduler, WarmLanes, lane_task
     from workflows.validation import Gate, checks_line, repair_note
 
-REPO_ATTR = SearchAttributeKey.for_keyword("RepoSwarmRepo")
-STATUS_ATTR = SearchAttributeKey.for_keyword("RepoSwarmStatus")
-__all__ = ["REVIEW_MEMO", "STATUS_MEMO", "SwarmWorkflow"]  # the memo's field names, where clients look for them
-
-
-def search_attributes(repo_path: str, phase: str) -> TypedSearchAttributes:
-    return TypedSearchAttributes([SearchAttributePair(REPO_ATTR, repo_path), SearchAttributePair(STATUS_ATTR, phase)])
+# the memo's field names and the search attributes (workflows/attributes.py), where clients look for them
+__all__ = ["REPO_ATTR", "REVIEW_MEMO", "STATUS_ATTR", "STATUS_MEMO", "SwarmWorkflow"]
 
 
 @dataclass
@@ -84,6 +80,7 @@ class SwarmWorkflow:
             run_id=req.run_id, repo_path=req.repo_path, task=req.task, phase=Phase.preparing, round=1)
         self._decision: ReviewDecision | None = None
         self._use_search_attributes = False
+        self._registered = req.search_attributes  # the server's, as the client found them
         self._dispatches: dict[str, int] = dict(resume.dispatches) if resume else {}  # against max_helper_loops
         self._gate_state: Gate | None = None
         self._feedback: list[str] = list(resume.feedback) if resume else []  # the reviewers' comments so far
@@ -463,7 +460,8 @@ class SwarmWorkflow:
         self._details = f"{head}{warnings}\n\n{lanes}"
         self._show()
         if self._use_search_attributes:
-            workflow.upsert_search_attributes([STATUS_ATTR.value_set(phase.value)])
+            workflow.upsert_search_attributes([STATUS_ATTR.value_set(phase.value),
+                                               *review_updates(self._status, self._registered)])
         if phase != self._memo_phase:
             self._memo_status()
 
