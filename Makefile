@@ -87,12 +87,15 @@ typecheck: venv
 #                   seconds as ratios: bench/results_caches.json
 #   bench_hosts.py  32 lanes on two worker hosts (processes pinned to a core each) against one: the speedup, each
 #                   host's share of lanes and CPU: bench/results_hosts.json; --quick (the default when CI=true)
+#   bench_cli.py    how fast the command line answers: --help, status --help and the read commands on a run at
+#                   review, in seconds and against python -c pass: bench/results_cli.json
 bench: venv
 	$(PY) bench/bench_index.py $(BENCH_ARGS)
 	$(PY) bench/bench_swarm.py $(BENCH_SWARM_ARGS)
 	$(PY) bench/bench_warm.py
 	$(PY) bench/bench_caches.py
 	$(PY) bench/bench_hosts.py $(BENCH_HOSTS_ARGS)
+	$(PY) bench/bench_cli.py
 
 # record this version's workflow histories into tests/histories/$(VERSION)/ (keep the older folders)
 record-history: venv

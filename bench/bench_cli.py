@@ -116,7 +116,7 @@ async def main() -> None:
         rows[name] = {"median_s": round(median, 3), "min_s": round(min(values), 3), "max_s": round(max(values), 3),
                       "ratio": round(median / base, 1),
                       **({"under_1s": median < LIMIT_S} if name.startswith("reposwarm") else {})}
-    results = {"bench": "cli", "runs": args.runs, "command": " ".join(cli),
+    results = {"bench": "cli", "runs": args.runs, "command": " ".join(os.path.relpath(part, ROOT) for part in cli),
                "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                            "platform": platform.platform(), "load_1m": round(os.getloadavg()[0], 2)},
                "rows": rows}
