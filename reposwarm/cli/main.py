@@ -11,7 +11,8 @@ its exit code.
     worker                                                     worker.py: this host's worker
 
 A UserError or ConfigError (bad input, said plainly: one line, or one per problem) is `error: ...` on stderr and
-exit code 2. A closed pipe (`reposwarm status RUN | head`) ends the command quietly.
+exit code 2. A closed pipe (`reposwarm status RUN | head`) ends the command quietly. A Ctrl-C is exit code 130,
+saying what the interrupted wait leaves where the wait said it (common.if_interrupted: "the run goes on: ...").
 """
 
 from __future__ import annotations
@@ -254,3 +255,7 @@ def exit_now(code: int) -> NoReturn:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
+
+
+if __name__ == "__main__":  # python -m reposwarm.cli.main (python -X importtime -m ... shows what a command imports)
+    entry()
