@@ -36,6 +36,7 @@ class FakeModelServer:
     outage_s: float = 0.0
     answered: list[dict[str, Any]] = field(default_factory=list)  # the requests answered 200, in order
     refused: int = 0  # requests answered 503 during the outage
+    outage_page: str = ""  # the 503's body as a proxy in front of the provider sends it (HTML), instead of JSON
 
     def __post_init__(self) -> None:
         server = self
@@ -60,6 +61,8 @@ class FakeModelServer:
                                       {"retry-after": "1"})
                 if server.in_outage():
                     server.refused += 1
+                    if server.outage_page:
+                        return self._send_text(503, server.outage_page, "text/html")
                     return self._send(503, {"error": {"type": "overloaded_error", "message": "down for a while"}})
                 if server.delay_s:
                     time.sleep(server.delay_s)
@@ -71,11 +74,14 @@ class FakeModelServer:
                 self._send(200, reply)
 
             def _send(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
-                data = json.dumps(payload).encode()
+                self._send_text(status, json.dumps(payload), "application/json", headers)
+
+            def _send_text(self, status: int, text: str, kind: str, headers: dict[str, str] | None = None) -> None:
+                data = text.encode()
                 self.send_response(status)
                 for name, value in (headers or {}).items():
                     self.send_header(name, value)
-                self.send_header("content-type", "application/json")
+                self.send_header("content-type", kind)
                 self.send_header("content-length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)

@@ -58,6 +58,12 @@ def setup(tmp_path: Path) -> tuple[Path, Path, Path, dict]:
     return repo, lanes, plan, script
 
 
+# what a proxy (nginx) in front of a provider answers while the provider is down: not the provider's JSON
+PROXY_PAGE = ("<html>\r\n<head><title>503 Service Temporarily Unavailable</title></head>\r\n<body>\r\n"
+              "<center><h1>503 Service Temporarily Unavailable</h1></center>\r\n<hr><center>nginx</center>\r\n"
+              "</body>\r\n</html>\r\n")
+
+
 def asked(fake: FakeModelServer) -> Counter:
     """(lane, turn) of every request answered: a turn asked twice would count 2."""
     counts: Counter = Counter()
@@ -78,7 +84,7 @@ async def test_a_provider_outage_past_the_old_retry_budget_mid_run_ends_delivere
                                                                                   tmp_path):
     queue = f"outage-{uuid.uuid4().hex[:6]}"
     repo, lanes, plan, script = setup(tmp_path)
-    with FakeModelServer("openai", script, outage_after=2, outage_s=OUTAGE_S) as fake:
+    with FakeModelServer("openai", script, outage_after=2, outage_s=OUTAGE_S, outage_page=PROXY_PAGE) as fake:
         worker = WorkerProcess(temporal_address, queue, tmp_path / "home",
                                env={"OPENAI_BASE_URL": fake.base_url, "OPENAI_API_KEY": "test-key"}).start()
         try:
@@ -99,6 +105,9 @@ async def test_a_provider_outage_past_the_old_retry_budget_mid_run_ends_delivere
             assert fake.in_outage(), "the outage was over before the mid-outage look"
             assert status.provider_wait.startswith("waiting for openai since ")
             assert "503" in status.provider_wait and "retry " in status.provider_wait
+            # the proxy's HTML page is its title on one line, in status and in the Web UI's details alike
+            assert "503 Service Temporarily Unavailable" in status.provider_wait, status.provider_wait
+            assert "<" not in status.provider_wait and "\n" not in status.provider_wait, status.provider_wait
             assert all(lane.state != "failed" for lane in status.lanes), status.lanes
             shown = starter(temporal_address, queue, "status", run_id)
             assert shown.stdout.count("waiting for openai since") == 1, shown.stdout

@@ -286,6 +286,14 @@ async def test_server_errors_are_retryable(api: dict[str, Any], status: int):
     assert err.retryable and err.retry_after is None and str(status) in str(err)
 
 
+async def test_a_proxys_html_page_is_one_line_with_its_title(api: dict[str, Any]):
+    page = (b"<html>\r\n<head><title>503 Service Temporarily Unavailable</title></head>\r\n<body>\r\n<center>"
+            b"<h1>503 Service Temporarily Unavailable</h1></center>\r\n<hr><center>nginx</center>\r\n</body></html>")
+    err = await fail(api, Recorder(503, raw=page, headers={"content-type": "text/html"}))
+    assert err.retryable and "503 Service Temporarily Unavailable" in str(err)
+    assert "<" not in str(err) and "\n" not in str(err), str(err)
+
+
 async def test_400_context_length(api: dict[str, Any]):
     err = await fail(api, Recorder(400, api["context"]))
     assert not err.retryable and CONTEXT_HINT in str(err) and "tokens" in str(err)

@@ -25,6 +25,7 @@ import httpx
 from pydantic import BaseModel, ValidationError
 
 from reposwarm.models import MAX_ARGUMENT_DEPTH, MAX_REPLY_BYTES, ModelError, json_depth
+from reposwarm.text import error_line
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -88,8 +89,8 @@ class _ErrorBody(BaseModel):
 def _api_message(text: str) -> str:
     try:
         body = _ErrorBody.model_validate_json(text)
-    except ValidationError:
-        return text.strip()[:500]
+    except ValidationError:  # not the API's JSON: a proxy's page (its title), or plain text, on one line
+        return error_line(text[:65536], 500)
     if isinstance(body.error, _ErrorDetail):
         parts = [body.error.message, str(body.error.code or "")]
         return " ".join(p for p in parts if p).strip() or text.strip()[:500]

@@ -18,6 +18,7 @@ from temporalio.service import RPCError
 
 from reposwarm.contracts import ProviderWait
 from reposwarm.models import ModelError
+from reposwarm.text import error_line
 
 MALFORMED_ATTEMPTS = 6
 log = logging.getLogger(__name__)
@@ -57,7 +58,8 @@ def waiting(model_name: str, agent: str, err: ModelError) -> ProviderWait:
         if policy.maximum_interval is not None:
             backoff = min(backoff, policy.maximum_interval.total_seconds())
     return ProviderWait(provider=model_name.partition(":")[0], agent=agent, since=info.scheduled_time.isoformat(),
-                        attempt=info.attempt, next_retry_s=round(err.retry_after or backoff, 1), error=str(err)[:300])
+                        attempt=info.attempt, next_retry_s=round(err.retry_after or backoff, 1),
+                        error=error_line(str(err), 300))  # a proxy's 503 page: its title, one line
 
 
 def answered(model_name: str, agent: str) -> ProviderWait:
