@@ -3,6 +3,7 @@ go to that server's database, not this home's), and says how to run a separate o
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -39,6 +40,45 @@ def test_this_homes_own_server_is_named_and_reused(tmp_path: Path) -> None:
         assert again.returncode == 0 and "this home's server already answers" in again.stdout, again.stdout
         other = dev_script(tmp_path / "other-home", port, "--background")
         assert "did not start" in other.stdout, other.stdout
+    finally:
+        pid = (home / "temporal.pid").read_text().strip() if (home / "temporal.pid").exists() else ""
+        if pid:
+            os.kill(int(pid), signal.SIGTERM)
+
+
+async def test_a_database_made_before_an_attribute_gets_every_attribute(tmp_path: Path) -> None:
+    """start-dev registers its --search-attribute list only in a new database: ./temporal-dev registers the rest
+    on one made before (here with RepoSwarmRepo alone), so the Web UI's saved views work there too."""
+    from temporalio.client import Client
+
+    from reposwarm.webui import registered_attributes
+    from tests.helpers import temporal_binary
+    from workflows.attributes import ATTRIBUTES
+
+    home, port = tmp_path / "home", free_port()
+    home.mkdir()
+    old = subprocess.Popen([temporal_binary(), "server", "start-dev", "--db-filename", str(home / "temporal.db"),
+                            "--port", str(port), "--headless", "--search-attribute", "RepoSwarmRepo=Keyword"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        client = None
+        for _ in range(240):
+            try:
+                client = await Client.connect(f"127.0.0.1:{port}")
+                if "RepoSwarmRepo" in await registered_attributes(client):
+                    break
+            except Exception:
+                pass
+            await asyncio.sleep(0.25)
+        assert client is not None and await registered_attributes(client) >= {"RepoSwarmRepo"}
+    finally:
+        old.terminate()
+        old.wait(timeout=30)
+    out = dev_script(home, port, "--background")
+    try:
+        assert out.returncode == 0, out.stdout + out.stderr
+        client = await Client.connect(f"127.0.0.1:{port}")
+        assert {key.name for key in ATTRIBUTES} <= await registered_attributes(client)
     finally:
         pid = (home / "temporal.pid").read_text().strip() if (home / "temporal.pid").exists() else ""
         if pid:
