@@ -186,7 +186,12 @@ async def decide(client: Client, run_id: str, decision: ReviewDecision, *, queue
         # The run's record, not a query: a worker stopped a moment ago still counts as polling for a minute, and a
         # query to it would wait QUERY_TIMEOUT_S for nothing. The record has the phase and the package (the Update
         # itself is refused by the run if it no longer applies).
-        v = await view(client, run_id, live=False)
+        try:
+            v = await view(client, run_id, live=False)
+        except NoWorker:
+            raise
+        except UserError:  # a run from before runs kept a record (or none such): only a worker can say
+            v = await view(client, run_id)
         if v.closed:
             raise UserError(f"run {run_id} has ended ({v.ending}): there is nothing to decide")
         if v.status.phase != Phase.review:
