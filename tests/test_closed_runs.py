@@ -58,3 +58,5 @@ async def test_list_is_newest_first_and_leaves_dry_runs_out_unless_asked(client,
     assert "(1 dry run(s) not shown: list --all)" in listed.stdout
     every, _ = cli(temporal_address, task_queue(), tmp_path / "cli", "list", "--repo", str(repo), "--all")
     assert [line.split()[0] for line in every.stdout.splitlines()[1:]] == [second, dry.run_id, first], every.stdout
+    dry_line = next(line for line in every.stdout.splitlines() if line.startswith(dry.run_id))
+    assert "only a plan" in dry_line, every.stdout  # with its task (RepoSwarmTask, set by the client at start)

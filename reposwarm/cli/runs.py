@@ -69,7 +69,16 @@ from reposwarm.gitvalues import ref_problem
 from reposwarm.runs import objects
 from reposwarm.runs.review_package import render_review, render_status
 from reposwarm.text import inert
-from workflows.attributes import DRY_RUN, KIND_ATTR, REPO_ATTR, RUN, STATUS_ATTR, registered_names, start_attributes
+from workflows.attributes import (
+    DRY_RUN,
+    KIND_ATTR,
+    REPO_ATTR,
+    RUN,
+    STATUS_ATTR,
+    TASK_ATTR,
+    registered_names,
+    start_attributes,
+)
 from workflows.failures import root_cause
 from workflows.review import red_refusal
 
@@ -372,6 +381,9 @@ async def cmd_watch(args: argparse.Namespace) -> int:
 LIST_WINDOW = 500  # runs read to order the list newest first
 
 
+LIST_TASK_CHARS = 48  # of a task, in `list` (RepoSwarmTask holds 100; status shows it whole)
+
+
 async def cmd_list(args: argparse.Namespace) -> int:
     client = await client_or_die()
     query = "WorkflowType = 'SwarmWorkflow'"
@@ -390,14 +402,16 @@ async def cmd_list(args: argparse.Namespace) -> int:
         dry_run = attrs.get(KIND_ATTR) == DRY_RUN or phase == "planned"
         if dry_run and phase != "planned":
             phase = f"{phase} (dry run)"
-        found.append((wf.start_time, wf.id, phase, attrs.get(REPO_ATTR) or "-", dry_run))
+        task = " ".join((attrs.get(TASK_ATTR) or "-").split())  # (a server without RepoSwarmTask: "-")
+        found.append((wf.start_time, wf.id, phase, attrs.get(REPO_ATTR) or "-", dry_run, task))
     found.sort(key=lambda row: row[0], reverse=True)
     dry = [row for row in found if row[4]]
     shown = (found if args.all else [row for row in found if not row[4]])[:args.limit]
     width = max([14, *(len(row[2]) for row in shown)])
-    rows = [f"{run:<40} {phase:<{width}} {age((datetime.now(UTC) - started).total_seconds()):>8}  {repo}"
-            for started, run, phase, repo, _ in shown]
-    print(f"{'run':<40} {'phase':<{width}} {'age':>8}  repository")
+    task_width = max([4, *(len(row[5][:LIST_TASK_CHARS]) for row in shown)])
+    rows = [f"{run:<40} {phase:<{width}} {age((datetime.now(UTC) - started).total_seconds()):>8}  "
+            f"{task[:LIST_TASK_CHARS]:<{task_width}}  {repo}" for started, run, phase, repo, _, task in shown]
+    print(f"{'run':<40} {'phase':<{width}} {'age':>8}  {'task':<{task_width}}  repository")
     print(inert("\n".join(rows)) if rows else "(no runs)")
     if dry and not args.all:
         print(f"({len(dry)} dry run(s) not shown: list --all)")
