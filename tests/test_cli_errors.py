@@ -99,6 +99,7 @@ def test_no_lanes_file(tmp_path: Path) -> None:
     line = run_in_repo(repo)
     assert "no lanes file" in line
     assert "--lanes" in line
+    assert f"try --repo {repo}" in line  # the offline first step, which proposes a lanes file
 
 
 def test_a_remote_that_cannot_be_read_names_it(tmp_path: Path) -> None:

@@ -252,7 +252,10 @@ def load_config(repo: Path, given: str | None) -> tuple[Path, LanesFile]:
 
     path = Path(given) if given else next((repo / n for n in LANES_FILE_NAMES if (repo / n).is_file()), None)
     if path is None:
-        raise UserError(f"no lanes file: pass --lanes FILE or add one of {', '.join(LANES_FILE_NAMES)} to {repo}")
+        from reposwarm.cli.answers import prog  # (answers imports this module)
+
+        raise UserError(f"no lanes file: pass --lanes FILE or add one of {', '.join(LANES_FILE_NAMES)} to {repo} "
+                        f"(`{prog()} try --repo {repo}` proposes one from a commit of yours and replays it offline)")
     config = load_lanes_file(path)
     if not given:
         print(f"note: using the repository's own {path.name} (untrusted: it may not set delivery, a check "
