@@ -8,6 +8,7 @@ import json
 
 import git
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
 from activities.repo import synced
 from reposwarm.contracts import Published, PublishInput, ReviewPackage
@@ -30,7 +31,7 @@ def _from_git(req: PublishInput, package: ReviewPackage) -> Published:
         found.not_in_tree = [f"{lane.lane}@{lane.round}" for lane in package.lanes
                              if lane.head_sha and not is_ancestor(g, lane.head_sha, package.integration_sha)]
         found.tree_checked = True
-    except (git.GitCommandError, OSError) as err:
+    except (git.GitCommandError, OSError, ApplicationError) as err:  # (ApplicationError: the repository is gone)
         activity.logger.warning("review package: git left out: %s", err)
     return found
 

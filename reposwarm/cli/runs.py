@@ -167,11 +167,12 @@ async def has_search_attributes(client: Client) -> bool:
 
 async def start(client: Client, req: SwarmRequest) -> None:
     plan_note = "from a plan file" if req.plan else "planned by the model"
+    queue = task_queue()  # read before the first await: a caller's environment is this moment's, not a later one's
     # only the attributes the server has (it refuses a run that sets another); the run upserts only those too
     registered = registered_names(await webui.registered_attributes(client))
     req = req.model_copy(update={"search_attributes": registered})
     await client.start_workflow(
-        swarm_workflow().run, req, id=req.run_id, task_queue=task_queue(),
+        swarm_workflow().run, req, id=req.run_id, task_queue=queue,
         search_attributes=start_attributes(registered, repo=req.repo_path, phase=Phase.preparing.value,
                                            kind=DRY_RUN if req.dry_run else RUN, task=req.task),
         static_summary=webui.static_summary(req.task),
