@@ -22,6 +22,7 @@ from pydantic_core import ErrorDetails
 
 from reposwarm.agent import slices
 from reposwarm.contracts import LanesFile, Plan
+from reposwarm.contracts.config import LanesFileOnDisk
 
 # The reference design's environment knobs, read by the starter.
 ENV_KNOBS = (
@@ -189,9 +190,10 @@ def load_lanes_file(path: str | Path) -> LanesFile:
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping with a 'swarm' key, got {type(data).__name__}")
     try:
+        LanesFileOnDisk.model_validate(data)  # a file has lanes (a run's request may not, while it proposes some)
         config = LanesFile.model_validate(data)
     except ValidationError as err:
-        raise _explain(path, err, LanesFile) from err
+        raise _explain(path, err, LanesFileOnDisk) from err
     check_lane_graph(config.swarm.lanes, str(path))
     return config
 

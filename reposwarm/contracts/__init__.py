@@ -59,6 +59,7 @@ from reposwarm.contracts.merge import (
     Resolution,
 )
 from reposwarm.contracts.plan import LaneEstimate, LanePlan, Plan, PlanInput, PlanOutcome
+from reposwarm.contracts.proposal import LaneProposal, LanesDecision, PackageInfo, RepoLayout
 from reposwarm.contracts.review import (
     LaneReview,
     Published,
@@ -71,8 +72,10 @@ from reposwarm.contracts.run import (
     Delivered,
     DeliverInput,
     LaneRecord,
+    LanesReceipt,
     PrepareInput,
     PrepareResult,
+    ProposeOptions,
     RoundRecord,
     SwarmRequest,
     SwarmResult,
@@ -134,4 +137,5 @@ __all__ = [
     "TrialBatchRequest", "TrialBatchResult", "TrialClone", "TrialCloneInput", "TrialOutcome", "TrialScore",
     "TrialSpec", "TrialVetInput", "TrialVetting", "Usage", "Verdict",
     "ValidateInput", "ValidationConfig",
+    "LaneProposal", "LanesDecision", "LanesReceipt", "PackageInfo", "ProposeOptions", "RepoLayout",
 ]

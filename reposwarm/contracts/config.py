@@ -128,7 +128,12 @@ class SwarmConfig(Contract):
     # and it goes on with its conversation, its worktree and its branch. false: a fresh lane per dispatch.
     warm_lanes: bool = True
     model: str | None = None
-    lanes: dict[str, HelperRole] = Field(min_length=1)
+    # A lanes file has at least one lane (the loader reads it as LanesFileOnDisk, which says so); a run with no
+    # lanes file starts with none and gets the lanes a person accepts (SwarmRequest.propose).
+    lanes: dict[str, HelperRole] = {}
+    # Paths two lanes may both write (gitignore-style globs, as allowed_paths): lanes whose writable slices meet
+    # only inside these are accepted, and their merges there go to the converger; anywhere else they must not meet.
+    overlaps: list[str] = []
 
 
 class ModelPrice(Contract):
@@ -170,3 +175,13 @@ class LanesFile(Contract):
     validation: ValidationConfig = ValidationConfig()
     prices: dict[str, ModelPrice] = {}  # by model name, e.g. "openai:gpt-4.1"
     delivery: DeliveryConfig = DeliveryConfig()
+
+
+class _SwarmConfigOnDisk(SwarmConfig):
+    lanes: dict[str, HelperRole] = Field(min_length=1)
+
+
+class LanesFileOnDisk(LanesFile):
+    """A lanes file as the loader reads it (reposwarm/config.py): the same keys, and at least one lane."""
+
+    swarm: _SwarmConfigOnDisk

@@ -10,6 +10,7 @@ from reposwarm.contracts.config import DeliveryConfig, LanesFile
 from reposwarm.contracts.lane import FileEdit, LanePass, LaneResult, LaneState
 from reposwarm.contracts.merge import Overlap
 from reposwarm.contracts.plan import LaneEstimate, Plan
+from reposwarm.contracts.proposal import DEFAULT_MAX_LANES, LaneProposal
 from reposwarm.contracts.review import ReviewDecision, ReviewPackage
 from reposwarm.contracts.states import LaneStatus, Phase
 from reposwarm.contracts.validation import TestReport
@@ -102,6 +103,7 @@ class SwarmStatus(Contract):
     updated_at: str = ""  # when this status was last written to the run's memo
     base_branch: str | None = None
     lane_queue: str = ""  # PrepareResult.lane_queue, carried for the lanes of later rounds
+    proposal: LaneProposal | None = None  # the lanes the run proposed for its task (a run with no lanes file)
     # Set by the client, never by the run: a review decision sent as a Signal (approve --queue) that no worker has
     # taken yet, read from the run's history ("approve by ana at 2025-01-02 10:00:00 UTC").
     queued_decision: str = ""
@@ -127,6 +129,25 @@ class SwarmResume(Contract):
     checks: int = 0
 
 
+class ProposeOptions(Contract):
+    """A run with no lanes file proposes its own (workflows/proposing.py): at most max_lanes, then waits for a
+    person's `confirm_lanes`, unless auto_accept (`run --yes`); `only` (`run --write-lanes`) ends the run with
+    the proposal, dispatching nothing."""
+
+    max_lanes: int = Field(default=DEFAULT_MAX_LANES, gt=0, le=64)
+    auto_accept: bool = False
+    only: bool = False
+
+
+class LanesReceipt(Contract):
+    """What became of a `confirm_lanes` Update: accepted (the lanes the run goes on with) or stopped."""
+
+    run_id: str
+    accepted: bool
+    lanes: list[str] = []
+    phase: Phase
+
+
 class SwarmRequest(Contract):
     run_id: str
     repo_path: str
@@ -145,6 +166,8 @@ class SwarmRequest(Contract):
     resume: SwarmResume | None = None  # set when the run continues as new between review rounds
     # Ours among the search attributes the server has (workflows/attributes.py): the run upserts only those
     search_attributes: list[str] = []
+    # No lanes file: the run proposes its lanes first (config.swarm.lanes is empty until a person accepts them)
+    propose: ProposeOptions | None = None
 
 
 class SwarmResult(Contract):
@@ -158,6 +181,7 @@ class SwarmResult(Contract):
     usage: Usage
     plan: Plan | None = None
     estimates: list[LaneEstimate] = []
+    proposal: LaneProposal | None = None  # a run that proposed its lanes: what it proposed (and, if so, accepted)
 
 
 class PrepareInput(Contract):

@@ -9,6 +9,7 @@ class Phase(str, Enum):
     """Where a swarm run is."""
 
     preparing = "preparing"
+    proposing = "proposing"  # a run with no lanes file: its lanes proposed, then waiting for a person to confirm them
     planning = "planning"
     running_lanes = "running_lanes"
     validating = "validating"
