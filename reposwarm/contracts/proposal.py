@@ -24,6 +24,9 @@ class PackageInfo(Contract):
     imports: list[str] = []  # paths of the other packages its files import (the symbol index's import graph)
     tests: list[str] = []  # its test folders or files (where tests live apart)
     check: list[str] = []  # the check command detected for it alone, as an argv (empty: none found)
+    size_bytes: int = 0  # the size of its own files (lanes' budgets are sized from it)
+    # its own files as patterns of a slice (reposwarm/intel/layout.py): its folder, less the nested packages' folders
+    paths: list[str] = []
 
 
 class RepoLayout(Contract):
