@@ -11,7 +11,7 @@ import difflib
 import json
 import math
 import os
-import re
+from collections.abc import Collection
 from pathlib import Path
 from types import UnionType
 from typing import Any, Union, get_args, get_origin
@@ -22,7 +22,9 @@ from pydantic_core import ErrorDetails
 
 from reposwarm.agent import slices
 from reposwarm.contracts import LanesFile, Plan
-from reposwarm.contracts.config import LanesFileOnDisk
+from reposwarm.contracts.config import HelperRole, LanesFileOnDisk, SwarmConfig
+from reposwarm.lanes_check import LANE_NAME as LANE_NAME
+from reposwarm.lanes_check import LaneFindings, check_lanes, dependency_order, lane_graph_problems
 
 # The reference design's environment knobs, read by the starter.
 ENV_KNOBS = (
@@ -149,42 +151,46 @@ def _explain(path: Path, err: ValidationError, root: type[BaseModel]) -> ConfigE
     return ConfigError(f"{path}: {len(problems)} problems:\n" + "\n".join(f"  - {p}" for p in problems))
 
 
-LANE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
+def _many(where: str | Path, problems: list[str]) -> ConfigError:
+    """One problem on one line; more, each on its own (the file is fixed in one pass)."""
+    if len(problems) == 1:
+        return ConfigError(f"{where}: {problems[0]}")
+    return ConfigError(f"{where}: {len(problems)} problems:\n" + "\n".join(f"  - {p}" for p in problems))
 
 
 def check_lane_graph(lanes: dict[str, Any], where: str) -> list[str]:
-    """Return lane names in a dependency order; raise on bad names, unknown lanes and cycles."""
+    """Return lane names in a dependency order; raise on bad names, unknown lanes and cycles (all of them)."""
+    if problems := lane_graph_problems(lanes):
+        raise _many(where, problems)
+    return dependency_order(lanes)
+
+
+def _lanes_read_so_far(data: dict[str, Any]) -> LanesFile | None:
+    """The lanes of a file whose other keys are wrong that are right on their own (and swarm.overlaps, if it is),
+    so what the slices say is listed with the schema's problems."""
+    swarm = data.get("swarm")
+    lanes = swarm.get("lanes") if isinstance(swarm, dict) else None
+    if not isinstance(lanes, dict):
+        return None
+    roles = {}
     for name, role in lanes.items():
-        if not LANE_NAME.fullmatch(name):
-            # a lane's name becomes a branch (swarm/<run>/<lane>) and a folder of the worker's
-            raise ConfigError(f"{where}: swarm.lanes: {name!r} is not a lane name (letters, digits, '_' and '-', "
-                              "starting with a letter or digit, at most 64 characters)")
-        for dep in role.depends_on:
-            if dep not in lanes:
-                raise ConfigError(f"{where}: swarm.lanes.{name}.depends_on: unknown lane {dep!r}")
-            if dep == name:
-                raise ConfigError(f"{where}: swarm.lanes.{name}.depends_on: a lane cannot depend on itself")
-    order: list[str] = []
-    state: dict[str, str] = {}
-
-    def visit(name: str, chain: list[str]) -> None:
-        if state.get(name) == "done":
-            return
-        if state.get(name) == "visiting":
-            cycle = chain[chain.index(name):] + [name]
-            raise ConfigError(f"{where}: swarm.lanes: depends_on cycle: {' -> '.join(cycle)}")
-        state[name] = "visiting"
-        for dep in lanes[name].depends_on:
-            visit(dep, chain + [name])
-        state[name] = "done"
-        order.append(name)
-
-    for name in lanes:
-        visit(name, [])
-    return order
+        try:
+            roles[name] = HelperRole.model_validate(role)
+        except ValidationError:
+            continue
+    overlaps = swarm.get("overlaps", []) if isinstance(swarm, dict) else []
+    try:
+        return LanesFile(swarm=SwarmConfig(lanes=roles, overlaps=overlaps))
+    except ValidationError:
+        return LanesFile(swarm=SwarmConfig(lanes=roles))
 
 
-def load_lanes_file(path: str | Path) -> LanesFile:
+def read_lanes_file(path: str | Path, files: Collection[str] | None = None, *, root: Path | None = None,
+                    at: str = "", tools_on_path: bool = False) -> tuple[LanesFile, LaneFindings]:
+    """A lanes file and what reposwarm/lanes_check.py says of it: every error at once, in one ConfigError (the
+    schema's, the lane graph's, the slices'), or the file with the warnings and notes to say. `files`: the
+    tracked files of the commit the run starts from (`at` names it), for the warnings about slices matching none;
+    `tools_on_path`: warn of check commands not installed here."""
     path = Path(path)
     data = _read_structured(path)
     if not isinstance(data, dict):
@@ -193,9 +199,21 @@ def load_lanes_file(path: str | Path) -> LanesFile:
         LanesFileOnDisk.model_validate(data)  # a file has lanes (a run's request may not, while it proposes some)
         config = LanesFile.model_validate(data)
     except ValidationError as err:
-        raise _explain(path, err, LanesFileOnDisk) from err
-    check_lane_graph(config.swarm.lanes, str(path))
-    return config
+        problems = _problems(err.errors(include_url=False), LanesFileOnDisk)
+        swarm = data.get("swarm")
+        problems += lane_graph_problems(swarm.get("lanes") if isinstance(swarm, dict) else None)
+        if (partial := _lanes_read_so_far(data)) is not None:
+            problems += check_lanes(partial, files, tools_on_path=False, graph=False).errors
+        raise _many(path, list(dict.fromkeys(problems))) from err
+    findings = check_lanes(config, files, root=root, at=at, tools_on_path=tools_on_path)
+    if findings.errors:
+        raise _many(path, findings.errors)
+    return config, findings
+
+
+def load_lanes_file(path: str | Path) -> LanesFile:
+    """A lanes file, checked (read_lanes_file: every problem in one ConfigError)."""
+    return read_lanes_file(path)[0]
 
 
 def apply_env(config: LanesFile, env: dict[str, str] | None = None) -> LanesFile:
@@ -262,17 +280,19 @@ def within(pattern: str, allowed: list[str], read_only: list[str]) -> bool:
 
 
 def check_plan(plan: Plan, config: LanesFile, where: str) -> None:
-    """A plan may only assign goals to lanes the lanes file defines, and only narrow their slices."""
+    """A plan may only assign goals to lanes the lanes file defines, and only narrow their slices: every problem
+    at once, in one ConfigError."""
+    problems = []
     for i, lane in enumerate(plan.lanes):
         if lane.lane not in config.swarm.lanes:
-            raise ConfigError(
-                f"{where}: lanes.{i}.lane: unknown lane {lane.lane!r} "
-                f"(the lanes file defines {', '.join(sorted(config.swarm.lanes))})"
-            )
-        if (why := slices.plan_lane_problem(lane, config.swarm.lanes[lane.lane])) is not None:
-            raise ConfigError(f"{where}: lanes.{i}.allowed_paths: {why}")
+            problems.append(f"lanes.{i}.lane: unknown lane {lane.lane!r} "
+                            f"(the lanes file defines {', '.join(sorted(config.swarm.lanes))})")
+        elif (why := slices.plan_lane_problem(lane, config.swarm.lanes[lane.lane])) is not None:
+            problems.append(f"lanes.{i}.allowed_paths: {why}")
     planned = {lane.lane for lane in plan.lanes}
     for lane in plan.lanes:
-        for dep in config.swarm.lanes[lane.lane].depends_on:
+        for dep in config.swarm.lanes[lane.lane].depends_on if lane.lane in config.swarm.lanes else []:
             if dep not in planned:
-                raise ConfigError(f"{where}: lane {lane.lane!r} depends on {dep!r}, which the plan leaves out")
+                problems.append(f"lane {lane.lane!r} depends on {dep!r}, which the plan leaves out")
+    if problems:
+        raise _many(where, list(dict.fromkeys(problems)))

@@ -91,9 +91,9 @@ class _Nfa:
 class _Alphabet:
     """The characters cut into intervals no pattern tells apart; one symbol per interval."""
 
-    def __init__(self, trees: list[Any]) -> None:
+    def __init__(self, trees: list[Any], extra: str = "") -> None:
         cuts = {0, UNICODE_END}
-        for ch in _ALWAYS:
+        for ch in _ALWAYS + extra:
             cuts.update((ord(ch), ord(ch) + 1))
         for tree in trees:
             for lo, hi in _intervals(tree):
@@ -249,10 +249,11 @@ class _List:
         return result
 
 
-def _path_step(state: int, ch: str) -> int:
+def _path_step(state: int, ch: str, printable: bool = False) -> int:
     """A normalised relative path, as PathPolicy hands one to writable(): no empty, "." or ".." part, no leading
-    slash, no NUL or backslash. 0 start, 1 after a slash, 2 ".", 3 "..", 4 inside a name; -1 refused."""
-    if ch in "\x00\\":
+    slash, no NUL or backslash (and, when `printable`, no control character). 0 start, 1 after a slash, 2 ".",
+    3 "..", 4 inside a name; -1 refused."""
+    if ch in "\x00\\" or (printable and _control(ch)):
         return -1
     if ch == "/":
         return 1 if state == 4 else -1
@@ -261,8 +262,20 @@ def _path_step(state: int, ch: str) -> int:
     return 4
 
 
-def _counterexample(lists: list[list[str]], bad: Callable[[list[bool]], bool]) -> str | None:
-    """The shortest path for which `bad` holds of whether each list matches it, or None when no path does."""
+def _control(ch: str) -> bool:
+    return ord(ch) < 0x20 or 0x7F <= ord(ch) < 0xA0
+
+
+# The cuts that keep control characters in intervals of their own, for searches over printable paths only.
+_CONTROL_CUTS = " \x7f\xa0"
+
+
+def _counterexample(lists: list[list[str]], bad: Callable[[list[bool]], bool], printable: bool = False,
+                    need: Sequence[int] = ()) -> str | None:
+    """The shortest path for which `bad` holds of whether each list matches it, or None when no path does;
+    `printable`: among paths without control characters only (no file anyone means to write has one); `need`:
+    lists `bad` holds only when they match, so a path no longer than a prefix no such list can ever match is not
+    searched further (an automaton with no state left stays so: the answer is the same, found sooner)."""
     compiled = [_compiled(patterns) for patterns in lists]
     trees = []
     for entries in compiled:
@@ -271,11 +284,15 @@ def _counterexample(lists: list[list[str]], bad: Callable[[list[bool]], bool]) -
                 trees.append(sre_p.parse(expression, flags))
             except re.error as err:
                 raise Undecided(f"an expression that does not parse ({err})") from None
-    alphabet = _Alphabet(trees)
+    alphabet = _Alphabet(trees, _CONTROL_CUTS if printable else "")
     parsed = iter(trees)
     slices = [_List([(include, next(parsed)) for include, _, _ in entries], alphabet) for entries in compiled]
     nfas = [(nfa, start) for sl in slices for _, nfa, start in sl.parts]
     first = (0, tuple(nfa.closure([start]) for nfa, start in nfas))
+    offsets = [0]
+    for sl in slices:
+        offsets.append(offsets[-1] + len(sl.parts))
+    needed = [[offsets[i] + j for j, (include, _, _) in enumerate(slices[i].parts) if include] for i in need]
     parent: dict[Any, tuple[Any, str] | None] = {first: None}
     queue = deque([first])
     while queue:
@@ -290,10 +307,12 @@ def _counterexample(lists: list[list[str]], bad: Callable[[list[bool]], bool]) -
                 return _spell(parent, key)
         for symbol in alphabet.order:
             ch = alphabet.reps[symbol]
-            nxt_path = _path_step(path_state, ch)
+            nxt_path = _path_step(path_state, ch, printable)
             if nxt_path < 0:
                 continue
             nxt = (nxt_path, tuple(nfa.step(states, symbol) for (nfa, _), states in zip(nfas, sets, strict=True)))
+            if any(not any(nxt[1][k] for k in parts) for parts in needed):
+                continue  # (a list `bad` needs can match no path that starts so)
             if nxt not in parent:
                 if len(parent) >= MAX_STATES:
                     raise Undecided("the patterns are too intricate to check")
@@ -339,6 +358,29 @@ def escape(patterns: list[str], allowed: list[str], read_only: list[str]) -> str
     (PathPolicy(patterns, read_only) against PathPolicy(allowed, read_only)); None when there is none.
     Raises Undecided when that cannot be told."""
     return _counterexample([patterns, allowed, read_only], lambda m: m[0] and not m[2] and not m[1])
+
+
+def shared(first: tuple[list[str], list[str]], second: tuple[list[str], list[str]],
+           declared: Sequence[str] = ()) -> str | None:
+    """The shortest path two slices, each (allowed, read_only) as PathPolicy reads them, may both write and no
+    `declared` pattern covers; None when there is none (the slices are disjoint outside the declared overlaps).
+    Raises Undecided when that cannot be told."""
+    lists = [first[0], first[1], second[0], second[1], list(declared)]
+    return _counterexample(lists, lambda m: m[0] and not m[1] and m[2] and not m[3] and not m[4], need=(0, 2))
+
+
+def unwritable(pattern: str, allowed: list[str], read_only: list[str]) -> str | None:
+    """When `pattern` (one of a lane's allowed paths) gives the lane nothing to write because read_only covers
+    all of it: a path it matches that is read-only (the witness); None when some path it matches is writable,
+    or read_only is not why none is. Raises Undecided when that cannot be told."""
+    if _counterexample([[pattern], allowed, read_only], lambda m: m[0] and m[1] and not m[2], need=(0, 1)) is not None:
+        return None
+    return _counterexample([[pattern], read_only], lambda m: m[0] and m[1], need=(0, 1))
+
+
+def everything(patterns: list[str]) -> bool:
+    """Whether the patterns match every path (`**`, `*`, `**/*`...). Raises Undecided when that cannot be told."""
+    return _counterexample([patterns], lambda m: not m[0], printable=True) is None
 
 
 def narrowing_problem(patterns: list[str], allowed: list[str], read_only: list[str]) -> str | None:

@@ -243,12 +243,29 @@ def settings_only_the_user_makes(config: LanesFile) -> list[str]:
     return keys
 
 
-def load_config(repo: Path, given: str | None) -> tuple[Path, LanesFile]:
+def tracked_files(repo: Path, rev: str = "HEAD") -> list[str] | None:
+    """The files of commit `rev` in the repository (what a run starting there has); None when there is none (not
+    a repository, no commit yet)."""
+    from reposwarm import gitcmd
+
+    done = gitcmd.run(["-C", str(repo), "ls-tree", "-r", "-z", "--name-only", "--full-tree", "--end-of-options",
+                       f"{rev}^{{tree}}"], capture_output=True, timeout=120)
+    if done.returncode != 0:
+        return None
+    return [name.decode("utf-8", "surrogateescape") for name in done.stdout.split(b"\0") if name]
+
+
+def load_config(repo: Path, given: str | None, *, rev: str = "HEAD", warn: bool = True) -> tuple[Path, LanesFile]:
     """The lanes file (given, or found at the repository's root), checked, with the environment's knobs applied.
+
+    Every problem is one ConfigError (reposwarm/config.py read_lanes_file: the schema's, unknown lanes, lanes
+    that may write the same path, a path both writable and read-only); the warnings (a slice matching no file of
+    commit `rev`, a check command not installed here) are said on stderr unless `warn` is false (a lanes file the
+    command wrote itself).
 
     One found in the repository is its author's, not the user's: said on stderr, and refused if it sets what
     only the user may (settings_only_the_user_makes)."""
-    from reposwarm.config import apply_env, load_lanes_file
+    from reposwarm.config import apply_env, read_lanes_file
 
     path = Path(given) if given else next((repo / n for n in LANES_FILE_NAMES if (repo / n).is_file()), None)
     if path is None:
@@ -256,11 +273,17 @@ def load_config(repo: Path, given: str | None) -> tuple[Path, LanesFile]:
 
         raise UserError(f"no lanes file: pass --lanes FILE or add one of {', '.join(LANES_FILE_NAMES)} to {repo} "
                         f"(`{prog()} try --repo {repo}` proposes one from a commit of yours and replays it offline)")
-    config = load_lanes_file(path)
+    files = tracked_files(repo, rev)
+    config, findings = read_lanes_file(path, files, root=repo, at=f" at {rev}", tools_on_path=warn)
     if not given:
         print(f"note: using the repository's own {path.name} (untrusted: it may not set delivery, a check "
               "profile's env or network; --lanes FILE gives a lanes file of your own)", file=sys.stderr)
         if keys := settings_only_the_user_makes(config):
             raise UserError(f"{path}: the repository's own lanes file may not set {', '.join(keys)}; give "
                             "them yourself, in a lanes file of your own (--lanes FILE)")
+    if warn:
+        for line in findings.warnings:
+            print(f"warning: {path}: {line}", file=sys.stderr)
+        for line in findings.notes:
+            print(f"note: {path}: {line}", file=sys.stderr)
     return path, apply_env(config)

@@ -1,0 +1,542 @@
+"""What the loader says of a lanes file beyond its schema, and the guardrails no proposal of lanes can pass.
+
+`check_lanes` reads a lanes file whose keys are valid: the lane graph (names, unknown `depends_on` lanes,
+cycles), two lanes that may write the same path (decided exactly by reposwarm/agent/slices.py, with the witness
+path, and the tracked files both may write), an allowed path the lane's read-only paths cover whole, and, with
+the repository's files at hand, slices that match no tracked file and check commands not installed here. The
+first kinds are errors: a run with them would merge two lanes' edits of one file, or give a lane nothing to
+write; the last two are warnings, as the file may mean a folder the run creates, or a worker with the tool.
+
+`check_proposal` holds the lanes a planner model proposes to the same checks, built into a lanes file, and to
+the rules a file written by a person need not follow: slices inside the repository and not everything, at most
+`max_lanes` lanes, a lane writing tests after the lanes whose code they test, a plan for exactly these lanes,
+budgets and goals of a sane size. It never raises: whatever it cannot read is one more line of refusal.
+
+Pure and deterministic (no clock, no randomness): it may run in an activity or, on a file list, anywhere.
+"""
+
+from __future__ import annotations
+
+import bisect
+import difflib
+import functools
+import os
+import posixpath
+import re
+import shutil
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from reposwarm.agent import slices
+from reposwarm.agent.paths import _spec, is_git_name
+from reposwarm.contracts.config import CheckProfile, HelperRole, LanesFile, SwarmConfig, ValidationConfig
+from reposwarm.contracts.proposal import LaneProposal, RepoLayout
+
+LANE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
+LANE_NAME_CHARS = "letters, digits, '_' and '-', starting with a letter or digit, at most 64 characters"
+MAX_LANE_TOKENS = 5_000_000  # a proposed lane's token_budget: more is no lane's, it is a runaway
+MAX_GOAL_CHARS = 20_000  # a proposed lane's goal, and the plan's interface contract (x4)
+MAX_LINES = 40  # lines of refusal: past these, how many more
+_GLOB = "*?[\\"
+
+
+@dataclass
+class LaneFindings:
+    """What check_lanes found: errors refuse the file, warnings and notes are said and the run goes on."""
+
+    errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def shown(text: object, limit: int = 60) -> str:
+    """A name or pattern as a message quotes it: repr, cut (a hostile reply may send a megabyte of it)."""
+    quoted = repr(text)
+    return quoted if len(quoted) <= limit else f"{quoted[:limit - 10]}...' ({len(str(text))} characters)"
+
+
+def _is_name(name: object) -> bool:
+    return isinstance(name, str) and LANE_NAME.fullmatch(name) is not None
+
+
+def _deps(role: Any) -> list[Any] | None:
+    deps = role.get("depends_on", []) if isinstance(role, Mapping) else getattr(role, "depends_on", [])
+    return list(deps) if isinstance(deps, list) else None
+
+
+def lane_graph_problems(lanes: Any) -> list[str]:
+    """Every problem of the lanes' names and `depends_on` graph, one line each, on raw data (a file whose other
+    keys are wrong is read as far as it goes, so an unknown lane is said with them)."""
+    if not isinstance(lanes, Mapping):
+        return []
+    out: list[str] = []
+    for name, role in lanes.items():
+        if not _is_name(name):
+            # a lane's name becomes a branch (swarm/<run>/<lane>) and a folder of the worker's
+            out.append(f"swarm.lanes: {shown(name)} is not a lane name ({LANE_NAME_CHARS})")
+            continue
+        for dep in _deps(role) or []:
+            if not isinstance(dep, str) or not dep:
+                continue  # (the schema says so)
+            if dep == name:
+                out.append(f"swarm.lanes.{name}.depends_on: a lane cannot depend on itself")
+            elif dep not in lanes:
+                close = difflib.get_close_matches(dep, [str(n) for n in lanes], n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                out.append(f"swarm.lanes.{name}.depends_on: unknown lane {shown(dep)}{hint}")
+    graph = {name: [d for d in (_deps(role) or []) if isinstance(d, str) and d in lanes and d != name]
+             for name, role in lanes.items()}
+    out += [f"swarm.lanes: depends_on cycle: {' -> '.join(cycle)}" for cycle in _cycles(graph)]
+    return out
+
+
+def _cycles(graph: Mapping[Any, list[Any]]) -> list[list[str]]:
+    """One cycle per strongly connected group of lanes that depend on each other (iterative: 200 lanes deep)."""
+    state: dict[Any, int] = {}
+    found: list[list[str]] = []
+    seen: set[frozenset[Any]] = set()
+    for start in graph:
+        if state.get(start):
+            continue
+        stack: list[tuple[Any, int]] = [(start, 0)]
+        chain: list[Any] = [start]
+        state[start] = 1
+        while stack:
+            node, i = stack[-1]
+            deps = graph[node]
+            if i == len(deps):
+                stack.pop()
+                chain.pop()
+                state[node] = 2
+                continue
+            stack[-1] = (node, i + 1)
+            dep = deps[i]
+            if state.get(dep) == 1:
+                cycle = chain[chain.index(dep):] + [dep]
+                if (key := frozenset(cycle)) not in seen:
+                    seen.add(key)
+                    found.append([str(n)[:64] for n in cycle])
+            elif not state.get(dep):
+                state[dep] = 1
+                chain.append(dep)
+                stack.append((dep, 0))
+    return found
+
+
+def dependency_order(lanes: Mapping[str, HelperRole]) -> list[str]:
+    """The lanes, each after those it depends on (the graph is known to be sound)."""
+    order: list[str] = []
+    done: set[str] = set()
+    for start in lanes:
+        stack = [(start, iter(lanes[start].depends_on))]
+        while stack:
+            node, deps = stack[-1]
+            dep = next((d for d in deps if d not in done and d in lanes), None)
+            if dep is None:
+                stack.pop()
+                if node not in done:
+                    done.add(node)
+                    order.append(node)
+            elif dep not in {n for n, _ in stack}:
+                stack.append((dep, iter(lanes[dep].depends_on)))
+    return order
+
+
+@functools.lru_cache(maxsize=4096)
+def _cached_problem(pattern: str) -> str | None:
+    return slices.pattern_problem(pattern)
+
+
+def _problem(pattern: object) -> str | None:
+    """slices.pattern_problem, asked once per pattern (each is an automaton's search)."""
+    return _cached_problem(pattern) if isinstance(pattern, str) else slices.pattern_problem(pattern)  # type: ignore[arg-type]
+
+
+def _prefix(pattern: str) -> str | None:
+    """The fixed text every path an include pattern matches starts with ("" for any); None for a negation.
+    (PathPolicy anchors every pattern at the root but those starting with `**`: reposwarm/agent/paths.py _spec.)"""
+    p = pattern.strip().removeprefix("./")
+    if p.startswith("!"):
+        return None
+    if p.startswith("**"):
+        return ""
+    p = p.lstrip("/")
+    cut = min((i for i in (p.find(c) for c in _GLOB) if i >= 0), default=len(p))
+    return p[:cut]
+
+
+def _compatible(first: list[str], second: list[str]) -> bool:
+    """Whether two lanes' allowed paths could meet at all, by their fixed prefixes (a cheap, sound first look:
+    the exact search runs only where this says they could)."""
+    a = [p for p in map(_prefix, first) if p is not None]
+    b = [p for p in map(_prefix, second) if p is not None]
+    return any(x.startswith(y) or y.startswith(x) for x in a for y in b)
+
+
+class _Tree:
+    """The tracked files, sorted, with what each lane may write among them (asked once per slice)."""
+
+    def __init__(self, files: Collection[str]) -> None:
+        self.files = sorted(set(files))
+        self._writable: dict[tuple[tuple[str, ...], tuple[str, ...]], list[str]] = {}
+
+    def _range(self, prefix: str) -> list[str]:
+        lo = bisect.bisect_left(self.files, prefix)
+        hi = bisect.bisect_left(self.files, prefix + "\U0010ffff") if prefix else len(self.files)
+        return self.files[lo:hi]
+
+    def candidates(self, patterns: Sequence[str]) -> list[str]:
+        prefixes = {p for p in map(_prefix, patterns) if p is not None}
+        if "" in prefixes:
+            return self.files
+        return sorted({f for prefix in prefixes for f in self._range(prefix)})
+
+    def matches_any(self, pattern: str) -> bool:
+        prefix = _prefix(pattern)
+        spec = _spec([pattern])
+        return any(spec.match_file(f) for f in self._range(prefix or ""))
+
+    def writable(self, allowed: Sequence[str], read_only: Sequence[str]) -> list[str]:
+        key = (tuple(allowed), tuple(read_only))
+        if key not in self._writable:
+            yes, no = _spec(list(allowed)), _spec(list(read_only))
+            self._writable[key] = [f for f in self.candidates(allowed) if yes.match_file(f) and not no.match_file(f)]
+        return self._writable[key]
+
+
+def _listed(paths: Sequence[str], limit: int = 3) -> str:
+    more = f" and {len(paths) - limit} more" if len(paths) > limit else ""
+    return ", ".join(paths[:limit]) + more
+
+
+def _pattern_lines(where: str, patterns: Sequence[str], strict: bool) -> tuple[list[str], list[str]]:
+    """Errors and warnings of one list of patterns: what PathPolicy can never match, what cannot be checked."""
+    errors: list[str] = []
+    warnings: list[str] = []
+    if len(patterns) > slices.MAX_PATTERNS:
+        (errors if strict else warnings).append(f"{where}: more than {slices.MAX_PATTERNS} patterns cannot be "
+                                                "checked")
+        return errors, warnings
+    for pattern in patterns:
+        why = _problem(pattern)
+        if why is None:
+            continue
+        undecided = isinstance(pattern, str) and why.startswith(repr(pattern) + ": ")  # (slices.Undecided's form)
+        if undecided and not strict:
+            warnings.append(f"{where}: {shown(pattern)} cannot be checked for overlaps ({why.split(': ', 1)[1]})")
+        else:
+            errors.append(f"{where}: {why if len(why) < 200 else shown(pattern) + ' is not a slice pattern'}")
+    return errors, warnings
+
+
+def _overlaps(lanes: Mapping[str, HelperRole], declared: list[str], tree: _Tree | None, strict: bool,
+              findings: LaneFindings) -> None:
+    """Two lanes that may write one path: refused, unless every such path lies in a declared overlap."""
+    names = list(lanes)
+    ok_declared = declared if all(_problem(p) is None for p in declared) else []
+    covered = _spec(ok_declared)
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            ra, rb = lanes[a], lanes[b]
+            both_tracked: list[str] = []
+            if tree is not None:
+                theirs = set(tree.writable(rb.allowed_paths, rb.read_only_paths))
+                both_tracked = [f for f in tree.writable(ra.allowed_paths, ra.read_only_paths) if f in theirs]
+            undeclared = [f for f in both_tracked if not covered.match_file(f)]
+            if not _compatible(ra.allowed_paths, rb.allowed_paths) and not both_tracked:
+                continue
+            first, second = (ra.allowed_paths, ra.read_only_paths), (rb.allowed_paths, rb.read_only_paths)
+            try:
+                witness = slices.shared(first, second, ok_declared)
+                anywhere = witness is not None or (bool(ok_declared) and slices.shared(first, second) is not None)
+            except slices.Undecided as why:
+                if undeclared:
+                    witness, anywhere = undeclared[0], True
+                else:
+                    line = f"swarm.lanes: cannot tell whether lanes {a!r} and {b!r} may write the same path ({why})"
+                    (findings.errors if strict else findings.warnings).append(line)
+                    continue
+            if witness is None and undeclared:
+                witness = undeclared[0]
+            if witness is not None:
+                tracked = f" (tracked files both may write: {_listed(undeclared)})" if undeclared else \
+                    (" (no tracked file yet)" if tree is not None else "")
+                findings.errors.append(
+                    f"swarm.lanes: lanes {a!r} and {b!r} may both write {witness!r}{tracked}: make their "
+                    "allowed_paths disjoint (a read_only_paths entry or a '!' pattern takes a path out of one), "
+                    "or declare the shared paths in swarm.overlaps")
+            elif anywhere:
+                shared = [f for f in both_tracked if covered.match_file(f)]
+                said = f" ({_listed(shared)})" if shared else ""
+                findings.notes.append(f"lanes {a!r} and {b!r} may both write inside swarm.overlaps{said}: their "
+                                      "merges there go to the converger")
+
+
+def _read_only_lines(name: str, role: HelperRole, strict: bool, findings: LaneFindings) -> None:
+    """An allowed path all of which the lane's read-only paths cover: listed writable, it gives nothing."""
+    if not role.read_only_paths:
+        return
+    for pattern in role.allowed_paths:
+        if _prefix(pattern) is None or _problem(pattern) is not None \
+                or not _compatible([pattern], role.read_only_paths):
+            continue  # (no read-only path could cover it: none starts where it does)
+        try:
+            witness = slices.unwritable(pattern, role.allowed_paths, role.read_only_paths)
+        except slices.Undecided as why:
+            if strict:
+                findings.errors.append(f"swarm.lanes.{name}: cannot tell what of {shown(pattern)} it may write "
+                                       f"({why})")
+            continue
+        if witness is not None:
+            culprit = next((p for p in role.read_only_paths if _spec([p]).match_file(witness)), "")
+            findings.errors.append(
+                f"swarm.lanes.{name}: {pattern!r} is both writable and read-only: read_only_paths {culprit!r} "
+                f"covers all of it ({witness!r}, say), and read-only wins, so the lane may write none of it; take "
+                "it out of one of the two lists")
+
+
+def _unmatched(name: str, role: HelperRole, tree: _Tree, findings: LaneFindings, at: str) -> None:
+    for key, patterns in (("allowed_paths", role.allowed_paths), ("read_only_paths", role.read_only_paths)):
+        for pattern in patterns:
+            if _prefix(pattern) is not None and _problem(pattern) is None \
+                    and not tree.matches_any(pattern):
+                findings.warnings.append(f"swarm.lanes.{name}.{key}: {pattern!r} matches no tracked file{at}")
+
+
+def _program_problem(argv: list[str], profile: CheckProfile, tree: _Tree | None, root: Path | None) -> str | None:
+    """Why a command's program is not here: not on PATH, nor a file in the repository. `env X=1 prog` is prog;
+    `python -m X`, `npx X`, `uv run X` and the like are their first word (the tool finds the rest)."""
+    from reposwarm.checks.runners.prefixes import _env
+
+    program = argv[0]
+    if posixpath.basename(program) == "env":
+        step = _env(argv)
+        if isinstance(step, str) or step is None:
+            return None
+        program = argv[step.taken]
+    if "/" not in program:
+        return None if shutil.which(program) else f"{program!r} is not on PATH here"
+    if program.startswith("/"):
+        return None if os.access(program, os.X_OK) else f"{program!r} is not a program here"
+    rel = posixpath.normpath(program)
+    if (tree is not None and rel in tree.files) or (root is not None and (root / rel).exists()) or profile.setup:
+        return None  # (a setup step may make it: node_modules/.bin/jest)
+    if any(rel == d or rel.startswith(d.rstrip("/") + "/") for d in profile.deps_from_checkout):
+        return None
+    return f"{program!r} is not a file in the repository" + ("" if tree is not None else " here")
+
+
+def _command_lines(config: LanesFile, tree: _Tree | None, root: Path | None, findings: LaneFindings) -> None:
+    said: set[str] = set()
+    for pname, profile in config.validation.profiles.items():
+        for key, commands in (("setup", profile.setup), ("commands", profile.commands)):
+            for i, argv in enumerate(commands):
+                why = _program_problem(argv, profile, tree, root) if argv else None
+                if why is not None and why not in said:
+                    said.add(why)
+                    findings.warnings.append(f"validation.profiles.{pname}.{key}.{i}: {why} (the check fails on a "
+                                             "worker without it)")
+
+
+def check_lanes(config: LanesFile, files: Collection[str] | None = None, *, max_lanes: int | None = None,
+                which: str = "lanes file", tools_on_path: bool = True, root: Path | None = None,
+                at: str = "", strict: bool = False, graph: bool = True) -> LaneFindings:
+    """Every problem of a lanes file whose keys are valid. `files`: the tracked files of the commit the run
+    starts from (without them, no tracked-file warnings); `root`: the repository's folder, where a check's
+    program may be; `at`: how the warnings name that commit (" at HEAD"); `strict`: what cannot be checked is
+    an error, not a warning (a model's proposal: when in doubt, no); `graph`: check the lane graph too (the
+    loader checks it on the raw file when other keys are wrong)."""
+    findings = LaneFindings()
+    if graph:
+        findings.errors += lane_graph_problems(config.swarm.lanes)
+    # (a lane whose name is refused is not read further: its name would be in every line)
+    lanes = {name: role for name, role in config.swarm.lanes.items() if _is_name(name)}
+    if max_lanes is not None and len(config.swarm.lanes) > max_lanes:
+        findings.errors.append(f"swarm.lanes: the {which} has {len(config.swarm.lanes)} lanes, at most {max_lanes}")
+        if len(lanes) > 4 * max_lanes:
+            return findings  # (the pairs of 200 lanes are no one's to read)
+    tree = _Tree(files) if files is not None else None
+    for name, role in lanes.items():
+        for key in ("allowed_paths", "read_only_paths"):
+            errors, warnings = _pattern_lines(f"swarm.lanes.{name}.{key}", getattr(role, key), strict)
+            findings.errors += errors
+            findings.warnings += warnings
+        _read_only_lines(name, role, strict, findings)
+        if tree is not None:
+            _unmatched(name, role, tree, findings, at)
+    errors, warnings = _pattern_lines("swarm.overlaps", config.swarm.overlaps, True)
+    findings.errors += errors
+    _overlaps(lanes, config.swarm.overlaps, tree, strict, findings)
+    if tools_on_path:
+        _command_lines(config, tree, root, findings)
+    return findings
+
+
+def _outside(name: str, pattern: object) -> str | None:
+    """Why a proposed writable pattern is not a slice of the repository (None when it is one)."""
+    if not isinstance(pattern, str) or not pattern.strip():
+        return f"lane {name!r}: an empty allowed path"
+    p = pattern.strip()
+    if p.startswith("/") or (len(p) > 1 and p[1] == ":") or p.startswith("~"):
+        return f"lane {name!r}: {shown(p)} is an absolute path; slices are relative to the repository root"
+    if ".." in p.split("/"):
+        return f"lane {name!r}: {shown(p)} leads outside the repository ('..')"
+    if p.lstrip("!") in ("**", "**/", "**/*", "*", "*/", ".", "./", "/"):
+        return f"lane {name!r}: {shown(p)} would let it write the whole repository"
+    if any(is_git_name(part) for part in p.lstrip("!").split("/")):
+        return f"lane {name!r}: {shown(p)} reaches .git"
+    return None
+
+
+def _guard_slices(lanes: Mapping[str, HelperRole], lines: list[str]) -> None:
+    for name, role in lanes.items():
+        outside = [why for why in (_outside(name, p) for p in role.allowed_paths) if why is not None]
+        lines += outside
+        if outside or any(_problem(p) is not None for p in role.allowed_paths):
+            continue  # (check_lanes says what of it cannot be read)
+        try:
+            if slices.everything(role.allowed_paths):
+                lines.append(f"lane {name!r}: its allowed paths together match every path in the repository")
+                continue
+        except slices.Undecided:
+            continue  # (check_lanes says it, strictly)
+        spec = _spec(role.allowed_paths)
+        if spec.match_file(".git/config") or spec.match_file(".git"):
+            lines.append(f"lane {name!r}: its allowed paths reach .git")
+
+
+def _budget_lines(proposal: LaneProposal, lines: list[str]) -> None:
+    for name, role in proposal.lanes.items():
+        if role.token_budget <= 0:
+            lines.append(f"lane {name!r}: token_budget {role.token_budget} is not positive")
+        elif role.token_budget > MAX_LANE_TOKENS:
+            lines.append(f"lane {name!r}: token_budget {role.token_budget} is over the cap of {MAX_LANE_TOKENS}")
+    plan = proposal.plan
+    if plan is None:
+        lines.append("the proposal has no plan: a goal for each lane")
+        return
+    if len(plan.interface_contract) > 4 * MAX_GOAL_CHARS:
+        lines.append(f"the plan's interface contract is {len(plan.interface_contract)} characters, at most "
+                     f"{4 * MAX_GOAL_CHARS}")
+    planned: dict[str, int] = {}
+    for lane in plan.lanes:
+        planned[lane.lane] = planned.get(lane.lane, 0) + 1
+        if len(lane.goal) > MAX_GOAL_CHARS:
+            lines.append(f"lane {shown(lane.lane)}: its goal is {len(lane.goal)} characters, at most {MAX_GOAL_CHARS}")
+    for name in proposal.lanes:
+        if name not in planned:
+            lines.append(f"lane {name!r}: the plan gives it no goal")
+    for name, count in planned.items():
+        if name not in proposal.lanes:
+            lines.append(f"the plan names lane {shown(name)}, which the proposal does not define")
+        elif count > 1:
+            lines.append(f"the plan names lane {name!r} {count} times")
+    if not any(line.startswith("the plan names") for line in lines):
+        why = slices.plan_problem(plan, dict(proposal.lanes))
+        if why is not None:
+            lines.append(f"the plan: {why}")
+
+
+def _owner(path: str, packages: Mapping[str, Any]) -> str | None:
+    """The deepest package a file lies in."""
+    folder = posixpath.dirname(path)
+    while True:
+        if folder in packages:
+            return folder
+        if not folder:
+            return None
+        folder = posixpath.dirname(folder)
+
+
+def _test_lines(proposal: LaneProposal, tree: _Tree, layout: RepoLayout, lines: list[str]) -> None:
+    """A lane writing a package's tests depends (directly or not) on each lane writing the code those tests
+    test: the package's own and that of the packages it imports (the layout's import graph)."""
+    packages = {p.path.strip("/"): p for p in layout.packages}
+    tested: dict[str, str] = {}  # a test folder or file -> the package whose tests it holds
+    for path, info in packages.items():
+        for entry in info.tests:
+            entry = entry.strip("/")
+            root_relative = not path or entry == path or entry.startswith(path + "/")
+            tested.setdefault(entry if root_relative else posixpath.join(path, entry), path)
+
+    def test_of(f: str) -> str | None:
+        """The package a file is a test of, if it lies in a test folder (or is a test file) of one."""
+        here = f
+        while here:
+            if here in tested:
+                return tested[here]
+            here = posixpath.dirname(here)
+        return None
+
+    lanes = proposal.lanes
+    writes = {name: tree.writable(role.allowed_paths, role.read_only_paths) for name, role in lanes.items()}
+    code: dict[str, dict[str, str]] = {}  # package -> lane -> a file of its code the lane writes
+    for name, files in writes.items():
+        for f in files:
+            if test_of(f) is None and (pkg := _owner(f, packages)) is not None:
+                code.setdefault(pkg, {}).setdefault(name, f)
+    reach: dict[str, set[str]] = {}
+    for name in dependency_order(lanes):
+        reach[name] = set()
+        for dep in lanes[name].depends_on:
+            reach[name] |= {dep} | reach.get(dep, set())
+    for name, files in writes.items():
+        said: set[str] = set()
+        for f in files:
+            if (pkg := test_of(f)) is None:
+                continue
+            for target in [pkg, *packages[pkg].imports]:
+                for other, example in sorted(code.get(target.strip("/"), {}).items()):
+                    if other == name or other in reach.get(name, set()) or other in said:
+                        continue
+                    said.add(other)
+                    lines.append(f"lane {name!r} writes {f} (a test of {pkg or 'the root package'}) but does not "
+                                 f"depend on {other!r}, which writes the code it tests ({example}): add {other!r} "
+                                 "to its depends_on")
+
+
+def _capped(lines: list[str]) -> list[str]:
+    unique = list(dict.fromkeys(lines))
+    if len(unique) <= MAX_LINES:
+        return unique
+    return unique[:MAX_LINES - 1] + [f"... and {len(unique) - MAX_LINES + 1} more problems"]
+
+
+def check_proposal(proposal: LaneProposal, files: Collection[str], layout: RepoLayout | None, *,
+                   max_lanes: int) -> list[str]:
+    """Every reason the proposal may not run, one line each naming the lane and the path (empty: it may). The
+    lanes are checked as a lanes file (check_lanes, strictly), and by the guardrails a model's reply must pass."""
+    lines: list[str] = []
+    try:
+        lanes = proposal.lanes
+        if not lanes:
+            return ["the proposal has no lanes"]
+        if len(lanes) > max_lanes:
+            lines.append(f"{len(lanes)} lanes proposed, at most {max_lanes} (--max-lanes)")
+            lines += lane_graph_problems(lanes)
+            return _capped(lines)
+        if bad := [name for name in lanes if not _is_name(name)]:
+            return _capped([f"lane {shown(name)} is not a lane name ({LANE_NAME_CHARS})" for name in bad])
+        try:
+            profiles = {"default": proposal.profile} if proposal.profile is not None else {}
+            config = LanesFile(swarm=SwarmConfig(lanes=dict(lanes), overlaps=list(proposal.overlaps)),
+                               validation=ValidationConfig(profiles=profiles))
+        except ValidationError as err:
+            return _capped([f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors(include_url=False)])
+        _guard_slices(lanes, lines)
+        for pattern in proposal.overlaps:
+            if isinstance(pattern, str) and (why := _outside("overlaps", pattern)) is not None:
+                lines.append(why.replace("lane 'overlaps'", "swarm.overlaps"))
+        findings = check_lanes(config, files, max_lanes=max_lanes, which="proposal", tools_on_path=False,
+                               strict=True)
+        lines += findings.errors
+        _budget_lines(proposal, lines)
+        if layout is not None and not findings.errors:
+            _test_lines(proposal, _Tree(files), layout, lines)
+    except Exception as err:  # noqa: BLE001 - a reply that breaks a check is refused, never a crash
+        lines.append(f"the proposal could not be checked ({type(err).__name__}: {shown(str(err), 120)})")
+    return _capped(lines)
