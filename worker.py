@@ -29,6 +29,7 @@ from activities.failure_ledger import FailureLedgerInterceptor
 from activities.heartbeat import HeartbeatInterceptor
 from activities.lanes import ended_lanes, start_lanes
 from activities.model import model_turn, plan_round
+from activities.proposing import check_proposal_edit, propose_lanes
 from activities.publish import publish_review
 from activities.repo import (
     checkpoint_lane,
@@ -55,7 +56,8 @@ WORKFLOWS = [SwarmWorkflow, LaneWorkflow, TrialWorkflow]
 HEARTBEAT_THROTTLE = timedelta(seconds=1)
 ACTIVITIES: list[Callable[..., Any]] = [prepare_run, look_at_base, create_lane_worktree, checkpoint_lane, describe_lane, merge_lane, deliver,
               model_turn, plan_round, run_tool, validate, resolve_conflict, attribute_failures,
-              rollback_integration, publish_review, prepare_trial_clone, score_trial, vet_trial, start_lanes, ended_lanes]
+              rollback_integration, publish_review, prepare_trial_clone, score_trial, vet_trial, start_lanes, ended_lanes,
+              propose_lanes, check_proposal_edit]
 
 
 class Workers:

@@ -30,6 +30,11 @@ def memo_status(status: SwarmStatus) -> SwarmStatus:
     if len(status.model_dump_json()) > STATUS_LIMIT:
         status.rounds, status.overlaps, status.resolutions = status.rounds[-1:], [], []
         status.validations = status.validations[-20:]
+    if len(status.model_dump_json()) > STATUS_LIMIT and status.proposal is not None:  # a refused reply's 200 lanes
+        proposal = status.proposal
+        status.proposal = proposal.model_copy(update={"lanes": dict(list(proposal.lanes.items())[:64]),
+                                                      "problems": proposal.problems[:50],
+                                                      "warnings": [*proposal.warnings[:50], TRIMMED]})
     return status
 
 

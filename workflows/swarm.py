@@ -53,6 +53,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.failures import root_cause
     from workflows.memo import REVIEW_MEMO, STATUS_MEMO, memo_package, memo_status
     from workflows.merging import MergeQueue
+    from workflows.proposing import Proposals
     from workflows.review import approve_hint, decision_of, decision_refusal, end_round, review_package, reviewed
     from workflows.scheduler import LaneScheduler, WarmLanes, lane_task
     from workflows.validation import Gate, checks_line, repair_note
@@ -71,7 +72,7 @@ class Round:
 
 
 @workflow.defn
-class SwarmWorkflow:
+class SwarmWorkflow(Proposals):
     @workflow.init
     def __init__(self, req: SwarmRequest) -> None:
         # Built from the request before any handler runs, so queries and updates always see a status.
@@ -172,6 +173,11 @@ class SwarmWorkflow:
         self._use_search_attributes = bool(workflow.info().typed_search_attributes.get(REPO_ATTR))
         self._status.started_at = self._status.started_at or workflow.now().isoformat()
         self._status.base_branch = req.base_branch
+        if req.propose is not None and req.resume is None:  # no lanes file: proposed, then confirmed (proposing.py)
+            proposed = await self._proposed(req)
+            if isinstance(proposed, SwarmResult):
+                return proposed
+            req, self._roles = proposed, dict(proposed.config.swarm.lanes)
         base_sha = await self._prepare(req)
         self._base = BaseTracker(req=req, status=self._status, start_sha=base_sha,
                                  head=(req.resume.base_head if req.resume else None) or base_sha)

@@ -20,6 +20,17 @@ data shapes), summary (one line), and lanes: for each lane the task needs, its n
 Use only lane names from the list, and plan a lane's dependencies too. Leave out lanes the task does not need.
 If you cannot call tools, reply with the same plan as one JSON object and nothing else."""
 
+PROPOSER_SYSTEM = """You are the planner of a swarm of coding agents, and no one has split the repository into lanes yet.
+Propose the lanes for this task: call submit_lanes once with lanes (each with a name, its goal for the task, the
+paths it may write as gitignore-style globs, the paths it may also read, and depends_on), interface_contract (the
+exact interfaces the lanes share: names, signatures, data shapes) and summary (one line).
+Follow the repository's structure: a lane per package or service the change touches, never a slice crossing an
+owner's boundary when it need not. Writable slices must be disjoint (list any path two lanes must both write in
+overlaps), inside the repository, and never the whole repository. A lane that writes tests depends on the lanes
+whose code those tests import; a lane whose files the others import comes first. Propose no lane the task does
+not need, and at most the number of lanes you are given.
+If you cannot call tools, reply with the same arguments as one JSON object and nothing else."""
+
 
 def lane_first_message(task: HelperTask) -> str:
     """The lane's first message. The goal reaches the model verbatim."""
@@ -75,3 +86,21 @@ def planner_message(task: str, lanes: dict[str, HelperRole], feedback: list[str]
         parts += [f"- {c}" for c in feedback]
         parts += ["Plan the follow-up work that answers the latest comment."]
     return "\n".join(parts)
+
+
+def proposer_message(task: str, structure: str, repo_files: list[str], max_lanes: int, repo_map: str = "") -> str:
+    """The proposer's first message: the task, the structure the code gives (packages, owners, imports, checks),
+    the repository map ranked toward the task, then the files."""
+    parts = [f"Task:\n{task}", "", f"Propose at most {max_lanes} lanes.", "",
+             "The repository's structure (from its manifests, CODEOWNERS and imports):", structure or "(none found)"]
+    if repo_map:
+        parts += ["", "Repository map (the definitions most relevant to the task, by file; `line: kind name`):",
+                  repo_map]
+    parts += ["", "Repository files:", *repo_files]
+    return "\n".join(parts)
+
+
+def proposal_correction(problems: list[str]) -> str:
+    """What a refused proposal gets back, once."""
+    return "\n".join(["That proposal was refused:", *[f"- {p}" for p in problems],
+                      "Submit a corrected proposal with submit_lanes."])

@@ -124,3 +124,37 @@ def parse_args(name: str, arguments: dict[str, Any] | None, raw: str) -> _Args:
     except ValidationError as err:
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}" for e in err.errors())
         raise ValueError(f"bad arguments for {name}: {problems}") from None
+
+
+# --- the proposer's one tool (activities/proposing.py): not a lane's tool, so not in TOOL_ARGS ---
+
+
+class ProposedLaneArgs(_Args):
+    """One lane of a proposal: its name, its goal for this task, what it may write and read, and its budgets."""
+
+    name: str = Field(description="letters, digits, '_' and '-'; it becomes a branch name")
+    goal: str = Field(min_length=1, description="what this lane does for the task (its round-1 goal)")
+    allowed_paths: list[str] = Field(min_length=1, description="gitignore-style globs the lane may write")
+    read_only_paths: list[str] = Field(default=[], description="globs it may also read")
+    depends_on: list[str] = Field(default=[], description="lanes whose work it builds on (they run first)")
+    token_budget: int | None = Field(default=None, gt=0, description="omit: sized from its files and goal")
+    max_turns: int | None = Field(default=None, gt=0)
+    model: str | None = Field(default=None, description="omit: the run's model")
+
+
+class SubmitLanesArgs(_Args):
+    """Submit the lanes for the task: each lane's slice and goal, the interface contract they share, a one-line
+    summary, and any paths two lanes must both write (overlaps; keep it empty when the slices are disjoint)."""
+
+    lanes: list[ProposedLaneArgs] = Field(min_length=1)
+    interface_contract: str = Field(min_length=1)
+    summary: str = ""
+    overlaps: list[str] = []
+
+
+def submit_lanes_spec() -> dict[str, Any]:
+    """The proposer's tool, as offered to models."""
+    schema = SubmitLanesArgs.model_json_schema()
+    schema.pop("title", None)
+    description = schema.pop("description", "")
+    return {"name": "submit_lanes", "description": description, "parameters": schema}

@@ -108,7 +108,16 @@ def next_step(v: RunView) -> str:
         checks = f"checks: {verdicts.summary(report)}\n" if report is not None else ""
         return (f"{checks}waiting for review: {prog()} review {run}, then {prog()} approve {run} "
                 f"or {prog()} reject {run} --comment TEXT")
+    if proposal_ready(v.status):
+        return (f"waiting for its lanes to be confirmed ({prog()} status {run} shows them): {prog()} confirm {run} "
+                f"accepts them, {prog()} confirm {run} --lanes FILE an edit of them, {prog()} confirm {run} "
+                "--reject stops the run")
     return f"{run}: {v.status.phase.value}"
+
+
+def proposal_ready(status: SwarmStatus) -> bool:
+    """A run in its first phase, with no lanes file, whose proposed lanes wait for a person (workflows/proposing.py)."""
+    return status.phase == Phase.proposing and status.proposal is not None and not status.proposal.problems
 
 
 async def progress_notes(client: Client, desc: WorkflowExecutionDescription) -> list[str]:
@@ -145,7 +154,7 @@ async def follow(client: Client, run_id: str, *, until_review: bool, out: TextIO
         while True:
             asked = time.monotonic()
             v = await view(client, run_id)
-            done = v.closed or (until_review and v.status.phase == Phase.review)
+            done = v.closed or (until_review and (v.status.phase == Phase.review or proposal_ready(v.status)))
             if not v.live and not done:
                 unanswered_since = unanswered_since or asked
                 if not await worker_polling(client, v.queue) or time.monotonic() - unanswered_since >= QUERY_TIMEOUT_S:

@@ -2,6 +2,7 @@
 its exit code.
 
     run, watch, status, review, approve, reject, list         reposwarm/cli/runs.py: runs, through Temporal alone
+    confirm                                                    reposwarm/cli/proposing.py: a run's proposed lanes
     demo, try                                                  reposwarm/cli/local.py, trying.py: on this machine,
                                                                starting a dev server and a worker when missing
     report, explain, trial, mcp                                reposwarm/cli/host.py
@@ -89,7 +90,22 @@ def parser() -> argparse.ArgumentParser:
                      help="show the plan and each lane's estimated tokens and cost; dispatch nothing")
     run.add_argument("--record", action="store_true",
                      help="keep every model exchange, so `starter.py recording RUN` can make a replay script")
+    # with no lanes file the run proposes its lanes first (reposwarm/cli/proposing.py, docs/lanes.md)
+    run.add_argument("--yes", action="store_true",
+                     help="no lanes file: accept the lanes the run proposes without asking (unattended too)")
+    run.add_argument("--write-lanes", metavar="FILE",
+                     help="no lanes file: write the proposed lanes to FILE (their plan beside it) and dispatch nothing")
+    run.add_argument("--max-lanes", type=int, metavar="N",
+                     help="no lanes file: propose at most N lanes (default 8)")
     run.set_defaults(handler=f"{RUNS}:cmd_run")
+    conf = sub.add_parser("confirm", help="answer the lanes a run proposed (a run with no lanes file): accept them, "
+                          "an edit of them, or stop the run")
+    conf.add_argument("run", help="the run's id (as `run` printed it, or from `list`)")
+    conf.add_argument("--lanes", metavar="FILE", help="accept this edit instead: a lanes file, with the round-1 plan "
+                      "in a plan: section (docs/lanes.md)")
+    conf.add_argument("--reject", action="store_true", help="stop the run: nothing is dispatched")
+    conf.add_argument("--comment", help="a note kept with the answer")
+    conf.set_defaults(handler="reposwarm.cli.proposing:cmd_confirm")
     w = sub.add_parser("watch", help="a live view of a run until it waits for review or ends")
     w.add_argument("run", help="the run's id (as `run` printed it, or from `list`)")
     w.set_defaults(handler=f"{RUNS}:cmd_watch")

@@ -60,6 +60,7 @@ from reposwarm.cli.live import age, follow, next_step, with_lane_progress
 from reposwarm.client import task_queue
 from reposwarm.config import load_plan_file
 from reposwarm.contracts import (
+    LanesFile,
     Phase,
     ReviewDecision,
     SwarmRequest,
@@ -106,7 +107,10 @@ def _checked_request_env() -> tuple[str | None, str | None]:
     return values[0], values[1]
 
 
-def build_request(args: argparse.Namespace, *, auto_approve: bool = False) -> SwarmRequest:
+def build_request(args: argparse.Namespace, *, auto_approve: bool = False,
+                  config: LanesFile | None = None) -> SwarmRequest:
+    """The run's request from the command line, every input checked; `config` instead of a lanes file: a run
+    that proposes its lanes (reposwarm/cli/proposing.py)."""
     if not (args.task or "").strip():
         raise UserError("--task is empty: say in words what to change (--task \"Add a /health endpoint\")")
     from reposwarm.remote import is_url
@@ -116,7 +120,7 @@ def build_request(args: argparse.Namespace, *, auto_approve: bool = False) -> Sw
         raise UserError(f"a repository named by URL needs --lanes FILE (the lanes file is read here, not from {args.repo})")
     repo = check_repo(args.repo) if remote is None else Path(args.lanes).resolve().parent
     env_base, swarm_branch = _checked_request_env()
-    lanes_path, config = load_config(repo, args.lanes)
+    lanes_path, config = load_config(repo, args.lanes) if config is None else (repo / "(no lanes file)", config)
     # Lane models: replay scripts named relative to the lanes file.
     for name, role in config.swarm.lanes.items():
         if role.model:
@@ -166,14 +170,16 @@ async def has_search_attributes(client: Client) -> bool:
 
 
 async def start(client: Client, req: SwarmRequest) -> None:
-    plan_note = "from a plan file" if req.plan else "planned by the model"
+    plan_note = ("lanes and plan proposed by the model, for a person to confirm" if req.propose
+                 else "from a plan file" if req.plan else "planned by the model")
     queue = task_queue()  # read before the first await: a caller's environment is this moment's, not a later one's
     # only the attributes the server has (it refuses a run that sets another); the run upserts only those too
     registered = registered_names(await webui.registered_attributes(client))
     req = req.model_copy(update={"search_attributes": registered})
     await client.start_workflow(
         swarm_workflow().run, req, id=req.run_id, task_queue=queue,
-        search_attributes=start_attributes(registered, repo=req.repo_path, phase=Phase.preparing.value,
+        search_attributes=start_attributes(registered, repo=req.repo_path,
+                                           phase=(Phase.proposing if req.propose else Phase.preparing).value,
                                            kind=DRY_RUN if req.dry_run else RUN, task=req.task),
         static_summary=webui.static_summary(req.task),
         static_details=webui.static_details(req.task, req.repo_path, req.base_ref, list(req.config.swarm.lanes),
@@ -295,6 +301,11 @@ def render_dry_run(result: SwarmResult) -> str:
 
 
 async def cmd_run(args: argparse.Namespace) -> int:
+    from reposwarm.cli import proposing
+
+    if proposing.wants_proposal(args):  # no lanes file: the run proposes its lanes, a person confirms them
+        return await proposing.cmd_run_proposing(args)
+    proposing.refuse_proposal_flags(args)
     req = build_request(args)
     req.dry_run, req.record = args.dry_run, args.record
     with if_interrupted("nothing was started"):

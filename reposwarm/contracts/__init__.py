@@ -75,7 +75,10 @@ from reposwarm.contracts.run import (
     LanesReceipt,
     PrepareInput,
     PrepareResult,
+    ProposalCheck,
+    ProposeInput,
     ProposeOptions,
+    ProposeOutcome,
     RoundRecord,
     SwarmRequest,
     SwarmResult,
@@ -137,5 +140,6 @@ __all__ = [
     "TrialBatchRequest", "TrialBatchResult", "TrialClone", "TrialCloneInput", "TrialOutcome", "TrialScore",
     "TrialSpec", "TrialVetInput", "TrialVetting", "Usage", "Verdict",
     "ValidateInput", "ValidationConfig",
-    "LaneProposal", "LanesDecision", "LanesReceipt", "PackageInfo", "ProposeOptions", "RepoLayout",
+    "LaneProposal", "LanesDecision", "LanesReceipt", "PackageInfo", "ProposalCheck", "ProposeInput",
+    "ProposeOptions", "ProposeOutcome", "RepoLayout",
 ]

@@ -54,6 +54,7 @@ class LaneProposal(Contract):
     warnings: list[str] = []
     problems: list[str] = []  # the guardrails' refusals of the last reply (the proposal failed when non-empty)
     attempts: int = 0  # planner replies asked for (at most 2: the second carries the first one's problems)
+    decided: str = ""  # "accepted by ana at ...", "stopped by ana at ...", "accepted at once (run --yes)"
 
 
 class LanesDecision(Contract):

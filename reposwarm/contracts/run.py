@@ -6,7 +6,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from reposwarm.contracts.base import Contract, Usage
-from reposwarm.contracts.config import DeliveryConfig, LanesFile
+from reposwarm.contracts.config import DeliveryConfig, LanesFile, ModelPrice
 from reposwarm.contracts.lane import FileEdit, LanePass, LaneResult, LaneState
 from reposwarm.contracts.merge import Overlap
 from reposwarm.contracts.plan import LaneEstimate, Plan
@@ -216,3 +216,36 @@ class Delivered(Contract):
     branch: str
     pushed_to: str | None = None
     pull_request_url: str | None = None
+
+
+class ProposeOutcome(Contract):
+    proposal: LaneProposal  # its problems non-empty: refused twice, and the run stops with them
+    usage: Usage = Usage()
+
+
+class ProposeInput(Contract):
+    """The propose_lanes activity's input (activities/proposing.py): the task, on the base commit."""
+
+    run_id: str
+    repo_path: str
+    base_sha: str
+    task: str
+    model: str
+    max_lanes: int = DEFAULT_MAX_LANES
+    price: ModelPrice | None = None
+    record: bool = False
+
+
+class ProposalCheck(Contract):
+    """A person's edit of a proposal (its lanes, as a lanes file, and its plan), checked against the files of the
+    base commit by the check_proposal_edit activity; the answer is the proposal they edited into, with its
+    problems (empty: it may run)."""
+
+    run_id: str
+    repo_path: str
+    base_sha: str
+    task: str
+    model: str
+    proposal: LaneProposal
+    max_lanes: int = DEFAULT_MAX_LANES
+    price: ModelPrice | None = None

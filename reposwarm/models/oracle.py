@@ -1,7 +1,10 @@
 """The oracle: a model that knows the commit it replays. For trying the swarm offline (`reposwarm try`) and for
 proving the trial harness, never for results.
 
-Named `oracle:<repository>#<sha>[?extra=LANE&skip=LANE&idle=1]`. As planner it
+Named `oracle:<repository>#<sha>[?extra=LANE&skip=LANE&idle=1]`. As proposer (a
+run with no lanes file) it proposes a lane per top-level folder the commit touches
+and one for its files at the root (reposwarm/intel/structure.py propose_lanes),
+each to apply the commit's change there. As planner it
 gives every lane whose paths hold a file of the commit the goal of applying it;
 as a lane it writes exactly the commit's files inside the lane's allowed paths
 (from the commit, read in the worker: the lanes never see it), then finishes.
@@ -91,6 +94,8 @@ class OracleProvider:
     async def complete(self, request: ModelRequest) -> ModelReply:
         if request.agent == "planner":
             return self._plan(request)
+        if request.agent == "proposer":
+            return self._propose(request)
         if request.turn > 0 or self.idle:
             return ModelReply(tool_calls=[_call(99, "finish", {"summary": "applied the commit's changes",
                                                                "assumptions": []})])
@@ -133,3 +138,18 @@ class OracleProvider:
         plan: dict[str, object] = {"interface_contract": "As the commit has it.", "summary": "replay of a commit",
                                    "lanes": plan_lanes}
         return ModelReply(tool_calls=[_call(0, "submit_plan", plan)])
+
+    def _propose(self, request: ModelRequest) -> ModelReply:
+        from reposwarm.intel.structure import propose_lanes
+
+        most = re.search(r"^Propose at most (\d+) lanes\.$", str(request.messages[0]["content"]), re.M)
+        planned = propose_lanes([path for _, path in self._changes()], max_lanes=max(1, int(most.group(1)) - 1)
+                                if most else 4)
+        lanes = []
+        for lane in planned:
+            others = [p for o in planned if o is not lane and o.folders for p in o.allowed_paths]
+            lanes.append({"name": lane.name, "allowed_paths": lane.allowed_paths, "read_only_paths": others,
+                          "goal": f"Make the commit's change to the files in {', '.join(lane.allowed_paths)}."})
+        proposal: dict[str, object] = {"interface_contract": "As the commit has it.", "summary": "replay of a commit",
+                                       "lanes": lanes}
+        return ModelReply(tool_calls=[_call(0, "submit_lanes", proposal)])

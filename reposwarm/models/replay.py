@@ -8,6 +8,10 @@ Script format (YAML or JSON):
       3: [{content: "not a plan"}, {content: '{...}'}]   # a list: one reply per turn
     converger:               # replies to merge conflicts, by round: one per conflict, in order
       1: [{tool_calls: [{id: r1, name: resolve, arguments: {files: [{path: a.py, content: "..."}], explanation: "..."}}]}]
+    proposer:                # a run with no lanes file: the lanes it proposes (docs/lanes.md), one reply, or a
+      - tool_calls:          # list: the second answers the problems of a refused first one (`{0: ...}` as well)
+          - {id: p1, name: submit_lanes, arguments: {interface_contract: "...", summary: "...", overlaps: [],
+             lanes: [{name: api, goal: "...", allowed_paths: [api/**], read_only_paths: [web/**], depends_on: []}]}}
     lanes:
       api_layer:
         1:                   # round
@@ -77,6 +81,8 @@ class ReplayProvider:
 
     async def complete(self, request: ModelRequest) -> ModelReply:
         script = load_script(self.path)
+        if request.agent == "proposer":
+            return self._proposal(script, request)
         if request.agent in ("planner", "converger"):
             replies = script.get(request.agent) or {}
             raw = replies.get(request.round, replies.get(str(request.round)))
@@ -102,3 +108,18 @@ class ReplayProvider:
                 retryable=False,
             )
         return _reply(turns[request.turn], f"{request.agent} round {request.round} turn {request.turn + 1}")
+
+    def _proposal(self, script: dict[str, Any], request: ModelRequest) -> ModelReply:
+        """The proposer's reply for this turn: `proposer:` is one reply, a list (a reply per turn), or by round as
+        a recording writes it (`0: ...`)."""
+        raw = script.get("proposer")
+        if isinstance(raw, dict) and not {"content", "tool_calls"} & set(raw):
+            raw = raw.get(request.round, raw.get(str(request.round)))
+        if raw is None:
+            raise ModelError(f"replay script {self.path} has no proposer reply (a run with no lanes file asks for "
+                             "one: docs/lanes.md)", retryable=False)
+        turns = raw if isinstance(raw, list) else [raw]
+        if request.turn >= len(turns):
+            raise ModelError(f"replay script {self.path} has no proposer turn {request.turn + 1} (the first "
+                             "proposal was refused; see the run's status for why)", retryable=False)
+        return _reply(turns[request.turn], f"proposer turn {request.turn + 1}")

@@ -57,6 +57,8 @@ def replay_script(run_id: str) -> dict[str, Any]:
             key = _round_key(round_dir.name)
             if agent.name in ("planner", "converger"):
                 script[agent.name][key] = turns(round_dir)
+            elif agent.name == "proposer":  # a run that proposed its lanes (its round 0)
+                script.setdefault("proposer", {})[key] = turns(round_dir)
             else:
                 script["lanes"].setdefault(agent.name, {})[key] = turns(round_dir)
     return script

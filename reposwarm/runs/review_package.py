@@ -229,6 +229,10 @@ def render_status(status: SwarmStatus) -> str:
         lines.append("nothing merged in this round: approving is refused; reject with a comment to plan again")
     if status.base_moved:
         lines.append(f"base moved: {status.base_moved}")
+    if status.proposal is not None:  # a run with no lanes file: the lanes it proposed (reposwarm/proposal_file.py)
+        from reposwarm.proposal_file import render_proposal
+
+        lines.append(render_proposal(status.proposal))
     record = next((r for r in reversed(status.rounds) if r.round == status.round), None)
     for lane in status.lanes:
         found = next((ln for ln in record.lanes if ln.lane == lane.lane), None) if record is not None else None
