@@ -7,6 +7,7 @@ its exit code.
                                                                starting a dev server and a worker when missing
     report, explain, trial, mcp                                reposwarm/cli/host.py
     checks                                                     reposwarm/cli/checks.py: a profile on HEAD
+    lanes                                                      reposwarm/cli/lanes.py: lanes from the structure
     recording, gc                                              reposwarm/cli/host.py: [worker host]: they read
                                                                the runs' files under REPOSWARM_HOME
     worker                                                     worker.py: this host's worker
@@ -185,6 +186,18 @@ def parser() -> argparse.ArgumentParser:
                      "repository, as run finds it)")
     chk.add_argument("--profile", help="the validation profile to run (default: the lanes file's validation.profile)")
     chk.set_defaults(handler=f"{CHECKS}:cmd_checks")
+    lns = sub.add_parser("lanes", help="write a starting lanes file from the repository's structure alone (packages, "
+                         "CODEOWNERS, imports, the detected checks; no model, no task)",
+                         description="Write a starting lanes file made from the repository's structure alone: a lane "
+                         "per package or owner area (at most --max-lanes), a test lane where tests live apart, "
+                         "depends_on from the import graph (imported lanes first), budgets from the files, the "
+                         "detected checks; a comment header says how each part was derived. Reads the committed "
+                         "tree at --rev, never the working tree; the same tree gives the same file. See docs/lanes.md.")
+    lns.add_argument("--repo", required=True, help="the git repository's top folder (only read)")
+    lns.add_argument("--out", metavar="FILE", help="write the lanes file here (default: standard output)")
+    lns.add_argument("--max-lanes", type=int, metavar="N", help="at most this many lanes (default 8)")
+    lns.add_argument("--rev", default="HEAD", help="the commit whose tree is read (default HEAD)")
+    lns.set_defaults(handler="reposwarm.cli.lanes:cmd_lanes")
     mcp = sub.add_parser("mcp", help="serve the lanes' tools over one repository to an MCP client (stdio or HTTP)")
     mcp.add_argument("--repo", required=True, help="the git repository's top folder")
     mcp.add_argument("--allow", action="append", default=[], metavar="GLOB",

@@ -11,15 +11,19 @@ anything (an interpreter, asked whether it can import pytest).
 from __future__ import annotations
 
 import json
+import posixpath
 import re
 import shutil
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from reposwarm.contracts.proposal import PackageInfo
 
 MAX_LANES = 4  # lanes for folders; the files at the root get one more
 ROOT_LANE = "root"
@@ -27,6 +31,8 @@ ROOT_FILES = ["*", "!*/"]  # the files at the repository's root, no folder below
 FOLDED_LANE = "others"  # the last lane, when more folders were touched than MAX_LANES
 PYTHON_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", "pytest.ini", "tox.ini")
 TEST_FOLDERS = ("tests", "test")
+MAX_NESTED_CHECKS = 12  # packages' own commands added to a whole-repository profile; more are said in a note
+BUILD_TOOLS = {"bazel": ["bazel", "test", "//..."], "buck": ["buck2", "test", "//..."], "pants": ["pants", "test", "::"]}
 # `npm init`'s placeholder: a package.json whose test script is this runs no tests
 NPM_NO_TEST = re.compile(r"no test specified")
 LANE_NAME_CHARS = re.compile(r"[^A-Za-z0-9_-]+")
@@ -120,10 +126,12 @@ def _imports_pytest(exe: str) -> bool:
 
 
 def detect_profile(files: Collection[str], read: Callable[[str], str | None],
-                   python: Callable[[], tuple[str, bool]] = python_with_pytest) -> tuple[dict[str, Any] | None,
-                                                                                         list[str]]:
+                   python: Callable[[], tuple[str, bool]] = python_with_pytest,
+                   packages: Sequence[PackageInfo] = ()) -> tuple[dict[str, Any] | None, list[str]]:
     """A check profile for the project whose tracked `files` these are (`read` gives a file's text, or None),
-    and a note per guess. Each ecosystem found adds its command; none found: no profile (no checks)."""
+    and a note per guess. Each ecosystem found adds its command; none found: no profile (no checks). With the
+    tree's `packages` (reposwarm/intel/packages.py, each with its own `check`), the packages no command at the
+    root reaches (a Go module, a crate or an npm package in a folder, a Bazel/Buck/Pants tree) add theirs."""
     commands: list[list[str]] = []
     notes: list[str] = []
     names = set(files)
@@ -154,6 +162,7 @@ def detect_profile(files: Collection[str], read: Callable[[str], str | None],
             deps = ("; it has dependencies and the checked trees have no node_modules: add a setup step "
                     "(docs/checks.md)") if _has_dependencies(package) else ""
             notes.append(f"JavaScript (package.json's test script: {script[:60]}): npm test{deps}")
+    commands += _nested_checks(names, read, packages, notes)
     if not commands:
         notes.append("no tests found (no pyproject.toml, setup.py, tests/, go.mod, Cargo.toml or package.json "
                      "test script): no checks; add validation.profiles (docs/checks.md)")
@@ -194,3 +203,104 @@ def propose(changed: Iterable[str], files: Collection[str], read: Callable[[str]
     profile, notes = detect_profile(files, read, python)
     said = [f"{lane.name}: writes {', '.join(lane.allowed_paths)}" for lane in lanes]
     return Proposal(lanes=lanes, profile=profile, notes=[*said, *notes])
+
+
+def _nested_checks(names: set[str], read: Callable[[str], str | None], packages: Sequence[PackageInfo],
+                   notes: list[str]) -> list[list[str]]:
+    """The commands of the packages no command at the root runs: a Go module below the root (`go test ./...` at
+    the root stays in its own module), a crate outside the root's workspace, an npm package the root's package.json
+    does not name as a workspace; a Bazel, Buck or Pants tree runs its whole test target once."""
+    out: list[list[str]] = []
+    root_cargo = _workspace_toml(read("Cargo.toml")) if "Cargo.toml" in names else False
+    root_npm = "package.json" in names and _npm_workspaces(read("package.json"))
+    for kind, argv in BUILD_TOOLS.items():
+        if any(p.kind == kind for p in packages):
+            out.append(argv)
+            notes.append(f"{kind} ({sum(p.kind == kind for p in packages)} packages): {' '.join(argv)}")
+    nested = [p for p in packages if p.path and p.check and (
+        (p.kind == "go-module") or (p.kind == "cargo" and not root_cargo)
+        or (p.kind == "npm" and not root_npm))]
+    for pkg in nested[:MAX_NESTED_CHECKS]:
+        out.append(pkg.check)
+        notes.append(f"{pkg.kind} package {pkg.path}/ ({pkg.name}): {' '.join(pkg.check)}")
+    if len(nested) > MAX_NESTED_CHECKS:
+        notes.append(f"{len(nested) - MAX_NESTED_CHECKS} more packages have checks of their own, left out of the "
+                     "whole-repository profile (each package's check is in `reposwarm lanes`' notes)")
+    return out
+
+
+def _workspace_toml(text: str | None) -> bool:
+    import tomllib
+
+    try:
+        return isinstance(tomllib.loads(text or "").get("workspace"), dict)
+    except (tomllib.TOMLDecodeError, ValueError):
+        return False
+
+
+def _npm_workspaces(text: str | None) -> bool:
+    try:
+        data = json.loads(text or "")
+    except ValueError:
+        return False
+    return isinstance(data, dict) and bool(data.get("workspaces"))
+
+
+def package_check(kind: str, path: str, name: str, tests: Sequence[str], read: Callable[[str], str | None],
+                  python: tuple[str, bool], module: str | None = None, workspace: bool = False) -> list[str]:
+    """The command that runs one package's tests alone, from the repository's root, as an argv (empty: none, or
+    none the tool allows per package). `tests`: where its tests are (none: no command, except for the build
+    tools, which know); `module`: a Go package's module folder; `workspace`: a member of the root's workspace."""
+    here = path or "."
+    if kind in BUILD_TOOLS:
+        target = {"bazel": f"//{path}/..." if path else "//...", "buck": f"//{path}/..." if path else "//...",
+                  "pants": f"{path}::" if path else "::"}[kind]
+        return [*BUILD_TOOLS[kind][:2], target]
+    if not tests:
+        return []
+    if kind == "go-module":
+        return ["go", "test", "./..."] if not path else ["go", "-C", path, "test", "./..."]
+    if kind == "go-package":
+        if module is None:
+            return []
+        rel = path[len(module):].lstrip("/") if module else path
+        pattern = f"./{rel}/..." if rel else "./..."
+        return ["go", "test", pattern] if not module else ["go", "-C", module, "test", pattern]
+    if kind == "cargo":
+        if workspace or not path:
+            return ["cargo", "test", "--offline", "-p", name]
+        return ["cargo", "test", "--offline", "--manifest-path", f"{path}/Cargo.toml"]
+    if kind == "npm":
+        return _npm_check(path, read(f"{path}/package.json" if path else "package.json"), workspace)
+    if any(t.endswith(".py") or t.endswith("/") for t in tests):
+        exe, has_pytest = python
+        if has_pytest:
+            return [exe, "-m", "pytest", "-q", here]
+        folder = next((t.rstrip("/") for t in tests if t.endswith("/")), here)
+        return [exe, "-m", "unittest", "discover", "-s", folder, "-t", "."]
+    return []
+
+
+def _npm_check(path: str, text: str | None, workspace: bool) -> list[str]:
+    """A package's test script as a command the checks read per test (node --test, jest, vitest, run on the
+    package's folder), else `npm test` for that package alone."""
+    from reposwarm.checks.runners.scripts import shell_words
+
+    script = _npm_test_script(text)
+    if script is None:
+        return []
+    here = path or "."
+    words = shell_words(script)
+    if isinstance(words, list) and words:
+        program, args = words[0], words[1:]
+        if program == "node" and "--test" in args:
+            targets = [a for a in args[args.index("--test") + 1:] if not a.startswith("-")]
+            return ["node", "--test", *([posixpath.join(path, t) for t in targets] if targets else
+                                        [f"{here}/"])]
+        if program == "vitest":
+            return ["npx", "vitest", "run", "--root", here]
+        if program == "jest":
+            return ["npx", "jest", "--rootDir", here]
+    if not path:
+        return ["npm", "test"]
+    return ["npm", "test", "--workspace", path] if workspace else ["npm", "--prefix", path, "test"]
