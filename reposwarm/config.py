@@ -166,16 +166,19 @@ def check_lane_graph(lanes: dict[str, Any], where: str) -> list[str]:
 
 
 def _lanes_read_so_far(data: dict[str, Any]) -> LanesFile | None:
-    """The lanes of a file whose other keys are wrong that are right on their own (and swarm.overlaps, if it is),
-    so what the slices say is listed with the schema's problems."""
+    """The slices of a file whose other keys are wrong, of the lanes whose slices are right (and swarm.overlaps, if
+    it is), so what the slices say is listed with the schema's problems."""
     swarm = data.get("swarm")
     lanes = swarm.get("lanes") if isinstance(swarm, dict) else None
     if not isinstance(lanes, dict):
         return None
     roles = {}
     for name, role in lanes.items():
-        try:
-            roles[name] = HelperRole.model_validate(role)
+        if not isinstance(role, dict):
+            continue
+        try:  # (only its slice: a lane whose budget is wrong still writes where it says)
+            roles[name] = HelperRole.model_validate({k: v for k, v in role.items()
+                                                     if k in ("allowed_paths", "read_only_paths")})
         except ValidationError:
             continue
     overlaps = swarm.get("overlaps", []) if isinstance(swarm, dict) else []

@@ -112,3 +112,65 @@ def test_cli_single_typo_is_one_line(tmp_path: Path) -> None:
     bad.write_text("swarm:\n  lanes:\n    api: {allowed_path: [api/]}\n")
     line = run_in_repo(repo, "--lanes", str(bad))
     assert line == f"error: {bad}: swarm.lanes.api.allowed_path: unknown key 'allowed_path' (did you mean 'allowed_paths'?)"
+
+
+# --- the lane graph and the slices, with the schema's problems (issue 34.5) ---
+
+GRAPH_AND_SCHEMA = """\
+swarm:
+  max_paralel: 2
+  lanes:
+    api: {allowed_paths: ["api/"], depends_on: [dbb]}
+    db: {allowed_paths: ["db/"], depends_on: [api]}
+    web: {allowed_paths: ["web/", "api/"], token_budget: 0}
+"""
+
+
+def test_unknown_depends_on_is_listed_with_the_schema_s_problems(tmp_path: Path) -> None:
+    path, message = lanes_error(tmp_path, GRAPH_AND_SCHEMA)
+    assert message.splitlines() == [
+        f"{path}: 4 problems:",
+        "  - swarm.lanes.web.token_budget: Input should be greater than 0",
+        "  - swarm.max_paralel: unknown key 'max_paralel' (did you mean 'max_parallel'?)",
+        "  - swarm.lanes.api.depends_on: unknown lane 'dbb' (did you mean 'db'?)",
+        "  - swarm.lanes: lanes 'api' and 'web' may both write 'api/x': make their allowed_paths disjoint (a "
+        "read_only_paths entry or a '!' pattern takes a path out of one), or declare the shared paths in "
+        "swarm.overlaps",
+    ]
+
+
+def test_every_graph_problem_at_once(tmp_path: Path) -> None:
+    path, message = lanes_error(tmp_path, """\
+swarm:
+  lanes:
+    a: {allowed_paths: ["a/"], depends_on: [b, ghost]}
+    b: {allowed_paths: ["b/"], depends_on: [a]}
+    "c d": {allowed_paths: ["c/"]}
+""")
+    assert message.splitlines() == [
+        f"{path}: 3 problems:",
+        "  - swarm.lanes.a.depends_on: unknown lane 'ghost'",
+        "  - swarm.lanes: 'c d' is not a lane name (letters, digits, '_' and '-', starting with a letter or digit, "
+        "at most 64 characters)",
+        "  - swarm.lanes: depends_on cycle: a -> b -> a",
+    ]
+
+
+def test_a_plan_file_s_problems_all_at_once(tmp_path: Path) -> None:
+    path, message = plan_error(tmp_path, "interface_contract: c\nlanes:\n  - {lane: api, goal: g}\n"
+                                         "  - {lane: web, goal: g}\n  - {lane: cli, goal: g}\n")
+    assert message.splitlines() == [
+        f"{path}: 3 problems:",
+        "  - lanes.1.lane: unknown lane 'web' (the lanes file defines api, db)",
+        "  - lanes.2.lane: unknown lane 'cli' (the lanes file defines api, db)",
+        "  - lane 'api' depends on 'db', which the plan leaves out",
+    ]
+
+
+def test_cli_lists_the_unknown_lane_with_the_schema_s_problems(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(GRAPH_AND_SCHEMA)
+    proc = run_starter("run", "--repo", str(repo), "--task", "x", "--lanes", str(bad))
+    assert error_line(proc, one_line=False) == f"error: {bad}: 4 problems:"
+    assert "  - swarm.lanes.api.depends_on: unknown lane 'dbb' (did you mean 'db'?)" in proc.stderr.splitlines()

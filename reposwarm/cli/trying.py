@@ -95,9 +95,9 @@ def propose_lanes(repo: Path, parent: str, changed: list[str], folder: Path) -> 
 def lanes_for(args: argparse.Namespace, repo: Path, parent: str, changed: list[str],
               folder: Path) -> tuple[Path, LanesFile]:
     if args.lanes or any((repo / name).is_file() for name in LANES_FILE_NAMES):
-        return load_config(repo, args.lanes)
+        return load_config(repo, args.lanes, rev=parent)  # (the try starts from the parent: its files)
     path = propose_lanes(repo, parent, changed, folder)
-    return load_config(repo, str(path))
+    return load_config(repo, str(path), rev=parent, warn=False)  # (written here: its warnings would be noise)
 
 
 def offline(config: LanesFile, path: Path) -> LanesFile:
