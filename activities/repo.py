@@ -37,7 +37,7 @@ from reposwarm.contracts import (
     PrepareInput,
     PrepareResult,
 )
-from reposwarm.gitcmd import IDENTITY, healthy_worktree, is_ancestor, rev, try_git
+from reposwarm.gitcmd import IDENTITY, healthy_worktree, is_ancestor, mend_worktree_registrations, rev, try_git
 from reposwarm.remote import Repository, is_url, open_repository, repo_lock
 from reposwarm.runs import ledger
 from reposwarm.runs.store import run_dir
@@ -165,7 +165,8 @@ def create_lane_worktree(task: HelperTask) -> LaneWorktree:
         target = ["-f", "-f", str(path), branch] if start == current else ["-f", "-f", "-B", branch, str(path), start]
         with _worktree_lock(task.repo_path):  # lanes adding worktrees at once trip over each other's metadata
             add = ["worktree", "add", *(target if cone is None else ["--no-checkout", *target])]
-            if try_git(g, *add)[0] != 0:  # a worktree whose folder is gone still registered: forget it, then add
+            if try_git(g, *add)[0] != 0:  # a worktree whose folder is gone still registered: forget it, then add;
+                mend_worktree_registrations(g)  # and one an add killed half-way left unreadable
                 g.worktree("prune")
                 g.execute(["git", *add])
         if cone is not None:

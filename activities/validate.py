@@ -45,6 +45,7 @@ def _checkout(repo_path: str, path: Path, ref: str) -> None:
     else:
         path.parent.mkdir(parents=True, exist_ok=True)
         repo = gitcmd.repo(repo_path)
+        gitcmd.mend_worktree_registrations(repo)  # one a killed add left unreadable fails every later add
         repo.worktree("prune")
         # -f twice: a registration left locked by an add that was killed half-way ("initializing") is ours too
         repo.worktree("add", "-f", "-f", "--detach", str(path), ref)

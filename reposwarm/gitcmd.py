@@ -32,6 +32,7 @@ ref names are in reposwarm/branches.py, which workflows read without running git
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -137,6 +138,32 @@ def healthy_worktree(path: Path) -> bool:
         return False
     status, _, _ = try_git(wt, "status", "--porcelain")
     return status == 0 and not (path / git_dir.strip() / "index.lock").exists()
+
+
+def mend_worktree_registrations(g: git.Git) -> list[str]:
+    """Forget the worktree registrations an add killed half-way left unreadable, and name them.
+
+    `git worktree add` writes `.git/worktrees/<name>/` (gitdir, commondir, HEAD) before it checks the files out;
+    a worker killed in between can leave `commondir` or `gitdir` empty, and from then on every `git worktree add`
+    of the repository fails reading it ("failed to read .git/worktrees/api/commondir"), whichever worktree it
+    adds. Such a registration points at nothing usable (its worktree is made again, healthy_worktree), so it
+    goes; a registration git can read is never touched."""
+    status, common, _ = try_git(g, "rev-parse", "--git-common-dir")
+    if status != 0:
+        return []
+    base = Path(common.strip())
+    if not base.is_absolute():
+        base = Path(g.working_dir or ".") / base
+    mended = []
+    for entry in sorted((base / "worktrees").glob("*")) if (base / "worktrees").is_dir() else []:
+        try:
+            readable = all((entry / name).read_text().strip() for name in ("commondir", "gitdir"))
+        except OSError:
+            readable = False
+        if not readable:
+            shutil.rmtree(entry, ignore_errors=True)
+            mended.append(entry.name)
+    return mended
 
 
 def rev(g: git.Git, ref: str) -> str | None:

@@ -415,6 +415,15 @@ async def test_validation_goes_on_where_a_killed_git_left_its_lock(lane, tmp_pat
     git(repo, "worktree", "lock", "--reason", "initializing", str(checkout))
     shutil.rmtree(checkout)
     assert (await ActivityEnvironment().run(validate, req)).passed
+    # killed while `git worktree add` of another worktree (a lane's) wrote its registration: `commondir` empty,
+    # and every later add of the repository fails reading it, whichever worktree it adds
+    lane_tree = tmp_path / "lane"
+    git(repo, "worktree", "add", "-q", "--detach", str(lane_tree), "HEAD")
+    registration = Path(git(lane_tree, "rev-parse", "--absolute-git-dir"))
+    (registration / "commondir").write_text("")
+    shutil.rmtree(checkout)
+    assert (await ActivityEnvironment().run(validate, req)).passed
+    assert not registration.exists()  # forgotten: it pointed at nothing git could read
 
 
 @pytest.mark.parametrize("sandboxed", [True, False])

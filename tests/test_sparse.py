@@ -71,3 +71,12 @@ def test_a_lane_worktree_is_made_again_where_a_killed_add_left_it_locked(tmp_pat
     made = ActivityEnvironment().run(create_lane_worktree, task)
     assert made.path == str(path) and (path / "api" / "app.py").read_text() == "X = 1\n"
     assert (path / "docs" / "index.md").exists() is not sparse
+    # killed while an add of another worktree wrote its registration: `commondir` empty, which fails every
+    # later add of the repository, this lane's too
+    other = tmp_path / "other"
+    git(repo, "worktree", "add", "-q", "--detach", str(other), "HEAD")
+    registration = Path(git(other, "rev-parse", "--absolute-git-dir"))
+    (registration / "commondir").write_text("")
+    shutil.rmtree(path)
+    again = ActivityEnvironment().run(create_lane_worktree, task)
+    assert again.path == str(path) and (path / "api" / "app.py").read_text() == "X = 1\n"
