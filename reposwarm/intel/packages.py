@@ -342,9 +342,16 @@ def find_packages(files: Sequence[str], read: Read, python: Callable[[], tuple[s
     for pkg in packages:
         module = next((m for m in modules if m == pkg.path or not m or pkg.path.startswith(m + "/")), None)
         needs_python = pkg.kind in ("python", "folder") and any(t.endswith((".py", "/")) for t in pkg.tests)
-        pkg.check = structure.package_check(pkg.kind, pkg.path, pkg.name, pkg.tests, read,
+        tests = pkg.tests
+        if pkg.kind == "go-module":  # `go test ./...` runs the whole module's tests, its packages' too
+            tests = [f"{pkg.path}/"] if any(p.endswith("_test.go") for p in files if p.startswith(
+                f"{pkg.path}/" if pkg.path else "")) else []
+        pkg.check = structure.package_check(pkg.kind, pkg.path, pkg.name, tests, read,
                                             interpreter() if needs_python else ("python3", False), module,
                                             (pkg.path, pkg.kind) in members)
+        if pkg.kind == "cargo" and not known[pkg.path].extra.get("crate"):  # a workspace's manifest, no crate
+            pkg.check = ["cargo", "test", "--offline", *(["--manifest-path", f"{pkg.path}/Cargo.toml"]
+                                                         if pkg.path else [])]
     return packages, notes_of(known)
 
 

@@ -250,12 +250,18 @@ def package_check(kind: str, path: str, name: str, tests: Sequence[str], read: C
                   python: tuple[str, bool], module: str | None = None, workspace: bool = False) -> list[str]:
     """The command that runs one package's tests alone, from the repository's root, as an argv (empty: none, or
     none the tool allows per package). `tests`: where its tests are (none: no command, except for the build
-    tools, which know); `module`: a Go package's module folder; `workspace`: a member of the root's workspace."""
+    tools, an npm test script and a crate, whose unit tests are in its sources); `module`: a Go package's module folder; `workspace`: a member of the root's workspace."""
     here = path or "."
     if kind in BUILD_TOOLS:
         target = {"bazel": f"//{path}/..." if path else "//...", "buck": f"//{path}/..." if path else "//...",
                   "pants": f"{path}::" if path else "::"}[kind]
         return [*BUILD_TOOLS[kind][:2], target]
+    if kind == "npm":  # its test script says whether it has tests (jest and vitest find them anywhere)
+        return _npm_check(path, read(f"{path}/package.json" if path else "package.json"), workspace)
+    if kind == "cargo":  # (unit tests live inside the sources: a crate's tests cannot be told by name)
+        if workspace or not path:
+            return ["cargo", "test", "--offline", "-p", name]
+        return ["cargo", "test", "--offline", "--manifest-path", f"{path}/Cargo.toml"]
     if not tests:
         return []
     if kind == "go-module":
@@ -266,12 +272,6 @@ def package_check(kind: str, path: str, name: str, tests: Sequence[str], read: C
         rel = path[len(module):].lstrip("/") if module else path
         pattern = f"./{rel}/..." if rel else "./..."
         return ["go", "test", pattern] if not module else ["go", "-C", module, "test", pattern]
-    if kind == "cargo":
-        if workspace or not path:
-            return ["cargo", "test", "--offline", "-p", name]
-        return ["cargo", "test", "--offline", "--manifest-path", f"{path}/Cargo.toml"]
-    if kind == "npm":
-        return _npm_check(path, read(f"{path}/package.json" if path else "package.json"), workspace)
     if any(t.endswith(".py") or t.endswith("/") for t in tests):
         exe, has_pytest = python
         if has_pytest:
