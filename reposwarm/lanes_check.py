@@ -24,7 +24,7 @@ import os
 import posixpath
 import re
 import shutil
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -177,12 +177,40 @@ def _compatible(first: list[str], second: list[str]) -> bool:
     return any(x.startswith(y) or y.startswith(x) for x in a for y in b)
 
 
-class _Tree:
+def _matcher(patterns: Sequence[str]) -> Any:
+    """PathSpec's match_file as PathPolicy compiles the patterns (the last pattern that matches decides), without
+    its per-call normalising: the tracked files are clean paths already, and there may be a million of them."""
+    parts = [(bool(p.include), p.regex) for p in _spec(list(patterns)).patterns
+             if p.include is not None and getattr(p, "regex", None) is not None]
+    if all(include for include, _ in parts):
+        searches = [regex.search for _, regex in parts]
+        return lambda path: any(search(path) for search in searches)
+
+    def match(path: str) -> bool:
+        result = False
+        for include, regex in parts:
+            if regex.search(path):
+                result = include
+        return result
+    return match
+
+
+class _Tree(Collection[str]):
     """The tracked files, sorted, with what each lane may write among them (asked once per slice)."""
 
     def __init__(self, files: Collection[str]) -> None:
         self.files = sorted(set(files))
         self._writable: dict[tuple[tuple[str, ...], tuple[str, ...]], list[str]] = {}
+        self._set = frozenset(self.files)
+
+    def __contains__(self, item: object) -> bool:
+        return item in self._set
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.files)
+
+    def __len__(self) -> int:
+        return len(self.files)
 
     def _range(self, prefix: str) -> list[str]:
         lo = bisect.bisect_left(self.files, prefix)
@@ -197,14 +225,14 @@ class _Tree:
 
     def matches_any(self, pattern: str) -> bool:
         prefix = _prefix(pattern)
-        spec = _spec([pattern])
-        return any(spec.match_file(f) for f in self._range(prefix or ""))
+        match = _matcher([pattern])
+        return any(match(f) for f in self._range(prefix or ""))
 
     def writable(self, allowed: Sequence[str], read_only: Sequence[str]) -> list[str]:
         key = (tuple(allowed), tuple(read_only))
         if key not in self._writable:
-            yes, no = _spec(list(allowed)), _spec(list(read_only))
-            self._writable[key] = [f for f in self.candidates(allowed) if yes.match_file(f) and not no.match_file(f)]
+            yes, no = _matcher(allowed), _matcher(read_only)
+            self._writable[key] = [f for f in self.candidates(allowed) if yes(f) and not no(f)]
         return self._writable[key]
 
 
@@ -238,7 +266,7 @@ def _overlaps(lanes: Mapping[str, HelperRole], declared: list[str], tree: _Tree 
     """Two lanes that may write one path: refused, unless every such path lies in a declared overlap."""
     names = list(lanes)
     ok_declared = declared if all(_problem(p) is None for p in declared) else []
-    covered = _spec(ok_declared)
+    covered = _matcher(ok_declared)
     for i, a in enumerate(names):
         for b in names[i + 1:]:
             ra, rb = lanes[a], lanes[b]
@@ -246,7 +274,7 @@ def _overlaps(lanes: Mapping[str, HelperRole], declared: list[str], tree: _Tree 
             if tree is not None:
                 theirs = set(tree.writable(rb.allowed_paths, rb.read_only_paths))
                 both_tracked = [f for f in tree.writable(ra.allowed_paths, ra.read_only_paths) if f in theirs]
-            undeclared = [f for f in both_tracked if not covered.match_file(f)]
+            undeclared = [f for f in both_tracked if not covered(f)]
             if not _compatible(ra.allowed_paths, rb.allowed_paths) and not both_tracked:
                 continue
             first, second = (ra.allowed_paths, ra.read_only_paths), (rb.allowed_paths, rb.read_only_paths)
@@ -270,7 +298,7 @@ def _overlaps(lanes: Mapping[str, HelperRole], declared: list[str], tree: _Tree 
                     "allowed_paths disjoint (a read_only_paths entry or a '!' pattern takes a path out of one), "
                     "or declare the shared paths in swarm.overlaps")
             elif anywhere:
-                shared = [f for f in both_tracked if covered.match_file(f)]
+                shared = [f for f in both_tracked if covered(f)]
                 said = f" ({_listed(shared)})" if shared else ""
                 findings.notes.append(f"lanes {a!r} and {b!r} may both write inside swarm.overlaps{said}: their "
                                       "merges there go to the converger")
@@ -323,7 +351,7 @@ def _program_problem(argv: list[str], profile: CheckProfile, tree: _Tree | None,
     if program.startswith("/"):
         return None if os.access(program, os.X_OK) else f"{program!r} is not a program here"
     rel = posixpath.normpath(program)
-    if (tree is not None and rel in tree.files) or (root is not None and (root / rel).exists()) or profile.setup:
+    if (tree is not None and rel in tree) or (root is not None and (root / rel).exists()) or profile.setup:
         return None  # (a setup step may make it: node_modules/.bin/jest)
     if any(rel == d or rel.startswith(d.rstrip("/") + "/") for d in profile.deps_from_checkout):
         return None
@@ -359,7 +387,7 @@ def check_lanes(config: LanesFile, files: Collection[str] | None = None, *, max_
         findings.errors.append(f"swarm.lanes: the {which} has {len(config.swarm.lanes)} lanes, at most {max_lanes}")
         if len(lanes) > 4 * max_lanes:
             return findings  # (the pairs of 200 lanes are no one's to read)
-    tree = _Tree(files) if files is not None else None
+    tree = files if isinstance(files, _Tree) else (_Tree(files) if files is not None else None)
     for name, role in lanes.items():
         for key in ("allowed_paths", "read_only_paths"):
             errors, warnings = _pattern_lines(f"swarm.lanes.{name}.{key}", getattr(role, key), strict)
@@ -462,33 +490,40 @@ def _test_lines(proposal: LaneProposal, tree: _Tree, layout: RepoLayout, lines: 
             entry = entry.strip("/")
             root_relative = not path or entry == path or entry.startswith(path + "/")
             tested.setdefault(entry if root_relative else posixpath.join(path, entry), path)
+    folders: dict[str, str | None] = {}
 
     def test_of(f: str) -> str | None:
-        """The package a file is a test of, if it lies in a test folder (or is a test file) of one."""
-        here = f
-        while here:
-            if here in tested:
-                return tested[here]
-            here = posixpath.dirname(here)
-        return None
+        """The package a file is a test of, if it is a test file of one or lies in a test folder of one."""
+        if f in tested:
+            return tested[f]
+        folder = posixpath.dirname(f)
+        if folder not in folders:
+            here, found = folder, None
+            while here:
+                if here in tested:
+                    found = tested[here]
+                    break
+                here = posixpath.dirname(here)
+            folders[folder] = found
+        return folders[folder]
 
     lanes = proposal.lanes
-    writes = {name: tree.writable(role.allowed_paths, role.read_only_paths) for name, role in lanes.items()}
-    code: dict[str, dict[str, str]] = {}  # package -> lane -> a file of its code the lane writes
-    for name, files in writes.items():
-        for f in files:
-            if test_of(f) is None and (pkg := _owner(f, packages)) is not None:
+    code: dict[str, dict[str, str]] = {}  # package -> lane -> the first file of its code the lane writes
+    tests: dict[str, dict[str, str]] = {}  # lane -> package -> the first of its tests the lane writes
+    for name, role in lanes.items():
+        for f in tree.writable(role.allowed_paths, role.read_only_paths):
+            if (pkg := test_of(f)) is not None:
+                tests.setdefault(name, {}).setdefault(pkg, f)
+            elif (pkg := _owner(f, packages)) is not None:
                 code.setdefault(pkg, {}).setdefault(name, f)
     reach: dict[str, set[str]] = {}
     for name in dependency_order(lanes):
         reach[name] = set()
         for dep in lanes[name].depends_on:
             reach[name] |= {dep} | reach.get(dep, set())
-    for name, files in writes.items():
+    for name, written in tests.items():
         said: set[str] = set()
-        for f in files:
-            if (pkg := test_of(f)) is None:
-                continue
+        for pkg, f in sorted(written.items()):
             for target in [pkg, *packages[pkg].imports]:
                 for other, example in sorted(code.get(target.strip("/"), {}).items()):
                     if other == name or other in reach.get(name, set()) or other in said:
@@ -531,12 +566,13 @@ def check_proposal(proposal: LaneProposal, files: Collection[str], layout: RepoL
         for pattern in proposal.overlaps:
             if isinstance(pattern, str) and (why := _outside("overlaps", pattern)) is not None:
                 lines.append(why.replace("lane 'overlaps'", "swarm.overlaps"))
-        findings = check_lanes(config, files, max_lanes=max_lanes, which="proposal", tools_on_path=False,
+        tree = _Tree(files)  # (the writable files of each lane found once, for both checks)
+        findings = check_lanes(config, tree, max_lanes=max_lanes, which="proposal", tools_on_path=False,
                                strict=True)
         lines += findings.errors
         _budget_lines(proposal, lines)
         if layout is not None and not findings.errors:
-            _test_lines(proposal, _Tree(files), layout, lines)
+            _test_lines(proposal, tree, layout, lines)
     except Exception as err:  # noqa: BLE001 - a reply that breaks a check is refused, never a crash
         lines.append(f"the proposal could not be checked ({type(err).__name__}: {shown(str(err), 120)})")
     return _capped(lines)
