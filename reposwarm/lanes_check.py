@@ -241,6 +241,14 @@ def _listed(paths: Sequence[str], limit: int = 3) -> str:
     return ", ".join(paths[:limit]) + more
 
 
+def _too_many(role: HelperRole) -> bool:
+    """More patterns, or longer ones, than are read past _pattern_lines (which says so): pathspec's translation
+    of one pattern takes time quadratic in its length, a minute for a megabyte."""
+    lists = (role.allowed_paths, role.read_only_paths)
+    return any(len(patterns) > slices.MAX_PATTERNS or any(len(p) > 4 * slices.MAX_PATTERN_CHARS for p in patterns)
+               for patterns in lists)
+
+
 def _pattern_lines(where: str, patterns: Sequence[str], strict: bool) -> tuple[list[str], list[str]]:
     """Errors and warnings of one list of patterns: what PathPolicy can never match, what cannot be checked."""
     errors: list[str] = []
@@ -381,7 +389,8 @@ def check_lanes(config: LanesFile, files: Collection[str] | None = None, *, max_
     findings = LaneFindings()
     if graph:
         findings.errors += lane_graph_problems(config.swarm.lanes)
-    # (a lane whose name is refused is not read further: its name would be in every line)
+    # (a lane whose name is refused is not read further: its name would be in every line; nor is one with more
+    # patterns than can be checked, said once by _pattern_lines)
     lanes = {name: role for name, role in config.swarm.lanes.items() if _is_name(name)}
     if max_lanes is not None and len(config.swarm.lanes) > max_lanes:
         findings.errors.append(f"swarm.lanes: the {which} has {len(config.swarm.lanes)} lanes, at most {max_lanes}")
@@ -393,12 +402,14 @@ def check_lanes(config: LanesFile, files: Collection[str] | None = None, *, max_
             errors, warnings = _pattern_lines(f"swarm.lanes.{name}.{key}", getattr(role, key), strict)
             findings.errors += errors
             findings.warnings += warnings
+        if _too_many(role):
+            continue
         _read_only_lines(name, role, strict, findings)
         if tree is not None:
             _unmatched(name, role, tree, findings, at)
     errors, warnings = _pattern_lines("swarm.overlaps", config.swarm.overlaps, True)
     findings.errors += errors
-    _overlaps(lanes, config.swarm.overlaps, tree, strict, findings)
+    _overlaps({n: r for n, r in lanes.items() if not _too_many(r)}, config.swarm.overlaps, tree, strict, findings)
     if tools_on_path:
         _command_lines(config, tree, root, findings)
     return findings
@@ -422,6 +433,8 @@ def _outside(name: str, pattern: object) -> str | None:
 
 def _guard_slices(lanes: Mapping[str, HelperRole], lines: list[str]) -> None:
     for name, role in lanes.items():
+        if _too_many(role):
+            continue  # (check_lanes says so)
         outside = [why for why in (_outside(name, p) for p in role.allowed_paths) if why is not None]
         lines += outside
         if outside or any(_problem(p) is not None for p in role.allowed_paths):

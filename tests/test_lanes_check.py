@@ -258,6 +258,10 @@ def test_a_sound_proposal_passes(repo: Path) -> None:
     ({**GOOD, "big": role("docs/", token_budget=10**9)}, {}, "lane 'big': token_budget 1000000000 is over the cap"),
     ({**GOOD, "tests": role("api/tests/", deps=("api",))}, {}, "swarm.lanes: lanes 'api' and 'tests' may both "
                                                                "write 'api/tests/"),
+    ({**GOOD, "many": role(*(f"m{i}/" for i in range(5000)))}, {}, "swarm.lanes.many.allowed_paths: more than 64 "
+                                                                   "patterns cannot be checked"),
+    ({**GOOD, "long": role("x" * 1_000_000 + "/")}, {}, "swarm.lanes.long.allowed_paths: 'xxxxxxxx"),
+    ({**GOOD, "web": role("web/", deps=("nowhere",))}, {}, "swarm.lanes.web.depends_on: unknown lane 'nowhere'"),
 ])
 def test_a_hostile_proposal_is_refused_line_by_line(repo: Path, lanes: dict[str, HelperRole], extra: dict[str, Any],
                                                  expected: str) -> None:
