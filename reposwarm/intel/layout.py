@@ -108,61 +108,69 @@ def owner_index(paths: Iterable[str]) -> Callable[[str], str]:
 # --- the import graph ---------------------------------------------------------------------------------------------
 
 
-def package_imports(defs: Iterable[tuple[str, str]], refs: Iterable[tuple[str, str, int]],
-                    package_of: Callable[[str], str]) -> dict[str, dict[str, float]]:
-    """Weighted edges "package A imports package B" from (path, name) definitions and (path, name, uses)
-    references: a file of A references a name defined in B alone, or in B and at most two more packages (then
-    shared), and not in A itself; names many packages define and common names (`main`, `String`) say nothing
-    and are left out. References are weighed as the repository map weighs them (long compound names count more,
-    `_private` ones less), by the square root of their count."""
+Rows = tuple[dict[int, list[str]], list[tuple[int, str]], list[tuple[int, str, int]]]
+
+
+def package_imports(rows: Rows, package_of: Callable[[str], str]) -> dict[str, dict[str, float]]:
+    """Weighted edges "package A imports package B" from the index's rows (symbol_rows: the paths of each blob,
+    (blob, name) definitions, (blob, name, uses) references): a file of A references a name defined in B alone,
+    or in B and at most two more packages (then shared), and not in A itself; names many packages define and
+    common names (`main`, `String`) say nothing and are left out. References are weighed as the repository map
+    weighs them (long compound names count more, `_private` ones less), by the square root of their count."""
     from reposwarm.intel.repomap import Focus, _family
 
+    paths, defs, refs = rows
     weigh = Focus("", set()).weight
-    where_of: dict[str, tuple[str, str]] = {}  # path -> (package, language family)
-
-    def place(path: str) -> tuple[str, str]:
-        if path not in where_of:
-            where_of[path] = (package_of(path), _family(path))
-        return where_of[path]
-
-    definers: dict[tuple[str, str], set[str]] = defaultdict(set)  # (name, language family) -> packages
-    for path, name in defs:
+    # each blob's (package, language family): a Python reference never means a Go definition
+    places = {blob: sorted({(package_of(p), _family(p)) for p in where}) for blob, where in paths.items()}
+    definers: dict[str, dict[str, set[str]]] = defaultdict(dict)  # family -> name -> packages
+    last, here = -1, []
+    for blob, name in defs:
+        if blob != last:
+            last, here = blob, places.get(blob, [])
         if name in COMMON_NAMES or len(name) < 3:
             continue
-        pkg, fam = place(path)
-        definers[(name, fam)].add(pkg)
+        for pkg, fam in here:
+            by_name = definers[fam]
+            found = by_name.get(name)
+            if found is None:
+                by_name[name] = {pkg}
+            else:
+                found.add(pkg)
     edges: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     weights: dict[str, float] = {}
-    for path, name, uses in refs:
-        mine, fam = place(path)
-        where = definers.get((name, fam))
-        if not where or len(where) > MAX_DEFINER_PACKAGES or mine in where:
-            continue  # unknown, said by too many, or its own package's (most likely that one)
-        if name not in weights:
-            weights[name] = weigh(name)
-        share = weights[name] * math.sqrt(uses) / len(where)
-        for target in where:
-            edges[mine][target] += share
+    last = -1
+    for blob, name, uses in refs:
+        if blob != last:
+            last, here = blob, places.get(blob, [])
+        for mine, fam in here:
+            where = definers[fam].get(name)
+            if not where or len(where) > MAX_DEFINER_PACKAGES or mine in where:
+                continue  # unknown, said by too many, or its own package's (most likely that one)
+            weight = weights.get(name)
+            if weight is None:
+                weight = weights[name] = weigh(name)
+            share = weight * math.sqrt(uses) / len(where)
+            out = edges[mine]
+            for target in where:
+                out[target] += share
     # (rounded: sums in another order, from another index of the same tree, must not cross the line)
     return {a: {b: w for b, w in sorted(out.items()) if round(w, 6) >= MIN_EDGE} for a, out in sorted(edges.items())}
 
 
-def symbol_rows(index: SymbolIndex, rev: str, progress: Progress | None = None
-                ) -> tuple[list[tuple[str, str]], list[tuple[str, str, int]]]:
-    """(path, name) of every definition (fields left out: too fine to say what a package offers) and (path, name,
-    uses) of every reference, straight from the index's tables: a file's names once each, without building
-    defs_and_refs' 650,000 Definitions on a 4M-line repository (3 s of the 10 the proposal may take)."""
+def symbol_rows(index: SymbolIndex, rev: str, progress: Progress | None = None) -> Rows:
+    """The paths of each blob of the revision, (blob, name) of every definition (fields left out: too fine to
+    say what a package offers) and (blob, name, uses) of every reference, straight from the index's tables:
+    defs_and_refs' 650,000 Definitions of a 4M-line repository take seconds to build, and nothing here needs them."""
     snap = index._ensure(rev, progress)
     paths: dict[int, list[str]] = defaultdict(list)
     for path, blob in index.db.execute("SELECT path, blob FROM files WHERE snap=?", (snap,)):
         paths[blob].append(path)
-    defs = [(path, name) for blob, name in index.db.execute(
-        "SELECT DISTINCT d.blob, d.name FROM defs d WHERE d.blob IN (SELECT blob FROM files WHERE snap=?)"
-        " AND d.kind != 'field'", (snap,)) for path in paths.get(blob, ())]
-    refs = [(path, name, uses) for blob, name, uses in index.db.execute(
-        "SELECT r.blob, r.name, COUNT(*) FROM refs r WHERE r.blob IN (SELECT blob FROM files WHERE snap=?)"
-        " GROUP BY r.blob, r.name", (snap,)) for path in paths.get(blob, ())]
-    return defs, refs
+    defs = index.db.execute("SELECT d.blob, d.name FROM defs d WHERE d.blob IN (SELECT blob FROM files WHERE snap=?)"
+                            " AND d.kind != 'field'", (snap,)).fetchall()
+    refs = index.db.execute("SELECT r.blob, r.name, COUNT(*) FROM refs r WHERE r.blob IN (SELECT blob FROM files"
+                            " WHERE snap=?) GROUP BY r.blob, r.name", (snap,)).fetchall()
+    return dict(paths), defs, refs
 
 
 # --- survey -------------------------------------------------------------------------------------------------------
@@ -216,21 +224,21 @@ def _imports(root: Path, rev: str, found: list[PackageInfo], package_of: Callabl
 
     try:
         if index is not None:
-            defs, refs = symbol_rows(index, rev, progress)
+            rows = symbol_rows(index, rev, progress)
         else:
             with SymbolIndex(root) as own_index:
-                defs, refs = symbol_rows(own_index, rev, progress)
+                rows = symbol_rows(own_index, rev, progress)
     except (SymbolIndexError, OSError) as err:
         return [f"no import graph: the symbol index could not read {rev!r} ({err})"]
-    edges = package_imports(defs, refs, package_of)
+    edges = package_imports(rows, package_of)
     by_path = {p.path: p for p in found}
     count = 0
     for source, targets in edges.items():
         if source in by_path:
             by_path[source].imports = sorted(t for t in targets if t in by_path)
             count += len(by_path[source].imports)
-    return [f"imports from the symbol index ({len(defs):,} names defined, {len(refs):,} referenced): {count} "
-            "package import(s)"]
+    return [f"imports from the symbol index ({len(rows[1]):,} definitions, {len(rows[2]):,} names referenced "
+            f"per file): {count} package import(s)"]
 
 
 # --- brief --------------------------------------------------------------------------------------------------------
