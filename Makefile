@@ -89,6 +89,9 @@ typecheck: venv
 #                   host's share of lanes and CPU: bench/results_hosts.json; --quick (the default when CI=true)
 #   bench_cli.py    how fast the command line answers: --help, status --help and the read commands on a run at
 #                   review, in seconds and against python -c pass: bench/results_cli.json
+#   bench_propose.py what proposing lanes costs reposwarm itself on the 4M-line monorepo, index warm: the survey
+#                   (packages, owners, imports, checks), the brief, the starting lanes and their check, the repo map:
+#                   bench/results_propose.json
 bench: venv
 	$(PY) bench/bench_index.py $(BENCH_ARGS)
 	$(PY) bench/bench_swarm.py $(BENCH_SWARM_ARGS)
@@ -96,6 +99,7 @@ bench: venv
 	$(PY) bench/bench_caches.py
 	$(PY) bench/bench_hosts.py $(BENCH_HOSTS_ARGS)
 	$(PY) bench/bench_cli.py
+	$(PY) bench/bench_propose.py
 
 # record this version's workflow histories into tests/histories/$(VERSION)/ (keep the older folders)
 record-history: venv
