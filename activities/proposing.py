@@ -32,7 +32,6 @@ from reposwarm.agent.estimate import estimate_lane
 from reposwarm.agent.paths import PathPolicy
 from reposwarm.agent.prompts import PROPOSER_SYSTEM, lane_first_message, proposal_correction, proposer_message
 from reposwarm.agent.specs import SubmitLanesArgs, submit_lanes_spec
-from reposwarm.config import ConfigError, check_lane_graph
 from reposwarm.contracts import (
     HelperRole,
     HelperTask,
@@ -46,6 +45,7 @@ from reposwarm.contracts import (
     RepoLayout,
     Usage,
 )
+from reposwarm.lanes_check import check_proposal
 from reposwarm.models import ModelReply
 from reposwarm.models.calls import complete
 from reposwarm.remote import open_repository
@@ -177,18 +177,8 @@ def size_budgets(proposal: LaneProposal, given: set[str]) -> LaneProposal:
 
 def checked(proposal: LaneProposal, files: list[str], layout: RepoLayout | None, max_lanes: int) -> LaneProposal:
     """The proposal with the problems the lanes loader and the guardrails find in it (none: it may run)."""
-    from reposwarm.lanes_check import check_proposal
-
-    problems = list(proposal.problems)
-    if not proposal.lanes:
-        problems.append("the proposal has no lanes")
-    else:
-        try:
-            check_lane_graph(proposal.lanes, "proposal")
-        except ConfigError as err:
-            problems.append(str(err))
-        problems += check_proposal(proposal, files, layout, max_lanes=max_lanes)
-    problems = list(dict.fromkeys(problems))  # the loader's words and the guardrails' may say the same
+    problems = list(dict.fromkeys([*proposal.problems, *check_proposal(proposal, files, layout,
+                                                                        max_lanes=max_lanes)]))
     return proposal.model_copy(update={"problems": problems,
                                        "predicted_overlaps": [] if problems else predicted_overlaps(proposal, files)})
 

@@ -15,9 +15,10 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from reposwarm.config import ConfigError, _problems, check_lane_graph
+from reposwarm.config import ConfigError, _problems
 from reposwarm.contracts import LanePlan, LaneProposal, LanesFile, Plan, SwarmConfig, ValidationConfig
 from reposwarm.contracts.config import LanesFileOnDisk
+from reposwarm.lanes_check import check_lanes
 
 PLAN_KEY = "plan"
 PROFILE = "default"  # the proposal's one validation profile, as the lanes file names it
@@ -92,11 +93,8 @@ def read_text(text: str, where: str = "edited lanes") -> tuple[LanesFile, Plan |
         config = LanesFile.model_validate(data)
     except ValidationError as err:
         problems += _problems(err.errors(include_url=False), LanesFileOnDisk)
-    if config is not None:
-        try:
-            check_lane_graph(config.swarm.lanes, where)
-        except ConfigError as err:
-            problems.append(str(err).removeprefix(f"{where}: "))
+    if config is not None:  # the lanes' own checks (graph, slices two lanes share...): pure, no files, no PATH
+        problems += check_lanes(config, None, which=where, tools_on_path=False).errors
     plan = None
     if raw_plan:
         try:

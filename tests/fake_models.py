@@ -127,7 +127,10 @@ class FakeModelServer:
         first = messages[0]["content"]
         first_text = first if isinstance(first, str) else " ".join(b.get("text", "") for b in first)
         turn = sum(1 for m in messages if m["role"] == "assistant")
-        if "planner" in system:
+        if "no one has split the repository into lanes" in system:  # the proposer (agent/prompts.py PROPOSER_SYSTEM)
+            replies = self.script.get("proposer") or []
+            agent, replies = "proposer", replies if isinstance(replies, list) else [replies]
+        elif "planner" in system:
             # round = 1 + the reviewer comments the planner was given
             comments = first_text.split("Their comments, oldest first:")[1:]
             round_no = 1 + (comments[0].count("\n- ") if comments else 0)

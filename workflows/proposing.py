@@ -147,7 +147,7 @@ class Proposals:
         proposal = self._status.proposal = outcome.proposal
         if proposal.problems:
             raise ApplicationError(f"the planner's proposal of lanes was refused {proposal.attempts} times: "
-                                   + "; ".join(proposal.problems), type="InvalidProposal", non_retryable=True)
+                                   + "; ".join(proposal.problems), non_retryable=True)
         if opts.only:
             self._phase(Phase.planned, f"{len(proposal.lanes)} lanes proposed and written; nothing dispatched")
             return SwarmResult(run_id=req.run_id, rounds=0, usage=self._status.usage, plan=proposal.plan,

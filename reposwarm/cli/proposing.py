@@ -71,17 +71,21 @@ def refuse_proposal_flags(args: argparse.Namespace) -> None:
 
 
 async def cmd_run_proposing(args: argparse.Namespace) -> int:
+    from reposwarm.cli.common import LANES_FILE_NAMES, check_repo
     from reposwarm.cli.runs import build_request, cmd_watch, render_dry_run, start, swarm_workflow
 
+    repo = check_repo(args.repo)  # (a missing or wrong folder is said first, as with a lanes file)
+    if not (args.model or os.environ.get("REPOSWARM_MODEL")):
+        raise UserError(f"no lanes file and no model: pass --lanes FILE or add one of {', '.join(LANES_FILE_NAMES)} "
+                        f"to {repo}, or name the planner model (--model provider:name, or REPOSWARM_MODEL) and the run "
+                        f"proposes its lanes (`{prog()} try --repo {repo}` proposes a lanes file from a commit of "
+                        "yours and replays it offline)")
     if args.plan:
         raise UserError("--plan needs a lanes file (--lanes FILE): with none, the run proposes its lanes and their "
                         "plan together")
     max_lanes = args.max_lanes if args.max_lanes is not None else ProposeOptions().max_lanes
     if not 1 <= max_lanes <= MOST_LANES:
         raise UserError(f"--max-lanes {max_lanes}: give 1 to {MOST_LANES} lanes")
-    if not (args.model or os.environ.get("REPOSWARM_MODEL")):
-        raise UserError("no model: pass --model provider:name or set REPOSWARM_MODEL (a run with no lanes file asks "
-                        "the planner model for its lanes)")
     if args.write_lanes and Path(args.write_lanes).is_dir():
         raise UserError(f"--write-lanes {args.write_lanes}: is a folder; give the lanes file's path")
     base = apply_env(LanesFile(swarm=SwarmConfig()))
