@@ -274,7 +274,8 @@ def load_config(repo: Path, given: str | None, *, rev: str = "HEAD", warn: bool 
         raise UserError(f"no lanes file: pass --lanes FILE or add one of {', '.join(LANES_FILE_NAMES)} to {repo} "
                         f"(`{prog()} try --repo {repo}` proposes one from a commit of yours and replays it offline)")
     files = tracked_files(repo, rev)
-    config, findings = read_lanes_file(path, files, root=repo, at=f" at {rev}", tools_on_path=warn)
+    at = f" at {rev[:12] if re.fullmatch(r'[0-9a-f]{40}', rev) else rev}"
+    config, findings = read_lanes_file(path, files, root=repo, at=at, tools_on_path=warn)
     if not given:
         print(f"note: using the repository's own {path.name} (untrusted: it may not set delivery, a check "
               "profile's env or network; --lanes FILE gives a lanes file of your own)", file=sys.stderr)
