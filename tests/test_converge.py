@@ -49,8 +49,9 @@ def redo_scripts() -> dict:
 
 def setup(tmp_path: Path, script: dict, *, loops: int = 3) -> tuple[Path, Path, Path, Path]:
     repo = make_repo(tmp_path / "repo", {"app/greet.py": BASE, "docs/a.md": "a\n", "docs/b.md": "b\n"})
-    lanes = write_yaml(tmp_path / "lanes.yaml", {"swarm": {"max_parallel": 2, "max_helper_loops": loops, "lanes": {
-        "a": {"allowed_paths": ["app/"]}, "b": {"allowed_paths": ["app/"]}}},
+    # both lanes write app/ on purpose (their merges conflict), so the lanes file declares it
+    lanes = write_yaml(tmp_path / "lanes.yaml", {"swarm": {"max_parallel": 2, "max_helper_loops": loops,
+        "overlaps": ["app/"], "lanes": {"a": {"allowed_paths": ["app/"]}, "b": {"allowed_paths": ["app/"]}}},
         "validation": {"profiles": {"default": {"commands": [["python3", "-c", "import app.greet"]]}}}})
     plan = write_yaml(tmp_path / "plan.yaml", {
         "interface_contract": "app/greet.py keeps greet(name) -> str.",
