@@ -18,6 +18,9 @@ folders recorded before them) each dispatch was a workflow of its own (`api.r1`,
     moving    commits land on main while the lane works and after the review: the run refreshes from its
               base before the review and before delivery
     replan    a rejection whose planning fails: back to review; a rejection with the reviewer's plan; an approval
+    proposal  no lanes file: the run proposes its lanes (the replay model's `proposer:` reply), a person's edit of
+              them is checked and accepted by the confirm_lanes Update; round 1 runs the proposal's plan (no
+              planning call), then an approval
 
 Re-record only when a workflow change is meant to be incompatible with runs already in flight (and say so in
 the commit), into a new folder: never rewrite an earlier version's folder.
@@ -160,7 +163,7 @@ async def converge(client: Client, tmp: Path) -> str:
         return turn((call_id, "edit_file", {"path": "app/greet.py", "old": old, "new": new, "reason": reason}))
 
     repo = make_repo(tmp / "repo", {"app/greet.py": GREET})
-    lanes = write_yaml(tmp / "lanes.yaml", {"swarm": {"max_parallel": 2, "lanes": {
+    lanes = write_yaml(tmp / "lanes.yaml", {"swarm": {"max_parallel": 2, "overlaps": ["app/"], "lanes": {
         "a": {"allowed_paths": ["app/"]}, "b": {"allowed_paths": ["app/"]}}},
         "validation": _check_profile(["python3", "-c", "import app.greet"])})
     plan = write_yaml(tmp / "plan.yaml", {"interface_contract": "app/greet.py keeps greet(name) -> str.", "lanes": [
@@ -293,9 +296,55 @@ async def replan(client: Client, tmp: Path) -> str:
     return run_id
 
 
+async def proposal(client: Client, tmp: Path) -> str:
+    """A task and a repository, no lanes file: the run proposes two lanes, a person narrows one in an edit (checked
+    by check_proposal_edit), the run goes on with the proposal's plan (tests/test_proposing.py)."""
+    import argparse
+
+    import yaml
+
+    from reposwarm.cli.runs import build_request, start
+    from reposwarm.config import apply_env
+    from reposwarm.contracts import LanesDecision, LanesFile, ProposeOptions, SwarmConfig
+    from reposwarm.proposal_file import lanes_data, plan_data
+
+    repo = make_repo(tmp / "repo", {"pyproject.toml": '[project]\nname = "p"\nversion = "0"\n', "api/__init__.py": "",
+                                    "api/app.py": "VERSION = 1\n", "web/__init__.py": "",
+                                    "web/client.py": "from api.app import VERSION\n",
+                                    "tests/test_app.py": "from api.app import VERSION\n\n\ndef test_version():\n"
+                                                         "    assert VERSION == 1\n"})
+    proposed = {"interface_contract": "api/app.py exports NAME.", "summary": "NAME, end to end", "lanes": [
+        {"name": "api", "goal": "Add NAME to api/app.py.", "allowed_paths": ["api/**"]},
+        {"name": "web", "goal": "Use NAME in web/client.py.", "allowed_paths": ["web/**"],
+         "read_only_paths": ["api/**"], "depends_on": ["api"]}]}
+    script = write_yaml(tmp / "replay.yaml", {"version": 1, "proposer": [turn(("p1", "submit_lanes", proposed))],
+                                              "lanes": {
+        "api": {1: [turn(("a1", "write_file", {"path": "api/app.py", "content": "VERSION = 1\nNAME = 'x'\n",
+                                               "reason": "Add NAME as the contract says"})), finish("a2")]},
+        "web": {1: [turn(("w1", "write_file", {"path": "web/client.py",
+                                               "content": "from api.app import NAME, VERSION\n",
+                                               "reason": "Use NAME in the client"})), finish("w2")]}}})
+    ns = argparse.Namespace(repo=str(repo), task="Add NAME and use it", lanes=None, plan=None, model=f"replay:{script}")
+    req = build_request(ns, config=apply_env(LanesFile(swarm=SwarmConfig())))
+    req.propose = ProposeOptions()
+    await start(client, req)
+    handle = client.get_workflow_handle_for(SwarmWorkflow.run, req.run_id)
+    status = await wait_for_phase(client, req.run_id, Phase.proposing, timeout=120)
+    while status.proposal is None:
+        await asyncio.sleep(0.2)
+        status = await handle.query(SwarmWorkflow.status)
+    edit = {**lanes_data(status.proposal), "plan": plan_data(status.proposal.plan)}
+    edit["swarm"]["lanes"]["web"]["allowed_paths"] = ["web/client.py"]
+    await handle.execute_update(SwarmWorkflow.confirm_lanes, LanesDecision(
+        accept=True, lanes_yaml=yaml.safe_dump(edit), reviewer="recorder"))
+    await _decide(client, req.run_id, ReviewDecision(approve=True, reviewer="recorder"), round_no=1)
+    await _result(client, req.run_id)
+    return req.run_id
+
+
 # On the shared dev server, run side by side; `can` on a dev server of its own.
 SCENARIOS: dict[str, Scenario] = {"happy": happy, "repair": repair, "converge": converge, "expire": expire,
-                                  "moving": moving, "replan": replan}
+                                  "moving": moving, "replan": replan, "proposal": proposal}
 CAN_SCENARIOS: dict[str, Scenario] = {"can": can}
 
 

@@ -43,7 +43,7 @@ from workflows.swarm import SwarmWorkflow
 
 # One folder per recorded version: every earlier version's runs must still replay on today's code.
 HISTORIES = sorted((Path(__file__).parent / "histories").glob("*/*.json"))
-SCENARIOS = ("happy", "repair", "converge", "can", "expire", "moving", "replan")  # tests/record_history.py
+SCENARIOS = ("happy", "repair", "converge", "can", "expire", "moving", "replan", "proposal")  # tests/record_history.py
 # Scenario folders recorded before warm lanes: each dispatch of a lane was a workflow of its own.
 COLD_LANES = {"2026-11-30-anywhere"}
 NAME = re.compile(r"^(?P<scenario>[a-z_]+)\.(?P<workflow>.+?)(?:\.run(?P<run>\d+))?$")
@@ -407,8 +407,23 @@ def check_replan(runs: Runs, warm: bool) -> None:
     assert result(swarm)["rounds"] == 3
 
 
+def check_proposal(runs: Runs, warm: bool) -> None:
+    [swarm] = runs["swarm"]
+    assert started(swarm)["propose"] is not None and started(swarm)["config"]["swarm"]["lanes"] == {}
+    # proposed before anything else, the person's edit taken (an Update) and checked, then the run's steps
+    order(swarm, "propose_lanes", "decision", "check_proposal_edit", "prepare_run", "lane:api.r1", "done:api.r1",
+          "merge_lane:api", "lane:web.r1", "merge_lane:web", "publish_review", "decision", "deliver")
+    assert "plan_round" not in names(swarm)  # round 1 ran the proposal's plan
+    edit, approval = decisions(swarm)
+    assert edit["accept"] and "web/client.py" in edit["lanes_yaml"] and approval["approve"]
+    assert task_of(runs, "web.r1")["allowed_paths"] == ["web/client.py"]  # the edit's slice
+    [(kind, checked)] = activity_outcomes(swarm, "check_proposal_edit")
+    assert kind == E.EVENT_TYPE_ACTIVITY_TASK_COMPLETED and checked["problems"] == [], checked
+    assert result(swarm)["delivered_branch"]
+
+
 CHECKS = {"happy": check_happy, "repair": check_repair, "converge": check_converge, "can": check_can,
-          "expire": check_expire, "moving": check_moving, "replan": check_replan}
+          "expire": check_expire, "moving": check_moving, "replan": check_replan, "proposal": check_proposal}
 assert set(CHECKS) == set(SCENARIOS)
 
 
