@@ -1,6 +1,7 @@
 """The repository's structure, from its code: `survey` reads a commit's tree into a RepoLayout (packages, owners,
-the package import graph, per-package and whole-repository checks), `brief` says it compactly for the planner's
-prompt, and `starting_lanes` makes a lanes file from it alone (`reposwarm lanes`).
+the package import graph, per-package and whole-repository checks; `survey_with_map` adds the repository map
+ranked toward a task, from the same read of the symbol index), `brief` says it compactly for the planner's prompt,
+and `starting_lanes` makes a lanes file from it alone (`reposwarm lanes`).
 
 Why: a swarm's lanes conflict least when they follow the code's structure (a package per lane, inside one owner
 area, the packages others import first), and that structure is in the files, not in a model's guess. Everything
@@ -13,6 +14,7 @@ from __future__ import annotations
 import functools
 import math
 import posixpath
+import sqlite3
 from collections import defaultdict
 from collections.abc import Callable, Collection, Iterable
 from pathlib import Path
@@ -26,7 +28,7 @@ from reposwarm.contracts.proposal import DEFAULT_MAX_LANES, PackageInfo, RepoLay
 from reposwarm.intel import lanesplit, owners, packages, structure
 
 if TYPE_CHECKING:
-    from reposwarm.intel.symbols import SymbolIndex
+    from reposwarm.intel.symbols import SymbolIndex, SymbolRows
 
 Progress = Callable[[str], None]
 BRIEF_CHARS = 6_000
@@ -108,12 +110,10 @@ def owner_index(paths: Iterable[str]) -> Callable[[str], str]:
 # --- the import graph ---------------------------------------------------------------------------------------------
 
 
-Rows = tuple[dict[int, list[str]], list[tuple[int, str]], list[tuple[int, str, int]]]
-
-
-def package_imports(rows: Rows, package_of: Callable[[str], str]) -> dict[str, dict[str, float]]:
-    """Weighted edges "package A imports package B" from the index's rows (symbol_rows: the paths of each blob,
-    (blob, name) definitions, (blob, name, uses) references): a file of A references a name defined in B alone,
+def package_imports(rows: SymbolRows, package_of: Callable[[str], str]) -> dict[str, dict[str, float]]:
+    """Weighted edges "package A imports package B" from the index's rows (SymbolIndex.rows: the paths of each
+    blob, its definitions (fields left out: too fine to say what a package offers) and (blob, name, uses)
+    references, straight from the tables): a file of A references a name defined in B alone,
     or in B and at most two more packages (then shared), and not in A itself; names many packages define and
     common names (`main`, `String`) say nothing and are left out. References are weighed as the repository map
     weighs them (long compound names count more, `_private` ones less), by the square root of their count."""
@@ -125,10 +125,10 @@ def package_imports(rows: Rows, package_of: Callable[[str], str]) -> dict[str, d
     places = {blob: sorted({(package_of(p), _family(p)) for p in where}) for blob, where in paths.items()}
     definers: dict[str, dict[str, set[str]]] = defaultdict(dict)  # family -> name -> packages
     last, here = -1, []
-    for blob, name in defs:
+    for blob, _, name, kind, _ in defs:
         if blob != last:
             last, here = blob, places.get(blob, [])
-        if name in COMMON_NAMES or len(name) < 3:
+        if name in COMMON_NAMES or len(name) < 3 or kind == "field":
             continue
         for pkg, fam in here:
             by_name = definers[fam]
@@ -158,21 +158,6 @@ def package_imports(rows: Rows, package_of: Callable[[str], str]) -> dict[str, d
     return {a: {b: w for b, w in sorted(out.items()) if round(w, 6) >= MIN_EDGE} for a, out in sorted(edges.items())}
 
 
-def symbol_rows(index: SymbolIndex, rev: str, progress: Progress | None = None) -> Rows:
-    """The paths of each blob of the revision, (blob, name) of every definition (fields left out: too fine to
-    say what a package offers) and (blob, name, uses) of every reference, straight from the index's tables:
-    defs_and_refs' 650,000 Definitions of a 4M-line repository take seconds to build, and nothing here needs them."""
-    snap = index._ensure(rev, progress)
-    paths: dict[int, list[str]] = defaultdict(list)
-    for path, blob in index.db.execute("SELECT path, blob FROM files WHERE snap=?", (snap,)):
-        paths[blob].append(path)
-    defs = index.db.execute("SELECT d.blob, d.name FROM defs d WHERE d.blob IN (SELECT blob FROM files WHERE snap=?)"
-                            " AND d.kind != 'field'", (snap,)).fetchall()
-    refs = index.db.execute("SELECT r.blob, r.name, COUNT(*) FROM refs r WHERE r.blob IN (SELECT blob FROM files"
-                            " WHERE snap=?) GROUP BY r.blob, r.name", (snap,)).fetchall()
-    return dict(paths), defs, refs
-
-
 # --- survey -------------------------------------------------------------------------------------------------------
 
 
@@ -181,6 +166,24 @@ def survey(root: Path, rev: str = "HEAD", *, index: SymbolIndex | None = None,
     """The structure of the repository at `root` as of `rev` (its committed tree, never the working tree): its
     packages, their owners (CODEOWNERS), what imports what (the symbol index: `index`, or the repository's own
     under REPOSWARM_HOME), the checks per package and for the whole repository, and a note per guess."""
+    return _survey(root, rev, index, progress)[0]
+
+
+def survey_with_map(root: Path, rev: str = "HEAD", task: str = "", *, budget_tokens: int,
+                    index: SymbolIndex | None = None, progress: Progress | None = None) -> tuple[RepoLayout, str]:
+    """survey, and the repository map ranked toward `task` within budget_tokens (repomap.repo_map), from one
+    read of the symbol index: both need all of a revision's definitions and references, which take seconds to
+    read on a 4M-line repository. Without an index (it could not read `rev`) the map is empty and the layout's
+    notes say why."""
+    from reposwarm.intel.repomap import map_of_rows
+
+    found, rows = _survey(root, rev, index, progress)
+    text = map_of_rows(rows, budget_tokens=budget_tokens, focus_text=task, progress=progress) if rows else ""
+    return found, text
+
+
+def _survey(root: Path, rev: str, index: SymbolIndex | None, progress: Progress | None
+            ) -> tuple[RepoLayout, SymbolRows | None]:
     root = Path(root).resolve()
     if not root.is_dir():
         raise LayoutError(f"{root}: no such folder")
@@ -211,25 +214,29 @@ def survey(root: Path, rev: str = "HEAD", *, index: SymbolIndex | None = None,
         areas = len({tuple(p.owners) for p in found})
         notes.append(f"owners from {codeowners.where} ({len(codeowners.rules)} rules): {areas} owner area(s)")
         notes += codeowners.problems[:5]
-    notes += _imports(root, rev, found, package_of, index, progress)
+    rows = _rows(root, rev, index, progress)
+    notes.append(_imports(rows, found, package_of) if not isinstance(rows, str) else
+                 f"no import graph: the symbol index could not read {rev!r} ({rows})")
     profile, said = structure.detect_profile(files, read, python, packages=found)
     return RepoLayout(packages=found, profile=CheckProfile.model_validate(profile) if profile else None,
-                      notes=[*notes, *said], files=len(files))
+                      notes=[*notes, *said], files=len(files)), rows if not isinstance(rows, str) else None
 
 
-def _imports(root: Path, rev: str, found: list[PackageInfo], package_of: Callable[[str], str],
-             index: SymbolIndex | None, progress: Progress | None) -> list[str]:
-    """Fill each package's `imports` from the symbol index; a note saying how many edges, or why none."""
+def _rows(root: Path, rev: str, index: SymbolIndex | None, progress: Progress | None) -> SymbolRows | str:
+    """The symbol index's rows of `rev` (read from `index`, or the repository's own), or why there are none."""
     from reposwarm.intel.symbols import SymbolIndex, SymbolIndexError
 
     try:
         if index is not None:
-            rows = symbol_rows(index, rev, progress)
-        else:
-            with SymbolIndex(root) as own_index:
-                rows = symbol_rows(own_index, rev, progress)
-    except (SymbolIndexError, OSError) as err:
-        return [f"no import graph: the symbol index could not read {rev!r} ({err})"]
+            return index.rows(rev, progress)
+        with SymbolIndex(root) as own_index:
+            return own_index.rows(rev, progress)
+    except (SymbolIndexError, sqlite3.Error, OSError) as err:
+        return str(err)
+
+
+def _imports(rows: SymbolRows, found: list[PackageInfo], package_of: Callable[[str], str]) -> str:
+    """Fill each package's `imports` from the symbol index's rows; a note saying how many edges."""
     edges = package_imports(rows, package_of)
     by_path = {p.path: p for p in found}
     count = 0
@@ -237,8 +244,9 @@ def _imports(root: Path, rev: str, found: list[PackageInfo], package_of: Callabl
         if source in by_path:
             by_path[source].imports = sorted(t for t in targets if t in by_path)
             count += len(by_path[source].imports)
-    return [f"imports from the symbol index ({len(rows[1]):,} definitions, {len(rows[2]):,} names referenced "
-            f"per file): {count} package import(s)"]
+    definitions = sum(kind != "field" for _, _, _, kind, _ in rows.defs)
+    return (f"imports from the symbol index ({definitions:,} definitions, {len(rows.refs):,} names referenced "
+            f"per file): {count} package import(s)")
 
 
 # --- brief --------------------------------------------------------------------------------------------------------
