@@ -23,9 +23,9 @@ from temporalio import activity
 from activities.model import (
     REPO_LISTING_ONLY_TOKENS,
     REPO_LISTING_TOKENS,
+    REPO_MAP_TOKENS,
     _assistant_message,
     _listing,
-    _repo_map,
 )
 from reposwarm import gitcmd
 from reposwarm.agent.estimate import estimate_lane
@@ -205,9 +205,11 @@ async def propose_lanes(req: ProposeInput) -> ProposeOutcome:
     def progress(message: str) -> None:  # from the survey's and the map's thread: heartbeat details (`watch`)
         loop.call_soon_threadsafe(activity.heartbeat, message)
 
-    layout = await asyncio.to_thread(_survey, repo_path, req.base_sha, progress)
-    map_text = await asyncio.to_thread(_repo_map, repo_path, req.base_sha, req.task, progress)
-    from reposwarm.intel.layout import brief
+    from reposwarm.intel.layout import brief, survey_with_map
+
+    # the structure and the map ranked toward the task from one read of the symbol index (seconds on 4M lines)
+    layout, map_text = await asyncio.to_thread(survey_with_map, Path(repo_path), req.base_sha, req.task,
+                                               budget_tokens=REPO_MAP_TOKENS, progress=progress)
 
     structure = brief(layout, _map_files(map_text)[:FOCUS_FILES])
     listing = _listing(files, REPO_LISTING_TOKENS if map_text else REPO_LISTING_ONLY_TOKENS)

@@ -231,7 +231,7 @@ def _rows(root: Path, rev: str, index: SymbolIndex | None, progress: Progress | 
             return index.rows(rev, progress)
         with SymbolIndex(root) as own_index:
             return own_index.rows(rev, progress)
-    except (SymbolIndexError, sqlite3.Error, OSError) as err:
+    except (SymbolIndexError, sqlite3.Error, ImportError, OSError) as err:  # what the map's callers met
         return str(err)
 
 
