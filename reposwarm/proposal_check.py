@@ -39,8 +39,10 @@ MAX_GOAL_CHARS = 20_000  # a proposed lane's goal, and the plan's interface cont
 MAX_LINES = 40  # lines of refusal: past these, how many more
 
 
-def _outside(name: str, pattern: object) -> str | None:
-    """Why a proposed writable pattern is not a slice of the repository (None when it is one)."""
+def _outside(name: str, pattern: object, *, whole: bool = True) -> str | None:
+    """Why a proposed writable pattern is not a slice of the repository (None when it is one). `whole=False`: a
+    lane's pattern, whose slice is judged whole by _guard_slices (`*` with `!*/` is the files at the root: only
+    the patterns together say whether a lane may write everything; a negation never widens)."""
     if not isinstance(pattern, str) or not pattern.strip():
         return f"lane {name!r}: an empty allowed path"
     p = pattern.strip()
@@ -48,7 +50,7 @@ def _outside(name: str, pattern: object) -> str | None:
         return f"lane {name!r}: {shown(p)} is an absolute path; slices are relative to the repository root"
     if ".." in p.split("/"):
         return f"lane {name!r}: {shown(p)} leads outside the repository ('..')"
-    if p.lstrip("!") in ("**", "**/", "**/*", "*", "*/", ".", "./", "/"):
+    if whole and p.lstrip("!") in ("**", "**/", "**/*", "*", "*/", ".", "./", "/"):
         return f"lane {name!r}: {shown(p)} would let it write the whole repository"
     if any(is_git_name(part) for part in p.lstrip("!").split("/")):
         return f"lane {name!r}: {shown(p)} reaches .git"
@@ -59,18 +61,22 @@ def _guard_slices(lanes: Mapping[str, HelperRole], lines: list[str]) -> None:
     for name, role in lanes.items():
         if _too_many(role):
             continue  # (check_lanes says so)
-        outside = [why for why in (_outside(name, p) for p in role.allowed_paths) if why is not None]
+        outside = [why for why in (_outside(name, p, whole=False) for p in role.allowed_paths) if why is not None]
         lines += outside
         if outside or any(_problem(p) is not None for p in role.allowed_paths):
             continue  # (check_lanes says what of it cannot be read)
         try:
             if slices.everything(role.allowed_paths):
-                lines.append(f"lane {name!r}: its allowed paths together match every path in the repository")
+                alone = next((p for p in role.allowed_paths if not p.startswith("!") and slices.everything([p])), None)
+                lines.append(f"lane {name!r}: {shown(alone)} would let it write the whole repository" if alone else
+                             f"lane {name!r}: its allowed paths together match every path in the repository")
                 continue
         except slices.Undecided:
             continue  # (check_lanes says it, strictly)
         spec = _spec(role.allowed_paths)
-        if spec.match_file(".git/config") or spec.match_file(".git"):
+        # (inside .git: a slice of the files at the root matches the name `.git` itself, which the path policy
+        # refuses to every lane in every spelling anyway)
+        if spec.match_file(".git/config") or spec.match_file(".git/hooks/pre-commit"):
             lines.append(f"lane {name!r}: its allowed paths reach .git")
 
 

@@ -243,6 +243,13 @@ def test_a_sound_proposal_passes(repo: Path) -> None:
     assert check_proposal(proposal(GOOD), tracked_files(repo) or [], LAYOUT, max_lanes=8) == []
 
 
+def test_a_lane_of_the_files_at_the_root_is_no_lane_of_everything(repo: Path) -> None:
+    """`*` with `!*/` is the files at the root (as `reposwarm try` and the oracle propose it): judged as a whole
+    slice, not pattern by pattern, it is a slice like any other."""
+    lanes = {**GOOD, "root": role("*", "!*/")}
+    assert check_proposal(proposal(lanes), tracked_files(repo) or [], LAYOUT, max_lanes=8) == []
+
+
 @pytest.mark.parametrize(("lanes", "extra", "expected"), [
     ({f"l{i}": role(f"d{i}/") for i in range(200)}, {}, "200 lanes proposed, at most 8 (--max-lanes)"),
     ({"api\nrm -rf": role("api/"), "web": role("web/")}, {}, "lane 'api\\nrm -rf' is not a lane name"),
