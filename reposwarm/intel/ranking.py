@@ -10,7 +10,6 @@ Python loops made it (bincount and cumsum add in array order), so the ranks are 
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Iterable
 from typing import NamedTuple
 
@@ -39,7 +38,7 @@ def _ints(values: Iterable[int], count: int = -1) -> np.ndarray:
     return np.fromiter(values, np.int64, count)
 
 
-def _ragged(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def ragged(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """For items with counts[i] parts each: the item of each part and its place among the item's parts."""
     item = np.repeat(np.arange(len(counts)), counts)
     return item, np.arange(len(item)) - np.repeat(np.cumsum(counts) - counts, counts)
@@ -53,24 +52,26 @@ def table_of_lists(defs: list[Definition], refs: list[RefCount]) -> Table:
     for name in [*(d.name for d in defs), *(r.name for r in refs)]:
         name_ids.setdefault(name, len(name_ids))
     return Table(paths, list(name_ids), name_ids, _ints((at[d.path] for d in defs), len(defs)),
-                  _ints((name_ids[d.name] for d in defs), len(defs)),
-                  np.array([d.kind in HIDDEN_KINDS for d in defs], bool), _ints((at[r.path] for r in refs), len(refs)),
-                  _ints((name_ids[r.name] for r in refs), len(refs)), _ints((r.uses for r in refs), len(refs)),
-                  defs.__getitem__)
+                 _ints((name_ids[d.name] for d in defs), len(defs)),
+                 np.array([d.kind in HIDDEN_KINDS for d in defs], bool), _ints((at[r.path] for r in refs), len(refs)),
+                 _ints((name_ids[r.name] for r in refs), len(refs)), _ints((r.uses for r in refs), len(refs)),
+                 defs.__getitem__)
 
 
 def table_of_rows(rows: SymbolRows, readable: Callable[[str], bool] | None) -> Table:
     """The index's rows by blob as a table of files, as defs_and_refs and the readable filter would have them:
     references to names no file of the revision defines left out, then the files `readable` refuses."""
     blob_paths, def_rows, ref_rows = rows
-    def_names = [r[2] for r in def_rows]
+    # by column, once (a Python loop over 650,000 rows doing all of it takes a second)
+    def_names, def_kinds = [r[2] for r in def_rows], [r[3] for r in def_rows]
+    ref_names = [r[1] for r in ref_rows]
     name_ids = {name: i for i, name in enumerate(dict.fromkeys(def_names))}
     names = list(name_ids)
     def_name = _ints(map(name_ids.__getitem__, def_names), len(def_rows))
-    ref_name = _ints(map(name_ids.get, (r[1] for r in ref_rows), itertools.repeat(-1)), len(ref_rows))
+    ref_name = np.array([name_ids.get(n, -1) for n in ref_names], np.int64)
     ref_keep = np.flatnonzero(ref_name >= 0)
-    def_blob = _ints((r[0] for r in def_rows), len(def_rows))
-    ref_blob = _ints((r[0] for r in ref_rows), len(ref_rows))[ref_keep]
+    def_blob = np.array([r[0] for r in def_rows], np.int64)
+    ref_blob = np.array([r[0] for r in ref_rows], np.int64)[ref_keep]
     # a blob's readable paths, each blob's in a run of `flat` (a blob at two paths is two files)
     used = set(np.unique(def_blob).tolist()) | set(np.unique(ref_blob).tolist())
     kept = {b: [p for p in where if readable is None or readable(p)] for b, where in blob_paths.items() if b in used}
@@ -86,24 +87,25 @@ def table_of_rows(rows: SymbolRows, readable: Callable[[str], bool] | None) -> T
 
     def expand(blobs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # rows -> (row, file) of each of its files
         blobs = np.where(blobs < top, blobs, 0)
-        row, place = _ragged(count[blobs])
+        row, place = ragged(count[blobs])
         return row, flat_paths[first[blobs][row] + place]
 
     def_row, def_path = expand(def_blob)
     ref_row, ref_path = expand(ref_blob)
     ref_row = ref_keep[ref_row]
-    kinds = np.array([r[3] in HIDDEN_KINDS for r in def_rows], bool)
+    hidden = {kind: kind in HIDDEN_KINDS for kind in set(def_kinds)}
+    kinds = np.fromiter(map(hidden.__getitem__, def_kinds), bool, len(def_rows))
 
     def definition(i: int) -> Definition:
         _, line, name, kind, scope = def_rows[def_row[i]]
         return Definition(name, kind, paths[def_path[i]], line, scope)
 
     return Table(paths, names, name_ids, def_path, def_name[def_row], kinds[def_row], ref_path, ref_name[ref_row],
-                  _ints((r[2] for r in ref_rows), len(ref_rows))[ref_row], definition)
+                 np.array([r[2] for r in ref_rows], np.int64)[ref_row], definition)
 
 
 def pagerank(size: int, source: np.ndarray, target: np.ndarray, weight: np.ndarray, p: np.ndarray,
-              alpha: float = 0.85, tol: float = 1e-8, max_iter: int = 100) -> np.ndarray:
+             alpha: float = 0.85, tol: float = 1e-8, max_iter: int = 100) -> np.ndarray:
     """Weighted personalised PageRank by power iteration over edges (source, target, weight), `weight` summing to
     1 over each source's edges, `p` the restart distribution. The edges come ordered by source: bincount adds in
     array order, and cumsum sums in order, so the sums are the ones a loop over the nodes makes."""
@@ -140,7 +142,7 @@ def scored(table: Table, focus_text: str) -> tuple[np.ndarray, np.ndarray, np.nd
         name_weight[i] = focus.weight(names[i]) * min(1.0, 4 / int(definers[i]))
     ref_weight = name_weight[ref_name] * np.sqrt(table.ref_uses[keep])
     # flows: each reference to each file defining the name, in the languages' family, in the references' order
-    ref, place = _ragged(many)
+    ref, place = ragged(many)
     src, dst = ref_path[ref], definer[starts[ref_name[ref]] + place]
     family_ids: dict[str, int] = {}
     family = _ints((family_ids.setdefault(_family(p), len(family_ids)) for p in paths), size)
