@@ -38,7 +38,7 @@ from reposwarm.contracts import (
 )
 from reposwarm.intel.repomap import repo_map
 from reposwarm.intel.symbols import SymbolIndexError
-from reposwarm.models import ModelReply
+from reposwarm.models import ModelReply, schema_problems, structured_reply
 from reposwarm.models.calls import MAX_ERROR_CHARS, as_text, complete
 from reposwarm.remote import open_repository
 from reposwarm.runs.store import Store
@@ -244,16 +244,11 @@ REPO_LISTING_ONLY_TOKENS = 6_000  # the file list when there is no map (no langu
 
 def _parse_plan(reply: ModelReply, lanes: LanesFile) -> Plan:
     """The plan comes as a submit_plan call (structured output) or as JSON in the reply's text."""
-    calls = [c for c in reply.tool_calls if c.name == "submit_plan"]
-    text = calls[0].raw_arguments if calls else reply.content.strip()
-    if text.startswith("```"):
-        text = text.strip("`").removeprefix("json").strip()
-    if not text:
-        raise ValueError("the reply holds no plan: call submit_plan with the plan")
+    text = structured_reply(reply, "submit_plan", "plan")
     try:
         plan = Plan.model_validate_json(text)
     except ValidationError as err:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'plan'}: {e['msg']}" for e in err.errors()[:5])
+        problems = schema_problems(err, "plan", 5)
         raise ValueError(f"the plan does not match the Plan schema: {problems}") from None
     try:
         check_plan(plan, lanes, "plan")

@@ -46,7 +46,7 @@ from reposwarm.contracts import (
     Usage,
 )
 from reposwarm.lanes_check import check_proposal
-from reposwarm.models import ModelReply
+from reposwarm.models import ModelReply, schema_problems, structured_reply
 from reposwarm.models.calls import complete
 from reposwarm.remote import open_repository
 
@@ -82,16 +82,11 @@ def _map_files(map_text: str) -> list[str]:
 
 def parse_reply(reply: ModelReply) -> SubmitLanesArgs:
     """The proposal, as a submit_lanes call or as JSON in the reply's text; a ValueError says what is wrong."""
-    calls = [c for c in reply.tool_calls if c.name == "submit_lanes"]
-    text = calls[0].raw_arguments if calls else reply.content.strip()
-    if text.startswith("```"):
-        text = text.strip("`").removeprefix("json").strip()
-    if not text:
-        raise ValueError("the reply holds no proposal: call submit_lanes with the lanes")
+    text = structured_reply(reply, "submit_lanes", "proposal")
     try:
         return SubmitLanesArgs.model_validate_json(text)
     except ValidationError as err:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}" for e in err.errors()[:8])
+        problems = schema_problems(err, "arguments", 8)
         raise ValueError(f"the proposal does not match submit_lanes' arguments: {problems}") from None
 
 

@@ -27,7 +27,7 @@ import re
 from collections.abc import Iterable
 from typing import Any, Protocol
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from reposwarm.contracts import ToolCall, Usage
 
@@ -128,6 +128,23 @@ class ModelReply(BaseModel):
     content: str = ""
     tool_calls: list[ToolCall] = []
     usage: Usage = Usage()
+
+
+def structured_reply(reply: ModelReply, tool: str, what: str) -> str:
+    """The JSON a planner's reply carries: its `tool` call's arguments, or its text (a ```json fence taken off);
+    a ValueError, which goes back to the model, when there is none."""
+    calls = [c for c in reply.tool_calls if c.name == tool]
+    text = calls[0].raw_arguments if calls else reply.content.strip()
+    if text.startswith("```"):
+        text = text.strip("`").removeprefix("json").strip()
+    if not text:
+        raise ValueError(f"the reply holds no {what}: call {tool} with the {what}")
+    return text
+
+
+def schema_problems(err: ValidationError, root: str, limit: int) -> str:
+    """A pydantic error as one line for the model: each problem's place and message."""
+    return "; ".join(f"{'.'.join(map(str, e['loc'])) or root}: {e['msg']}" for e in err.errors()[:limit])
 
 
 class ModelError(Exception):
