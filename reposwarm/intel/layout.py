@@ -12,7 +12,6 @@ deterministic: the same tree gives the same layout, the same brief and byte-iden
 from __future__ import annotations
 
 import functools
-import math
 import posixpath
 import sqlite3
 from collections import defaultdict
@@ -28,6 +27,7 @@ from reposwarm.contracts.proposal import DEFAULT_MAX_LANES, PackageInfo, RepoLay
 from reposwarm.intel import lanesplit, owners, packages, structure
 
 if TYPE_CHECKING:
+    from reposwarm.intel.ranking import Table
     from reposwarm.intel.symbols import SymbolIndex, SymbolRows
 
 Progress = Callable[[str], None]
@@ -110,52 +110,58 @@ def owner_index(paths: Iterable[str]) -> Callable[[str], str]:
 # --- the import graph ---------------------------------------------------------------------------------------------
 
 
-def package_imports(rows: SymbolRows, package_of: Callable[[str], str]) -> dict[str, dict[str, float]]:
-    """Weighted edges "package A imports package B" from the index's rows (SymbolIndex.rows: the paths of each
-    blob, its definitions (fields left out: too fine to say what a package offers) and (blob, name, uses)
-    references, straight from the tables): a file of A references a name defined in B alone,
-    or in B and at most two more packages (then shared), and not in A itself; names many packages define and
-    common names (`main`, `String`) say nothing and are left out. References are weighed as the repository map
-    weighs them (long compound names count more, `_private` ones less), by the square root of their count."""
+def package_imports(table: Table, package_of: Callable[[str], str]) -> dict[str, dict[str, float]]:
+    """Weighted edges "package A imports package B" from the index's rows as the ranking's table (ranking.
+    table_of_rows: files, names, definitions and (file, name, uses) references as integers): a file of A
+    references a name defined in B alone, or in B and at most two more packages (then shared), and not in A itself;
+    names many packages define, common names (`main`, `String`) and fields (too fine to say what a package offers)
+    say nothing and are left out. References are weighed as the repository map weighs them (long compound names
+    count more, `_private` ones less), by the square root of their count; a blob at two paths of one package is
+    one reference. A Python reference never means a Go definition (language families)."""
+    import numpy as np
+
+    from reposwarm.intel.ranking import ragged
     from reposwarm.intel.repomap import Focus, _family
 
-    paths, defs, refs = rows
+    package_ids: dict[str, int] = {}
+    family_ids: dict[str, int] = {}
+    pkg = np.array([package_ids.setdefault(package_of(p), len(package_ids)) for p in table.paths] or [0], np.int64)
+    fam = np.array([family_ids.setdefault(_family(p), len(family_ids)) for p in table.paths] or [0], np.int64)
+    size, pkgs, fams = max(1, len(table.names)), max(1, len(package_ids)), max(1, len(family_ids))
+    plain = np.array([n not in COMMON_NAMES and len(n) >= 3 for n in table.names] or [False], bool)
+    said = np.flatnonzero(~table.hidden & plain[table.def_name])
+    # (family, name, package) of every definition once: `definer` holds a run of packages per (family, name)
+    defined = np.unique((fam[table.def_path[said]] * size + table.def_name[said]) * pkgs + pkg[table.def_path[said]])
+    groups, starts, counts = np.unique(defined // pkgs, return_index=True, return_counts=True)
+    definer = defined % pkgs
+    # each reference once per (row of the index, package, family)
+    ref_pkg, ref_fam = pkg[table.ref_path], fam[table.ref_path]
+    once = np.sort(np.unique((table.ref_row * pkgs + ref_pkg) * fams + ref_fam, return_index=True)[1])
+    mine, name, uses = ref_pkg[once], table.ref_name[once], table.ref_uses[once]
+    group = ref_fam[once] * size + name
+    if not len(groups) or not len(group):
+        return {}
+    at = np.minimum(np.searchsorted(groups, group), len(groups) - 1)
+    many = np.where(groups[at] == group, counts[at], 0)
+    own = group * pkgs + mine
+    theirs = defined[np.minimum(np.searchsorted(defined, own), len(defined) - 1)] != own
+    # unknown, said by too many, or its own package's (most likely that one): left out
+    ok = np.flatnonzero((many > 0) & (many <= MAX_DEFINER_PACKAGES) & theirs)
     weigh = Focus("", set()).weight
-    # each blob's (package, language family): a Python reference never means a Go definition
-    places = {blob: sorted({(package_of(p), _family(p)) for p in where}) for blob, where in paths.items()}
-    definers: dict[str, dict[str, set[str]]] = defaultdict(dict)  # family -> name -> packages
-    last, here = -1, []
-    for blob, _, name, kind, _ in defs:
-        if blob != last:
-            last, here = blob, places.get(blob, [])
-        if name in COMMON_NAMES or len(name) < 3 or kind == "field":
-            continue
-        for pkg, fam in here:
-            by_name = definers[fam]
-            found = by_name.get(name)
-            if found is None:
-                by_name[name] = {pkg}
-            else:
-                found.add(pkg)
-    edges: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
-    weights: dict[str, float] = {}
-    last = -1
-    for blob, name, uses in refs:
-        if blob != last:
-            last, here = blob, places.get(blob, [])
-        for mine, fam in here:
-            where = definers[fam].get(name)
-            if not where or len(where) > MAX_DEFINER_PACKAGES or mine in where:
-                continue  # unknown, said by too many, or its own package's (most likely that one)
-            weight = weights.get(name)
-            if weight is None:
-                weight = weights[name] = weigh(name)
-            share = weight * math.sqrt(uses) / len(where)
-            out = edges[mine]
-            for target in where:
-                out[target] += share
-    # (rounded: sums in another order, from another index of the same tree, must not cross the line)
-    return {a: {b: w for b, w in sorted(out.items()) if round(w, 6) >= MIN_EDGE} for a, out in sorted(edges.items())}
+    weighed = np.unique(name[ok])
+    weights = np.zeros(size)
+    weights[weighed] = [weigh(table.names[i]) for i in weighed.tolist()]
+    share = weights[name[ok]] * np.sqrt(uses[ok]) / many[ok]
+    part, k = ragged(many[ok])
+    pairs, which = np.unique(mine[ok][part] * pkgs + definer[starts[at[ok]][part] + k], return_inverse=True)
+    sums = np.bincount(which.reshape(-1), weights=share[part], minlength=len(pairs))
+    names = list(package_ids)
+    edges: dict[str, dict[str, float]] = {names[a]: {} for a in np.unique(pairs // pkgs).tolist()}
+    for pair, weight in zip(pairs.tolist(), sums.tolist(), strict=True):
+        # (rounded: sums in another order, from another index of the same tree, must not cross the line)
+        if round(weight, 6) >= MIN_EDGE:
+            edges[names[pair // pkgs]][names[pair % pkgs]] = weight
+    return {a: dict(sorted(out.items())) for a, out in sorted(edges.items())}
 
 
 # --- survey -------------------------------------------------------------------------------------------------------
@@ -175,15 +181,15 @@ def survey_with_map(root: Path, rev: str = "HEAD", task: str = "", *, budget_tok
     read of the symbol index: both need all of a revision's definitions and references, which take seconds to
     read on a 4M-line repository. Without an index (it could not read `rev`) the map is empty and the layout's
     notes say why."""
-    from reposwarm.intel.repomap import map_of_rows
+    from reposwarm.intel.repomap import map_of_table
 
-    found, rows = _survey(root, rev, index, progress)
-    text = map_of_rows(rows, budget_tokens=budget_tokens, focus_text=task, progress=progress) if rows else ""
+    found, table = _survey(root, rev, index, progress)
+    text = map_of_table(table, budget_tokens=budget_tokens, focus_text=task, progress=progress) if table else ""
     return found, text
 
 
 def _survey(root: Path, rev: str, index: SymbolIndex | None, progress: Progress | None
-            ) -> tuple[RepoLayout, SymbolRows | None]:
+            ) -> tuple[RepoLayout, Table | None]:
     root = Path(root).resolve()
     if not root.is_dir():
         raise LayoutError(f"{root}: no such folder")
@@ -215,11 +221,17 @@ def _survey(root: Path, rev: str, index: SymbolIndex | None, progress: Progress 
         notes.append(f"owners from {codeowners.where} ({len(codeowners.rules)} rules): {areas} owner area(s)")
         notes += codeowners.problems[:5]
     rows = _rows(root, rev, index, progress)
-    notes.append(_imports(rows, found, package_of) if not isinstance(rows, str) else
-                 f"no import graph: the symbol index could not read {rev!r} ({rows})")
+    table = None
+    if isinstance(rows, str):
+        notes.append(f"no import graph: the symbol index could not read {rev!r} ({rows})")
+    else:
+        from reposwarm.intel.ranking import table_of_rows
+
+        table = table_of_rows(rows, None)  # the index's rows as integers: the import graph's and the map's
+        notes.append(_imports(table, found, package_of, len(rows.refs)))
     profile, said = structure.detect_profile(files, read, python, packages=found)
     return RepoLayout(packages=found, profile=CheckProfile.model_validate(profile) if profile else None,
-                      notes=[*notes, *said], files=len(files)), rows if not isinstance(rows, str) else None
+                      notes=[*notes, *said], files=len(files)), table
 
 
 def _rows(root: Path, rev: str, index: SymbolIndex | None, progress: Progress | None) -> SymbolRows | str:
@@ -235,17 +247,16 @@ def _rows(root: Path, rev: str, index: SymbolIndex | None, progress: Progress | 
         return str(err)
 
 
-def _imports(rows: SymbolRows, found: list[PackageInfo], package_of: Callable[[str], str]) -> str:
+def _imports(table: Table, found: list[PackageInfo], package_of: Callable[[str], str], referenced: int) -> str:
     """Fill each package's `imports` from the symbol index's rows; a note saying how many edges."""
-    edges = package_imports(rows, package_of)
+    edges = package_imports(table, package_of)
     by_path = {p.path: p for p in found}
     count = 0
     for source, targets in edges.items():
         if source in by_path:
             by_path[source].imports = sorted(t for t in targets if t in by_path)
             count += len(by_path[source].imports)
-    definitions = sum(kind != "field" for _, _, _, kind, _ in rows.defs)
-    return (f"imports from the symbol index ({definitions:,} definitions, {len(rows.refs):,} names referenced "
+    return (f"imports from the symbol index ({int((~table.hidden).sum()):,} definitions, {referenced:,} names referenced "
             f"per file): {count} package import(s)")
 
 

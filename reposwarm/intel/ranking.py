@@ -31,6 +31,7 @@ class Table(NamedTuple):
     ref_path: np.ndarray  # per (file, name) referenced, in the order given
     ref_name: np.ndarray
     ref_uses: np.ndarray
+    ref_row: np.ndarray  # the row it comes from (one row per blob: a blob at two paths is two references)
     definition: Callable[[int], Definition]  # the i-th definition
 
 
@@ -55,7 +56,7 @@ def table_of_lists(defs: list[Definition], refs: list[RefCount]) -> Table:
                  _ints((name_ids[d.name] for d in defs), len(defs)),
                  np.array([d.kind in HIDDEN_KINDS for d in defs], bool), _ints((at[r.path] for r in refs), len(refs)),
                  _ints((name_ids[r.name] for r in refs), len(refs)), _ints((r.uses for r in refs), len(refs)),
-                 defs.__getitem__)
+                 np.arange(len(refs)), defs.__getitem__)
 
 
 def table_of_rows(rows: SymbolRows, readable: Callable[[str], bool] | None) -> Table:
@@ -101,7 +102,7 @@ def table_of_rows(rows: SymbolRows, readable: Callable[[str], bool] | None) -> T
         return Definition(name, kind, paths[def_path[i]], line, scope)
 
     return Table(paths, names, name_ids, def_path, def_name[def_row], kinds[def_row], ref_path, ref_name[ref_row],
-                 np.array([r[2] for r in ref_rows], np.int64)[ref_row], definition)
+                 np.array([r[2] for r in ref_rows], np.int64)[ref_row], ref_row, definition)
 
 
 def pagerank(size: int, source: np.ndarray, target: np.ndarray, weight: np.ndarray, p: np.ndarray,

@@ -15,8 +15,12 @@ import re
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from reposwarm.intel.symbols import Definition, RefCount, SymbolIndex, SymbolRows, language_of
+
+if TYPE_CHECKING:
+    from reposwarm.intel import ranking
 
 MAX_DEFINERS = 64  # a name defined in more files than this says nothing about which one is meant
 HIDDEN_KINDS = frozenset({"field"})  # too fine-grained for a map
@@ -139,10 +143,18 @@ def repo_map(repo_path: str | Path, rev: str, *, budget_tokens: int, focus_text:
 
 def map_of_rows(rows: SymbolRows, *, budget_tokens: int, focus_text: str = "",
                 readable: Callable[[str], bool] | None = None, progress: Callable[[str], None] | None = None) -> str:
-    """repo_map of rows the index gave already (SymbolIndex.rows: the survey reads the same)."""
+    """repo_map of rows the index gave already (SymbolIndex.rows)."""
     from reposwarm.intel import ranking
 
-    table = ranking.table_of_rows(rows, readable)
+    return map_of_table(ranking.table_of_rows(rows, readable), budget_tokens=budget_tokens, focus_text=focus_text,
+                        progress=progress)
+
+
+def map_of_table(table: ranking.Table, *, budget_tokens: int, focus_text: str = "",
+                 progress: Callable[[str], None] | None = None) -> str:
+    """repo_map of the rows as the ranking's table (ranking.table_of_rows: the survey reads the same)."""
+    from reposwarm.intel import ranking
+
     if progress:
         progress(f"ranking {len(table.def_path):,} definitions for the repository map")
     # fit shows at most budget_tokens definitions (each line costs a token or more)
