@@ -88,6 +88,18 @@ def test_referenced_files_outrank_leaves(repo: Path, db: Path) -> None:
     assert headers.index("go/geometry/geometry.go") < headers.index("go/main.go")
 
 
+def test_a_repository_whose_files_reference_nothing_has_a_map(tmp_path: Path) -> None:
+    """No reference between files, so no edge at all: the rank is the restart distribution, and the map lists
+    the definitions (numpy's bincount of no edges is integers, which the sums must not trip over)."""
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "a.py").write_text("NAME = 1\n")
+    (source / "b.py").write_text("OTHER = 2\n")
+    repo = make_repo(tmp_path / "repo", source)
+    text = repo_map(repo, "HEAD", budget_tokens=200, focus_text="NAME everywhere", db_path=tmp_path / "i.sqlite")
+    assert "NAME" in text and "OTHER" in text, text
+
+
 def test_pagerank_matches_networkx() -> None:
     reference = getattr(nx.algorithms.link_analysis.pagerank_alg, "_pagerank_python", None)
     if reference is None:

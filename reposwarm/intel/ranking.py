@@ -114,7 +114,8 @@ def pagerank(size: int, source: np.ndarray, target: np.ndarray, weight: np.ndarr
     dangling[source] = False
     x = p.copy()
     for _ in range(max_iter):
-        new: np.ndarray = np.bincount(target, weights=(alpha * x[source]) * weight, minlength=size)
+        # (with no edges at all, bincount answers integers: the sums below are floats)
+        new: np.ndarray = np.bincount(target, weights=(alpha * x[source]) * weight, minlength=size).astype(np.float64)
         lost = x[dangling]
         new += (alpha * (float(np.cumsum(lost)[-1]) if lost.size else 0.0) + 1 - alpha) * p
         err = np.cumsum(np.abs(new - x))[-1]
