@@ -120,7 +120,7 @@ def package_imports(table: Table, package_of: Callable[[str], str]) -> dict[str,
     one reference. A Python reference never means a Go definition (language families)."""
     import numpy as np
 
-    from reposwarm.intel.ranking import ragged
+    from reposwarm.intel.ranking import distinct, ragged
     from reposwarm.intel.repomap import Focus, _family
 
     package_ids: dict[str, int] = {}
@@ -131,7 +131,7 @@ def package_imports(table: Table, package_of: Callable[[str], str]) -> dict[str,
     plain = np.array([n not in COMMON_NAMES and len(n) >= 3 for n in table.names] or [False], bool)
     said = np.flatnonzero(~table.hidden & plain[table.def_name])
     # (family, name, package) of every definition once: `definer` holds a run of packages per (family, name)
-    defined = np.unique((fam[table.def_path[said]] * size + table.def_name[said]) * pkgs + pkg[table.def_path[said]])
+    defined = distinct((fam[table.def_path[said]] * size + table.def_name[said]) * pkgs + pkg[table.def_path[said]])
     groups, starts, counts = np.unique(defined // pkgs, return_index=True, return_counts=True)
     definer = defined % pkgs
     # each reference once per (row of the index, package, family)
@@ -148,7 +148,7 @@ def package_imports(table: Table, package_of: Callable[[str], str]) -> dict[str,
     # unknown, said by too many, or its own package's (most likely that one): left out
     ok = np.flatnonzero((many > 0) & (many <= MAX_DEFINER_PACKAGES) & theirs)
     weigh = Focus("", set()).weight
-    weighed = np.unique(name[ok])
+    weighed = distinct(name[ok])
     weights = np.zeros(size)
     weights[weighed] = [weigh(table.names[i]) for i in weighed.tolist()]
     share = weights[name[ok]] * np.sqrt(uses[ok]) / many[ok]
@@ -156,7 +156,7 @@ def package_imports(table: Table, package_of: Callable[[str], str]) -> dict[str,
     pairs, which = np.unique(mine[ok][part] * pkgs + definer[starts[at[ok]][part] + k], return_inverse=True)
     sums = np.bincount(which.reshape(-1), weights=share[part], minlength=len(pairs))
     names = list(package_ids)
-    edges: dict[str, dict[str, float]] = {names[a]: {} for a in np.unique(pairs // pkgs).tolist()}
+    edges: dict[str, dict[str, float]] = {names[a]: {} for a in distinct(pairs // pkgs).tolist()}
     for pair, weight in zip(pairs.tolist(), sums.tolist(), strict=True):
         # (rounded: sums in another order, from another index of the same tree, must not cross the line)
         if round(weight, 6) >= MIN_EDGE:
