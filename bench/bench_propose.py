@@ -23,6 +23,7 @@ import asyncio
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -78,14 +79,26 @@ def replay_script(config: LanesFile, path: Path) -> str:
 def propose(repo: Path, db: Path, config: LanesFile, repeat: int) -> dict:
     """The propose_lanes activity as a worker runs it, `repeat` times: wall and CPU seconds, less the model call's
     latency (the ledger's); REPOSWARM_HOME is a fresh folder whose index of `repo` is the warm one at `db`."""
+    home = Path(tempfile.mkdtemp(prefix="bench-propose-"))
+    before = os.environ.get("REPOSWARM_HOME")
+    os.environ["REPOSWARM_HOME"] = str(home)
+    try:
+        return _propose(repo, db, config, repeat, home)
+    finally:  # the folder holds a link to the index, the ledger and the kept replies: nothing to keep
+        shutil.rmtree(home, ignore_errors=True)
+        if before is None:
+            os.environ.pop("REPOSWARM_HOME", None)
+        else:
+            os.environ["REPOSWARM_HOME"] = before
+
+
+def _propose(repo: Path, db: Path, config: LanesFile, repeat: int, home: Path) -> dict:
     from temporalio.testing import ActivityEnvironment
 
     from activities.proposing import propose_lanes
     from reposwarm.contracts import ProposeInput
     from reposwarm.runs import ledger
 
-    home = Path(tempfile.mkdtemp(prefix="bench-propose-"))
-    os.environ["REPOSWARM_HOME"] = str(home)
     link = default_db_path(repo)
     link.parent.mkdir(parents=True, exist_ok=True)
     link.symlink_to(db.resolve())
