@@ -167,8 +167,13 @@ def table(r: dict) -> str:
     ]
     if "generate" in r:
         rows.insert(1, ("generate the repository", f"{r['generate']['seconds']} s"))
-    for name, t in r["targets"].items():
-        rows.append((f"target {name}", f"<= {t['target']}: {'met' if t['met'] else 'MISSED'} ({t['measured']})"))
+    return with_targets(rows, r["targets"])
+
+
+def with_targets(rows: list[tuple[str, str]], targets: dict) -> str:
+    """A results table as Markdown rows, each target met or MISSED at the end (bench_propose.py shares it)."""
+    rows = rows + [(f"target {name}", f"<= {t['target']}: {'met' if t['met'] else 'MISSED'} ({t['measured']})")
+                   for name, t in targets.items()]
     width = max(len(a) for a, _ in rows)
     return "\n".join(f"| {a.ljust(width)} | {b} |" for a, b in rows)
 

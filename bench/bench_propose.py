@@ -34,6 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.bench_index import with_targets  # noqa: E402
 from bench.gen_monorepo import generate  # noqa: E402
 from reposwarm.contracts import LanePlan, LanesFile, Plan  # noqa: E402
 from reposwarm.contracts.proposal import LaneProposal  # noqa: E402
@@ -205,10 +206,7 @@ def table(r: dict) -> str:
             ("check_lanes (the loader's checks)", f"{s['check_lanes']['median']} s"),
             ("check_proposal (the guardrails too)", f"{s['check_proposal']['median']} s"),
             ("repo map toward a task, 4,000 tokens", f"{s['repo_map_4000_tokens']['median']} s")]
-    for name, t in r["targets"].items():
-        rows.append((f"target {name}", f"<= {t['target']}: {'met' if t['met'] else 'MISSED'} ({t['measured']})"))
-    width = max(len(a) for a, _ in rows)
-    return "\n".join(f"| {a.ljust(width)} | {b} |" for a, b in rows)
+    return with_targets(rows, r["targets"])
 
 
 def main(argv: list[str] | None = None) -> int:
