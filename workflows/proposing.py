@@ -21,6 +21,7 @@ as they ran.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TypeVar
 
 from temporalio import workflow
 from temporalio.common import RawValue
@@ -45,6 +46,18 @@ with workflow.unsafe.imports_passed_through():
     from reposwarm.webui import md_escape
     from workflows import options
     from workflows.review import _conversion_problem
+
+
+_T = TypeVar("_T")
+
+
+def _held(value: _T | None, what: str) -> _T:
+    """The run's own state as the phase left it: missing, an ApplicationError that ends the run and says so (an
+    assert would fail the workflow task at every retry instead)."""
+    if value is None:
+        raise ApplicationError(f"the proposing phase lost {what}", non_retryable=True)
+    return value
+
 
 SHOWN_LANES = 12  # lanes named in the run's details (the Web UI); status and the CLI show all
 
@@ -134,8 +147,7 @@ class Proposals:
     async def _proposed(self, req: SwarmRequest) -> SwarmRequest | SwarmResult:
         """The run's lanes: proposed, then confirmed (the request to go on with: its configuration and round-1
         plan the proposal's), or the run's end (the proposal written, or stopped by a person)."""
-        opts = req.propose
-        assert opts is not None
+        opts = _held(req.propose, "the request's proposal options")
         self._lanes_answers = {}
         self._phase(Phase.proposing, "surveying the repository and asking the planner for lanes")
         outcome = await workflow.execute_activity(
@@ -171,8 +183,7 @@ class Proposals:
         """Wait for a person's answer; an edit is checked against the commit's files first, and one that fails is
         refused (the Update fails with the problems; a Signal's are kept) while the run keeps waiting."""
         while True:
-            proposal = self._status.proposal
-            assert proposal is not None
+            proposal = _held(self._status.proposal, "its proposal")
             shown = ", ".join(f"{name} ({', '.join(role.allowed_paths)})"
                               for name, role in list(proposal.lanes.items())[:SHOWN_LANES])
             more = f" and {len(proposal.lanes) - SHOWN_LANES} more" if len(proposal.lanes) > SHOWN_LANES else ""
@@ -180,8 +191,7 @@ class Proposals:
                                 f"{md_escape(shown)}{more}. Answer with `reposwarm confirm {req.run_id}` "
                                 "(--lanes FILE: an edit; --reject: stop)")
             await workflow.wait_condition(lambda: self._lanes_pending is not None)
-            assert self._lanes_pending is not None
-            number, decision, edit, signal = self._lanes_pending
+            number, decision, edit, signal = _held(self._lanes_pending, "the answer it waited for")
             problems: list[str] = []
             if edit is not None:
                 checked = await workflow.execute_activity(
@@ -190,8 +200,7 @@ class Proposals:
                         model=req.model, proposal=edit, max_lanes=max_lanes,
                         price=req.config.prices.get(req.model)), **options.GIT)
                 problems, proposal = checked.problems, checked
-            assert self._lanes_answers is not None
-            self._lanes_answers[number] = problems
+            _held(self._lanes_answers, "its answers")[number] = problems
             self._lanes_pending = None
             if problems:  # (an Update's refusal goes back to its sender; a Signal's is kept)
                 if signal:

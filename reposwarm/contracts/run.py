@@ -236,16 +236,9 @@ class ProposeInput(Contract):
     record: bool = False
 
 
-class ProposalCheck(Contract):
+class ProposalCheck(ProposeInput):
     """A person's edit of a proposal (its lanes, as a lanes file, and its plan), checked against the files of the
     base commit by the check_proposal_edit activity; the answer is the proposal they edited into, with its
     problems (empty: it may run)."""
 
-    run_id: str
-    repo_path: str
-    base_sha: str
-    task: str
-    model: str
     proposal: LaneProposal
-    max_lanes: int = DEFAULT_MAX_LANES
-    price: ModelPrice | None = None
