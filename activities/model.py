@@ -46,6 +46,8 @@ from reposwarm.runs.store import Store
 
 def _assistant_message(reply: ModelReply) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": reply.content}
+    if reply.provider_id:  # bookkeeping, never sent as is: the next request's cache diagnostics name it
+        message["provider_id"] = reply.provider_id
     if reply.tool_calls:
         message["tool_calls"] = [
             {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.raw_arguments}}
@@ -82,23 +84,32 @@ def _tokens(messages: list[dict[str, Any]]) -> int:
     return len(json.dumps(messages)) // 4
 
 
+def _head(messages: list[dict[str, Any]]) -> int:
+    """How many messages open the conversation and are never folded: the run's shared context (a system message)
+    and the lane's first message (its goal and slice). Kept byte for byte, they stay the cached prefix."""
+    first_user = next((i for i, m in enumerate(messages) if m.get("role") == "user"), 0)
+    return first_user + 1
+
+
 def compact(messages: list[dict[str, Any]], limit: int) -> tuple[list[dict[str, Any]], bool]:
-    """Keep the first message (the goal) and the recent turns; fold the middle into a summary.
+    """Keep the opening (the shared context and the goal) and the recent turns; fold the middle into a summary.
 
     The summary is mechanical (which tools ran on which paths, and what the
     model said), so compaction costs no model call and is the same on a retry.
-    Cuts fall on assistant messages, so no tool result loses its call.
+    Cuts fall on assistant messages, so no tool result loses its call. The
+    opening is the cached prefix every turn shares: it is never touched.
     """
-    if _tokens(messages) < limit * 0.8 or len(messages) < 3:
+    head = _head(messages)
+    if _tokens(messages) < limit * 0.8 or len(messages) < head + 2:
         return messages, False
-    starts = [i for i, m in enumerate(messages) if m.get("role") == "assistant" and i > 0]
+    starts = [i for i, m in enumerate(messages) if m.get("role") == "assistant" and i >= head]
     keep_from = starts[-KEEP_RECENT] if len(starts) > KEEP_RECENT else (starts[-1] if starts else len(messages))
-    while keep_from < len(messages) and _tokens(messages[:1] + messages[keep_from:]) > limit * 0.6:
+    while keep_from < len(messages) and _tokens(messages[:head] + messages[keep_from:]) > limit * 0.6:
         later = [i for i in starts if i > keep_from]
         if not later:
             break
         keep_from = later[0]
-    folded = messages[1:keep_from]
+    folded = messages[head:keep_from]
     if not folded:
         return messages, False
     lines = []
@@ -119,7 +130,7 @@ def compact(messages: list[dict[str, Any]], limit: int) -> tuple[list[dict[str, 
             lines.append(f"  -> {str(m['content'])[:200]}")
     summary = {"role": "user", "content": "Earlier turns, summarised to fit the context window "
                "(your edits are on disk; read files again if you need their text):\n" + "\n".join(lines)}
-    return [messages[0], summary, *messages[keep_from:]], True
+    return [*messages[:head], summary, *messages[keep_from:]], True
 
 
 def _checked_calls(reply: ModelReply, store: Store) -> tuple[list[ToolCall], Finish | None]:
@@ -198,7 +209,7 @@ async def model_turn(req: ModelTurnInput) -> ModelTurnResult:
     messages, compacted = await asyncio.to_thread(_conversation, req, store)
     reply = await complete(req.run_id, req.model, agent=req.agent, round_no=req.round, turn=req.turn,
                            attempt=req.attempt, system=req.system or LANE_SYSTEM, messages=messages,
-                           tools=tool_specs(), price=req.price, record=req.record)
+                           tools=tool_specs(), price=req.price, record=req.record, cache_ttl=req.cache_ttl)
     return await asyncio.to_thread(_turn_result, req, store, messages, reply, compacted)
 
 
@@ -306,7 +317,7 @@ async def plan_round(req: PlanInput) -> PlanOutcome:
     for turn in range(2):
         reply = await complete(req.run_id, req.model, agent="planner", round_no=req.round, turn=turn,
                                system=PLANNER_SYSTEM, messages=messages, tools=[SUBMIT_PLAN], price=req.price,
-                               record=req.record)
+                               record=req.record, cache_ttl=req.cache_ttl)
         usage = usage + reply.usage
         try:
             return PlanOutcome(plan=_parse_plan(reply, lanes), usage=usage)

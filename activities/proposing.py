@@ -30,7 +30,7 @@ from activities.model import (
 from reposwarm import gitcmd
 from reposwarm.agent.estimate import estimate_lane
 from reposwarm.agent.paths import PathPolicy
-from reposwarm.agent.prompts import PROPOSER_SYSTEM, lane_first_message, proposal_correction, proposer_message
+from reposwarm.agent.prompts import PROPOSER_SYSTEM, lane_opening, proposal_correction, proposer_message
 from reposwarm.agent.specs import SubmitLanesArgs, submit_lanes_spec
 from reposwarm.contracts import (
     HelperRole,
@@ -97,13 +97,13 @@ def lane_estimates(proposal: LaneProposal, task: str, model: str, price: ModelPr
     contract = proposal.plan.interface_contract if proposal.plan else ""
     tokens, costs = {}, {}
     for name, role in proposal.lanes.items():
-        first = lane_first_message(HelperTask(
+        first = lane_opening(HelperTask(
             task_id=f"proposal.{name}.r1", run_id="proposal", repo_path=".", lane=name, round=1, role=role,
             goal=goals.get(name) or "(no goal)", task=task, interface_contract=contract,
             allowed_paths=role.allowed_paths, read_only_paths=role.read_only_paths, branch="-", base_sha="-",
             model=role.model or model, max_loops=1, checkpoint_key="-"))
         estimate = estimate_lane(name, role.model or model, role, first, price)
-        tokens[name] = estimate.input_tokens + estimate.output_tokens
+        tokens[name] = estimate.billed_tokens  # what its token_budget counts
         if estimate.cost_usd is not None:
             costs[name] = estimate.cost_usd
     return proposal.model_copy(update={"estimated_tokens": tokens, "estimated_cost_usd": costs})

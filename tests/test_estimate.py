@@ -51,13 +51,13 @@ async def test_demo_estimates_are_within_2x_of_what_the_lanes_spend(client: Clie
     assert set(estimates) == {"db_migration", "api_layer", "client", "test_author"}
 
     # ...and what the same plan really spends, every request the lanes send watched on its way to the model.
-    sent: dict[tuple[str, int], tuple[int, str]] = {}  # (lane, turn): (tokens sent, first message)
+    sent: dict[tuple[str, int], tuple[int, Any]] = {}  # (lane, turn): (tokens sent, opening messages)
     complete = activities.model.complete
 
     async def watched(run_id: str, model_name: str, **kw: Any) -> Any:
         # counted now: the caller appends the reply to the same list afterwards
         chars = len(kw["system"]) + len(json.dumps(kw["tools"])) + len(json.dumps(kw["messages"]))
-        sent[kw["agent"], kw["turn"]] = chars // 4, kw["messages"][0]["content"]
+        sent[kw["agent"], kw["turn"]] = chars // 4, kw["messages"][:2]  # the opening: shared context, goal
         return await complete(run_id, model_name, **kw)
 
     monkeypatch.setattr(activities.model, "complete", watched)

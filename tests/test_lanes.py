@@ -35,8 +35,8 @@ def snapshot(root: Path, skip: set[Path]) -> dict[str, str]:
     return out
 
 
-def lanes_file(tmp_path: Path, lanes: dict, profile: list[str] | None = None) -> Path:
-    data: dict = {"swarm": {"max_parallel": 2, "lanes": lanes}}
+def lanes_file(tmp_path: Path, lanes: dict, profile: list[str] | None = None, **swarm: object) -> Path:
+    data: dict = {"swarm": {"max_parallel": 2, "lanes": lanes, **swarm}}
     if profile:
         data["validation"] = {"profiles": {"default": {"commands": [profile], "timeout_s": 60}}}
     return write_yaml(tmp_path / "lanes.yaml", data)
@@ -146,7 +146,8 @@ async def test_adversarial_lane_cannot_escape_its_slice(client, tmp_path, monkey
 
 async def test_token_budget_is_hard_and_partial_work_is_kept(client, tmp_path):
     repo = make_repo(tmp_path / "repo", {"api/app.py": "VERSION = 1\n", "api/b.py": "B = 1\n"})
-    lanes = lanes_file(tmp_path, {"api": {"allowed_paths": ["api/"], "token_budget": 3000}})
+    # budget_wait_s 0: a lane at its budget ends at once, as before budgets paused (tests/test_budgets.py pauses)
+    lanes = lanes_file(tmp_path, {"api": {"allowed_paths": ["api/"], "token_budget": 3000}}, budget_wait_s=0)
     usage = {"input_tokens": 1000, "output_tokens": 100}
     script = write_yaml(tmp_path / "replay.yaml", {"version": 1, "lanes": {"api": {1: [
         {**turn(("t1", "write_file", {"path": "api/app.py", "content": "VERSION = 2\n",
@@ -160,7 +161,7 @@ async def test_token_budget_is_hard_and_partial_work_is_kept(client, tmp_path):
     status = await wait_for_phase(client, run_id, Phase.review)
     api = status.review.lanes[0]
     assert api.status == LaneStatus.budget_exhausted
-    assert "token budget of 3000" in api.reason
+    assert "token budget of 3,000 billed tokens" in api.reason
     assert api.usage.total_tokens <= 3000  # it stopped before the call that would pass the budget
     assert api.turns == 2
     assert {e.path for e in api.edits} == {"api/app.py", "api/b.py"}  # its work so far, committed
@@ -220,8 +221,9 @@ def _last_transcript(run_id: str, lane: str) -> str:
             data = json.loads(blob.read_bytes())
         except ValueError:
             continue
-        if isinstance(data, list) and data and isinstance(data[0], dict) and f"lane {lane}:" in str(
-                data[0].get("content", "")):
+        # (the lane's first message follows the run's shared context, a system message)
+        if isinstance(data, list) and data and all(isinstance(m, dict) for m in data[:2]) and any(
+                f"lane {lane}:" in str(m.get("content", "")) for m in data[:2]):
             if newest is None or len(data) > len(newest[1]):
                 newest = (blob, data)
     assert newest is not None

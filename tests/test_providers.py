@@ -207,9 +207,13 @@ async def test_anthropic_request_sent(monkeypatch: pytest.MonkeyPatch):
     assert ANTHROPIC_KEY not in str(sent.url) and ANTHROPIC_KEY not in sent.content.decode()
     assert [v for k, v in sent.headers.items() if ANTHROPIC_KEY in v and k != "x-api-key"] == []
     body = rec.json
-    assert body["model"] == "test-model" and body["max_tokens"] == 8192 and body["system"] == "You are a lane."
+    assert sent.headers["anthropic-beta"] == "cache-diagnosis-2026-04-07"  # the cache's miss reasons, asked for
+    cached = {"type": "ephemeral"}  # breakpoints: the system prompt, the first message, the latest message
+    assert body["model"] == "test-model" and body["max_tokens"] == 8192
+    assert body["system"] == [{"type": "text", "text": "You are a lane.", "cache_control": cached}]
+    assert body["diagnostics"] == {"previous_message_id": None}
     assert body["messages"] == [
-        {"role": "user", "content": [{"type": "text", "text": "Add a health endpoint."}]},
+        {"role": "user", "content": [{"type": "text", "text": "Add a health endpoint.", "cache_control": cached}]},
         {"role": "assistant", "content": [
             {"type": "text", "text": "Reading both files."},
             {"type": "tool_use", "id": "call_A1", "name": "read_file", "input": {"path": "app.py"}},
@@ -218,7 +222,7 @@ async def test_anthropic_request_sent(monkeypatch: pytest.MonkeyPatch):
         {"role": "user", "content": [  # both results and the user's text: one user message
             {"type": "tool_result", "tool_use_id": "call_A1", "content": "print('hi')"},
             {"type": "tool_result", "tool_use_id": "call_B2", "content": "error: arguments were not JSON"},
-            {"type": "text", "text": "Budget: 3 turns left."},
+            {"type": "text", "text": "Budget: 3 turns left.", "cache_control": cached},
         ]},
     ]
     assert body["tools"] == [{"name": t["name"], "description": t["description"], "input_schema": t["parameters"]}
@@ -231,7 +235,8 @@ async def test_anthropic_merges_same_role_and_drops_empty_messages():
     rec = Recorder(body=anthropic_reply([{"type": "text", "text": "ok"}]))
     await AnthropicProvider(transport=rec.transport).complete(request(messages=messages))
     assert rec.json["messages"] == [{"role": "user", "content": [
-        {"type": "text", "text": "one"}, {"type": "text", "text": "two"}, {"type": "text", "text": "three"}]}]
+        {"type": "text", "text": "one"}, {"type": "text", "text": "two"},
+        {"type": "text", "text": "three", "cache_control": {"type": "ephemeral"}}]}]
 
 
 # --- errors, for both providers ---

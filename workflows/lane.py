@@ -15,15 +15,17 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, ApplicationError, TimeoutType
+from temporalio.exceptions import ActivityError, ApplicationError, FailureError, TimeoutType
 from temporalio.exceptions import TimeoutError as TemporalTimeoutError
 
 with workflow.unsafe.imports_passed_through():
     from activities.model import model_turn
     from activities.repo import checkpoint_lane, create_lane_worktree, describe_lane
     from activities.tool_call import run_tool
-    from reposwarm.agent.prompts import lane_first_message, lane_next_message
+    from reposwarm.agent.prompts import lane_next_message, lane_opening
     from reposwarm.contracts import (
+        BudgetChange,
+        BudgetPause,
         ChangeSet,
         CheckpointInput,
         FileEdit,
@@ -44,10 +46,10 @@ with workflow.unsafe.imports_passed_through():
         Usage,
     )
     from reposwarm.webui import md_escape
-    from workflows import options
+    from workflows import budgets, options
     from workflows.failures import root_cause, short_reason
 
-OUTPUT_RESERVE = 512  # tokens kept back for the reply when checking the budget before a call
+
 # Tools that touch one file or folder and return in milliseconds: where the worktree is on this workflow's own
 # host (the shared-queue affinity), they run as local activities, in the workflow task that asked for them,
 # instead of a round trip through the server (bench/results.json: step_overhead_ratio). Searches, symbol
@@ -83,6 +85,8 @@ class LaneWorkflow:
         self._next: HelperTask | None = None
         self._retired = False
         self._making: workflow.ActivityHandle[LaneWorktree] | None = None  # a worktree made beside the first turn
+        self._billed = False
+        self._answer: BudgetChange | None = None  # a person's answer to a budget pause, forwarded by the run
 
     @workflow.query
     def progress(self) -> LaneState:
@@ -92,7 +96,7 @@ class LaneWorkflow:
     async def run(self, task: HelperTask) -> LaneResult:
         r = task.resume or LaneResume(
             turn=0, transcript_ref=None, usage=Usage(), started_at=workflow.now().timestamp(),
-            pending=[{"role": "user", "content": lane_first_message(task)}],
+            pending=lane_opening(task),
         )
         while True:
             result = await self._assignment(task, r)
@@ -117,6 +121,39 @@ class LaneWorkflow:
     def assign(self, task: HelperTask) -> None:
         """A warm lane's next assignment, from its run."""
         self._next = task
+
+    @workflow.signal
+    def budget(self, change: BudgetChange) -> None:
+        """A person's answer to this lane's budget pause (the run's `budget` Update forwards it)."""
+        self._answer = change
+
+    async def _paused(self, task: HelperTask, r: LaneResume, over: BudgetPause) -> bool:
+        """At its budget, with its work committed: wait for a raise (True: go on) or a stop, up to budget_wait_s."""
+        if task.budget_wait_s <= 0:
+            return False
+        self._answer = None
+        over = over.model_copy(update={"since": workflow.now().isoformat(), "wait_s": task.budget_wait_s,
+                                       "workflow_id": workflow.info().workflow_id})
+        said = over.line(task.run_id)
+        self._state.state, self._state.reason = LanePhase.paused, said
+        self._step("paused at its budget")
+        workflow.set_current_details(f"**{task.lane}** (round {task.round}): {md_escape(said)}")
+        run = workflow.get_external_workflow_handle(task.run_id)
+        try:
+            await run.signal("lane_paused", over)
+            await workflow.wait_condition(lambda: self._answer is not None,
+                                          timeout=timedelta(seconds=task.budget_wait_s))
+        except TimeoutError:  # wait_condition's: no answer in time
+            pass
+        except FailureError:  # the run is gone: nobody to ask
+            return False
+        try:
+            await run.signal("lane_paused", over.model_copy(update={"cleared": True}))
+        except FailureError:
+            pass
+        self._state.state, self._state.reason = LanePhase.running, ""
+        self._step("")
+        return budgets.apply(r, over, self._answer)
 
     @workflow.signal
     def retire(self) -> None:
@@ -148,7 +185,10 @@ class LaneWorkflow:
             r.reassigned = False
         finish: Finish | None = None
         status, reason = LaneStatus.budget_exhausted, f"turn budget of {role.max_turns} used up"
-        next_input = 0  # tokens the next call is expected to send
+        next_input, next_billed = 0, 0.0  # tokens the next call is expected to send, and to bill
+        # Since patch "billed-budgets": budgets count billed tokens and dollars (reposwarm/contracts/cost.py), and
+        # a lane at its budget pauses for a person's answer (workflows/budgets.py) rather than ending at once.
+        self._billed = workflow.patched("billed-budgets")
 
         try:
             while r.turn < role.max_turns:
@@ -159,9 +199,15 @@ class LaneWorkflow:
                 if workflow.now().timestamp() - r.started_at > role.max_wall_s:
                     reason = f"wall-time budget of {role.max_wall_s:.0f}s used up"
                     break
-                if r.usage.total_tokens + next_input + OUTPUT_RESERVE > role.token_budget:
-                    reason = (f"token budget of {role.token_budget} would be exceeded by the next call "
-                              f"({r.usage.total_tokens} spent, about {next_input + OUTPUT_RESERVE} more needed)")
+                if not self._billed:
+                    if r.usage.total_tokens + next_input + budgets.OUTPUT_RESERVE > role.token_budget:
+                        reason = (f"token budget of {role.token_budget} would be exceeded by the next call "
+                                  f"({r.usage.total_tokens} spent, about {next_input + budgets.OUTPUT_RESERVE} more needed)")
+                        break
+                elif (over := budgets.over(task, r, next_billed)) is not None:
+                    if await self._paused(task, r, over):
+                        continue
+                    reason = budgets.ended(over, self._answer)
                     break
 
                 try:
@@ -170,6 +216,7 @@ class LaneWorkflow:
                     await self._rebuild(task, r, edits)
                     continue
                 next_input = result.usage.input_tokens + result.usage.output_tokens + new_chars // 4
+                next_billed = budgets.next_call(task, result.usage, new_chars)
                 r.malformed = 0 if valid_calls else r.malformed + 1
                 if r.malformed >= role.max_malformed_replies:
                     status, reason = LaneStatus.failed, (
@@ -211,7 +258,7 @@ class LaneWorkflow:
             ModelTurnInput(run_id=task.run_id, agent=task.lane, round=task.round, attempt=task.attempt,
                            turn=r.turn, model=task.model, transcript_ref=r.transcript_ref, new_messages=r.pending,
                            if_lost=r.if_lost, context_tokens=role.context_tokens, price=task.price,
-                           record=task.record),
+                           record=task.record, cache_ttl=task.cache_ttl),
             **options.model(task.outage_s),
         )
         r.transcript_ref, r.usage, r.pending, r.if_lost = result.transcript_ref, r.usage + result.usage, [], []
@@ -224,7 +271,7 @@ class LaneWorkflow:
         self._state.tool_calls = r.tool_calls
         workflow.set_current_details(
             f"**{task.lane}** (round {task.round}): turn {r.turn} of at most {role.max_turns}, "
-            f"{r.tool_calls} tool calls, {r.usage.total_tokens} of {role.token_budget} tokens, "
+            f"{r.tool_calls} tool calls, {budgets.spent_line(task, r)}, "
             f"{len(edits)} files changed\n\nGoal: {md_escape(task.goal[:300])}")
         if changed:
             self._step("checkpoint")
@@ -275,7 +322,7 @@ class LaneWorkflow:
                  "the files again before you go on.")
         # The conversation goes on where the transcript is in a shared object store; the model turn starts
         # afresh from the goal (if_lost) where it is not.
-        r.if_lost = [{"role": "user", "content": lane_first_message(task) + "\n\n" + moved}]
+        r.if_lost = lane_opening(task, moved)
         # (the results of the turn's calls that ran go on; model_turn answers the rest as lost)
         r.pending = [*r.pending, {"role": "user", "content": moved}] if r.transcript_ref else r.if_lost
         workflow.logger.warning("lane %s: host %s lost; rebuilt on %s", task.lane, lost, r.host_queue)

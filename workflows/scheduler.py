@@ -12,7 +12,7 @@ branch while its budget lasts, its dependents waiting for it.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -59,6 +59,7 @@ def lane_task(req: SwarmRequest, plan: Plan, lane: str, goal: str, round_no: int
         host_timeout_s=req.config.swarm.host_timeout_s, outage_s=req.config.swarm.model_outage_s,
         check_profiles=req.config.validation.profiles,
         default_profile=req.test_profile or req.config.validation.profile,
+        budget_wait_s=req.config.swarm.budget_wait_s, cache_ttl=req.config.swarm.cache_ttl,
     )
 
 
@@ -213,6 +214,7 @@ class LaneScheduler:
     merged: set[str] = field(default_factory=set)
     redo: dict[str, str] = field(default_factory=dict)  # lane -> the conflict note for its next dispatch
     warm: WarmLanes | None = None  # the run's warm lanes; None: a fresh LaneWorkflow per dispatch
+    gate: Callable[[], Awaitable[bool]] | None = None  # the run's cost budget, asked before lanes are dispatched
 
     def __post_init__(self) -> None:
         self.waiting = list(self.goals)
@@ -222,6 +224,9 @@ class LaneScheduler:
         """Every lane to its end (merged, redone, failed or cancelled); each merged as it finishes."""
         self.progress(f"round {self.round_no}: {len(self.waiting)} lanes")
         while self.waiting or self.running:
+            if self.waiting and self.gate is not None and not await self.gate():
+                for name in list(self.waiting):
+                    self._cancel(name, "the run's cost budget is spent")
             self._start_ready()
             if not self.running:
                 continue
@@ -285,6 +290,7 @@ class LaneScheduler:
         state.state, state.reason = LanePhase.ended(result.status), result.reason
         state.turns, state.tool_calls = result.turns, result.tool_calls
         state.tokens, state.cost_usd = result.usage.total_tokens, result.usage.cost_usd
+        state.cache_read_tokens = result.usage.cache_read_tokens
         self.status.usage = self.status.usage + result.usage
         if result.status not in (LaneStatus.done, LaneStatus.budget_exhausted):
             return

@@ -23,7 +23,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.publish import publish_review
     from activities.repo import prepare_run
     from reposwarm.agent.estimate import estimate_lane
-    from reposwarm.agent.prompts import lane_first_message
+    from reposwarm.agent.prompts import lane_opening
     from reposwarm.branches import delivered_branch
     from reposwarm.contracts import (
         DeliverInput,
@@ -50,6 +50,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows import options
     from workflows.attributes import REPO_ATTR, STATUS_ATTR, review_updates
     from workflows.base import BaseTracker
+    from workflows.budgets import Budgets
     from workflows.failures import root_cause
     from workflows.memo import REVIEW_MEMO, STATUS_MEMO, memo_package, memo_status
     from workflows.merging import MergeQueue
@@ -72,7 +73,7 @@ class Round:
 
 
 @workflow.defn
-class SwarmWorkflow(Proposals):
+class SwarmWorkflow(Proposals, Budgets):
     @workflow.init
     def __init__(self, req: SwarmRequest) -> None:
         # Built from the request before any handler runs, so queries and updates always see a status.
@@ -242,7 +243,7 @@ class SwarmWorkflow(Proposals):
                 PlanInput(run_id=req.run_id, repo_path=req.repo_path, base_sha=self._status.integration_sha,
                           round=round_no, task=req.task, model=req.model, lanes=req.config.swarm.lanes,
                           feedback=self._feedback, previous_plan=plan, price=req.config.prices.get(req.model),
-                          record=req.record),
+                          record=req.record, cache_ttl=req.config.swarm.cache_ttl),
                 **options.model(req.config.swarm.model_outage_s))
         except ActivityError as err:
             if self._status.review is None or req.auto_approve:
@@ -299,7 +300,7 @@ class SwarmWorkflow(Proposals):
         results = await LaneScheduler(
             req=req, plan=plan, round_no=round_no, status=self._status, queue=queue, dispatches=self._dispatches,
             feedback=self._feedback, progress=lambda details: self._phase(Phase.running_lanes, details),
-            goals=goals, warm=self._warm if warm else None,
+            goals=goals, warm=self._warm if warm else None, gate=lambda: self._run_budget(req),
         ).run()
         if (record := self._record) is not None:
             record.lanes_s = round(record.lanes_s + (workflow.now() - started).total_seconds(), 3)
@@ -415,7 +416,7 @@ class SwarmWorkflow(Proposals):
         estimates = []
         for lp in plan.lanes:
             task = lane_task(req, plan, lp.lane, lp.goal, 1, self._status.integration_sha, self._feedback)
-            estimates.append(estimate_lane(lp.lane, task.model, task.role, lane_first_message(task),
+            estimates.append(estimate_lane(lp.lane, task.model, task.role, lane_opening(task),
                                            req.config.prices.get(task.model)))
         self._phase(Phase.planned, f"dry run: {len(estimates)} lanes planned, nothing dispatched")
         return SwarmResult(run_id=req.run_id, rounds=1, usage=self._status.usage, plan=plan, estimates=estimates)
@@ -472,9 +473,9 @@ class SwarmWorkflow(Proposals):
             self._memo_status()
 
     def _show(self) -> None:
-        """The run's current details (the Web UI's): a provider outage first, while it lasts."""
+        """The run's current details (the Web UI's): budget pauses and a provider outage first, while they last."""
         waiting = f"**{md_escape(self._status.provider_wait)}**\n\n" if self._status.provider_wait else ""
-        workflow.set_current_details(waiting + self._details)
+        workflow.set_current_details(self._pause_lines() + waiting + self._details)
 
     # --- the run's record on the server (memo), for clients with no worker at hand (workflows/memo.py) ---
 

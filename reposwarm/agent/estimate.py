@@ -57,6 +57,7 @@ import re
 from reposwarm.agent.prompts import LANE_SYSTEM
 from reposwarm.agent.specs import tool_specs
 from reposwarm.contracts import HelperRole, LaneEstimate, ModelPrice
+from reposwarm.contracts.cost import rates
 
 CHARS_PER_TOKEN = 4  # reposwarm's own count (models/calls.py, activities/model.py)
 SYSTEM_TOKENS = len(LANE_SYSTEM) // CHARS_PER_TOKEN  # sent with every turn
@@ -70,20 +71,32 @@ CLOSING_TURNS = 2  # run the checks, finish
 GOAL_CHARS_PER_TARGET = 300  # the demo's goals are 190-250 characters, one to two files each
 COMPACT_AT = 0.8  # activities/model.compact folds the conversation once it reaches this share of context_tokens
 
-_GOAL = re.compile(r"\AGoal for lane [^\n]*\n(.*?)\n\nThe whole change \(for context\):\n", re.S)
+_GOAL = re.compile(r"\AGoal for lane [^\n]*\n(.*?)\n\n(?:The whole change \(for context\):|You may write: )", re.S)
 _WRITABLE = re.compile(r"^You may write: (.*)\nYou may also read: ", re.M)
 # a path (a/b, a/b.py, src/**/x) or a file name with an extension (0002_add.sql, client.js)
 _PATH = re.compile(r"(?<![\w/.*-])(?:[\w.*-]+/)+[\w.*-]*|\b[\w-]+\.[A-Za-z][A-Za-z0-9]{0,4}\b")
 
 
-def goal_and_paths(first_message: str, role: HelperRole) -> tuple[str, list[str]]:
+Opening = str | list[dict[str, str]]  # the lane's first message, or its whole opening (prompts.lane_opening)
+
+
+def _messages(opening: Opening) -> list[dict[str, str]]:
+    return [{"role": "user", "content": opening}] if isinstance(opening, str) else opening
+
+
+def _first(opening: Opening) -> str:
+    return opening if isinstance(opening, str) else opening[-1]["content"]
+
+
+def goal_and_paths(first_message: Opening, role: HelperRole) -> tuple[str, list[str]]:
     """The goal and writable paths, read back from the first message (prompts.lane_first_message): the goal
     the plan gave, and the paths of the plan's slice. A message in another shape is all goal, with the role's
     paths."""
-    goal = _GOAL.match(first_message)
-    writable = _WRITABLE.findall(first_message)
+    text = _first(first_message)
+    goal = _GOAL.match(text)
+    writable = _WRITABLE.findall(text)
     paths = [p for p in writable[-1].split(", ") if p] if writable else []
-    return (goal.group(1) if goal else first_message), (paths or list(role.allowed_paths))
+    return (goal.group(1) if goal else text), (paths or list(role.allowed_paths))
 
 
 def targets(goal: str, writable: list[str]) -> int:
@@ -92,25 +105,41 @@ def targets(goal: str, writable: list[str]) -> int:
     return max(1, len(named), len(writable), math.ceil(len(goal) / GOAL_CHARS_PER_TARGET))
 
 
-def expected_turns(first_message: str, role: HelperRole) -> int:
+def expected_turns(first_message: Opening, role: HelperRole) -> int:
     goal, writable = goal_and_paths(first_message, role)
     return min(role.max_turns, OPENING_TURNS + TURNS_PER_TARGET * targets(goal, writable) + CLOSING_TURNS)
 
 
-def first_request_tokens(first_message: str) -> int:
-    """The lane's first request, as model_turn sends it: system prompt, tool specs and the first message."""
-    return (SYSTEM_TOKENS + TOOL_SPEC_TOKENS
-            + len(json.dumps([{"role": "user", "content": first_message}])) // CHARS_PER_TOKEN)
+def first_request_tokens(first_message: Opening) -> int:
+    """The lane's first request, as model_turn sends it: system prompt, tool specs and the opening messages."""
+    return SYSTEM_TOKENS + TOOL_SPEC_TOKENS + len(json.dumps(_messages(first_message))) // CHARS_PER_TOKEN
 
 
-def estimate_lane(lane: str, model: str, role: HelperRole, first_message: str,
+def estimate_lane(lane: str, model: str, role: HelperRole, first_message: Opening,
                   price: ModelPrice | None) -> LaneEstimate:
     turns = expected_turns(first_message, role)
     fixed = SYSTEM_TOKENS + TOOL_SPEC_TOKENS  # resent every turn, never compacted
+    opening = _messages(first_message)
+    shared = fixed + len(json.dumps(opening[:-1])) // CHARS_PER_TOKEN if len(opening) > 1 else fixed
     first = first_request_tokens(first_message) - fixed
     most = max(first, int(role.context_tokens * COMPACT_AT))  # the conversation compaction lets through
-    input_tokens = sum(fixed + min(first + t * TURN_GROWTH_TOKENS, most) for t in range(turns))
+    requests = [fixed + min(first + t * TURN_GROWTH_TOKENS, most) for t in range(turns)]
     output_tokens = turns * REPLY_TOKENS
-    return LaneEstimate(lane=lane, model=model, turns=turns, input_tokens=input_tokens, output_tokens=output_tokens,
-                        token_budget=role.token_budget,
-                        cost_usd=price.cost(input_tokens, output_tokens) if price else None)
+    # Billed, with the provider's cache (contracts/cost.py rates; all 1 where nothing is cached): the run's shared
+    # prefix is read (one write serves every lane of the round), then each turn reads the request before it and
+    # writes what it added; a turn that compaction cut writes everything after the shared prefix again.
+    r = rates(model, price)
+    billed_in = 0.0
+    for t, sent in enumerate(requests):
+        if t == 0:
+            billed_in += shared * r.read + (sent - shared) * r.write
+        elif sent > requests[t - 1]:
+            billed_in += requests[t - 1] * r.read + (sent - requests[t - 1]) * r.write
+        else:
+            billed_in += shared * r.read + (sent - shared) * r.write
+    cost = (round((billed_in * price.input_per_mtok + output_tokens * price.output_per_mtok) / 1e6, 6)
+            if price else None)
+    return LaneEstimate(lane=lane, model=model, turns=turns, input_tokens=sum(requests),
+                        output_tokens=output_tokens, token_budget=role.token_budget, cost_usd=cost,
+                        billed_tokens=round(billed_in + output_tokens * r.output),
+                        uncached_cost_usd=price.cost(sum(requests), output_tokens) if price else None)

@@ -1,4 +1,9 @@
-"""The words the swarm says to its models. Pure functions: safe inside workflows."""
+"""The words the swarm says to its models. Pure functions: safe inside workflows.
+
+A lane's requests are laid out for the providers' prompt caches: what every lane of the run shares comes first
+and is byte-identical across them (the tool specs, LANE_SYSTEM, then run_context: the task, the contract, the
+reviewer's comments), then the lane's own first message (goal and slice), then its conversation.
+"""
 
 from __future__ import annotations
 
@@ -32,23 +37,36 @@ not need, and at most the number of lanes you are given.
 If you cannot call tools, reply with the same arguments as one JSON object and nothing else."""
 
 
-def lane_first_message(task: HelperTask) -> str:
-    """The lane's first message. The goal reaches the model verbatim."""
+def run_context(task: HelperTask) -> str:
+    """What every lane of a round is told alike: the whole change, the interface contract, the reviewer's comments.
+    The same bytes for each lane (nothing of the lane's own in it), so the provider caches it once for all."""
     return "\n".join([
-        f"Goal for lane {task.lane}:",
-        task.goal,
-        "",
         "The whole change (for context):",
         task.task,
         "",
         "Interface contract:",
         task.interface_contract,
-        "",
-        f"You may write: {', '.join(task.allowed_paths)}",
-        f"You may also read: {', '.join(task.read_only_paths) or '(nothing else)'}",
         *(["", f"Round {task.round}. The reviewer's comments on earlier rounds, oldest first:",
            *[f"- {c}" for c in task.feedback]] if task.feedback else []),
     ])
+
+
+def lane_first_message(task: HelperTask) -> str:
+    """The lane's own first message, after the run's shared context: its goal (verbatim) and its slice."""
+    return "\n".join([
+        f"Goal for lane {task.lane}:",
+        task.goal,
+        "",
+        f"You may write: {', '.join(task.allowed_paths)}",
+        f"You may also read: {', '.join(task.read_only_paths) or '(nothing else)'}",
+    ])
+
+
+def lane_opening(task: HelperTask, note: str = "") -> list[dict[str, str]]:
+    """A lane's conversation as it starts: the run's shared context (a system message, after the swarm's
+    instructions and the tool specs: the prefix every lane's requests share), then the lane's first message."""
+    first = lane_first_message(task) + (f"\n\n{note}" if note else "")
+    return [{"role": "system", "content": run_context(task)}, {"role": "user", "content": first}]
 
 
 def lane_next_message(task: HelperTask) -> str:

@@ -287,14 +287,18 @@ def render_dry_run(result: SwarmResult) -> str:
                   for lp in plan.lanes]
     width = max([len("model"), *(len(e.model) for e in result.estimates)])
     lines += ["", "Estimated per lane (reposwarm/agent/estimate.py says how):",
-              f"{'lane':<16} {'model':<{width}} {'turns':>5} {'tokens in':>10} {'out':>7} {'budget':>9}  fits  cost"]
-    total = 0.0
+              f"{'lane':<16} {'model':<{width}} {'turns':>5} {'tokens in':>10} {'out':>7} {'billed':>9} "
+              f"{'budget':>9}  fits  cost (without caching)"]
+    total = uncached = 0.0
     for e in result.estimates:
-        cost = "no price" if e.cost_usd is None else f"${e.cost_usd:.4f}"
-        total += e.cost_usd or 0.0
+        cost = "no price" if e.cost_usd is None else f"${e.cost_usd:.4f} (${e.uncached_cost_usd or 0:.4f})"
+        total, uncached = total + (e.cost_usd or 0.0), uncached + (e.uncached_cost_usd or 0.0)
         lines.append(f"{e.lane:<16} {e.model:<{width}} {e.turns:>5} {e.input_tokens:>10} {e.output_tokens:>7} "
-                     f"{e.token_budget:>9}  {'yes' if e.within_budget else 'NO':<4}  {cost}")
-    lines.append(f"total estimated cost: ${total:.4f} (models without a price in the lanes file's prices: not counted)")
+                     f"{e.billed_tokens or e.input_tokens + e.output_tokens:>9} {e.token_budget:>9}  "
+                     f"{'yes' if e.within_budget else 'NO':<4}  {cost}")
+    lines.append(f"total estimated cost: ${total:.4f} with prompt caching, ${uncached:.4f} without (models without "
+                 "a price in the lanes file's prices: not counted; billed: input-token equivalents, what "
+                 "token_budget counts)")
     if result.usage.model_calls:
         lines.append(f"planning spent {result.usage.total_tokens} tokens, ${result.usage.cost_usd:.4f}")
     return "\n".join(lines)

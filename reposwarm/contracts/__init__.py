@@ -9,6 +9,7 @@ One module per boundary; every name is re-exported here, so
 `from reposwarm.contracts import X` is the one way in:
 
 - base: Contract, Usage
+- cost: ModelPrice, budgets (BudgetPause, BudgetChange, BudgetReceipt) and the pricing of cached tokens
 - states: Phase, LaneStatus, LanePhase (every state as an enum)
 - config: the lanes file (HelperRole, CheckProfile, SwarmConfig, LanesFile...)
 - plan: Plan, LanePlan, PlanInput, PlanOutcome, LaneEstimate
@@ -34,6 +35,7 @@ from reposwarm.contracts.config import (
     SwarmConfig,
     ValidationConfig,
 )
+from reposwarm.contracts.cost import BudgetChange, BudgetPause, BudgetReceipt
 from reposwarm.contracts.lane import (
     ChangeSet,
     CheckpointInput,
@@ -127,7 +129,7 @@ from reposwarm.contracts.validation import (
 )
 
 __all__ = [
-    "BaseInput", "BaseMove",
+    "BaseInput", "BaseMove", "BudgetChange", "BudgetPause", "BudgetReceipt",
     "AttributeInput", "Attribution", "ChangeSet", "CheckProfile", "CheckpointInput", "CheckpointResult",
     "CommandResult", "ConflictInput", "Contract", "Delivered", "DeliverInput", "DeliveryConfig", "ExitClass",
     "FileEdit",

@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from reposwarm.contracts.base import Contract
+from reposwarm.contracts.cost import ModelPrice
 from reposwarm.gitvalues import remote_problem
 
 
@@ -18,7 +19,9 @@ class HelperRole(Contract):
     model: str | None = None
     allowed_paths: list[str] = Field(min_length=1)
     read_only_paths: list[str] = []
+    # billed input-token equivalents (reposwarm/contracts/cost.py): a cache read counts 0.1 with Anthropic
     token_budget: int = Field(default=64_000, gt=0)
+    cost_budget_usd: float | None = Field(default=None, gt=0)  # dollars, where the model has a price
     max_turns: int = Field(default=40, gt=0)
     max_wall_s: float = Field(default=6 * 3600, gt=0)
     max_malformed_replies: int = Field(default=3, gt=0)
@@ -134,16 +137,14 @@ class SwarmConfig(Contract):
     # Paths two lanes may both write (gitignore-style globs, as allowed_paths): lanes whose writable slices meet
     # only inside these are accepted, and their merges there go to the converger; anywhere else they must not meet.
     overlaps: list[str] = []
-
-
-class ModelPrice(Contract):
-    """US dollars per million tokens, for the cost shown per call, lane and run."""
-
-    input_per_mtok: float = Field(ge=0)
-    output_per_mtok: float = Field(ge=0)
-
-    def cost(self, input_tokens: int, output_tokens: int) -> float:
-        return round((input_tokens * self.input_per_mtok + output_tokens * self.output_per_mtok) / 1e6, 6)
+    # Prompt caching (reposwarm/models/anthropic.py, openai.py): how long the provider keeps a cached prefix.
+    # "1h" where a lane or the planner waits longer than 5 minutes between calls (long checks, a slow review);
+    # its writes cost 2x the input price against 1.25x.
+    cache_ttl: Literal["5m", "1h"] = "5m"
+    cost_budget_usd: float | None = Field(default=None, gt=0)  # the whole run, in dollars, where priced
+    # A lane (or the run) at its budget pauses with its work committed and waits this long for a person to
+    # raise it or stop it (`reposwarm budget`); then it ends as budget_exhausted. 0: end at once.
+    budget_wait_s: float = Field(default=3600, ge=0)
 
 
 class DeliveryConfig(Contract):

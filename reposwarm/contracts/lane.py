@@ -47,6 +47,9 @@ class LaneResume(Contract):
     tool_errors: int = 0
     failed_calls: list[str] = []
     last_checks_ok: bool | None = None  # how the lane's last run_checks call went; None: it ran none
+    # This assignment's budgets as a person raised them at a pause (None: the role's)
+    token_budget: int | None = None
+    cost_budget_usd: float | None = None
 
 
 class HelperTask(Contract):
@@ -85,6 +88,8 @@ class HelperTask(Contract):
     # Where the lane's worktree will be served when known before it is made (PrepareResult.lane_queue): its
     # first model turn then runs while the worktree is made. Empty: the worktree first, then the turn.
     lane_queue: str = ""
+    budget_wait_s: float = 0  # at its budget the lane pauses this long for a raise (0: it ends at once)
+    cache_ttl: str = "5m"  # how long the provider keeps its cached prompt prefix (swarm.cache_ttl)
 
 
 class LaneStarts(Contract):
@@ -159,6 +164,7 @@ class LaneState(Contract):
     tool_calls: int = 0
     tokens: int = 0
     cost_usd: float = 0.0
+    cache_read_tokens: int = 0
     reason: str = ""
     workflow_id: str = ""  # the lane's workflow (a warm lane keeps one for the run)
     step: str = ""  # what the lane is doing right now: "model turn 4", "run_checks", "edit_file calc/x.py"

@@ -43,6 +43,7 @@ class PlanInput(Contract):
     previous_plan: Plan | None = None
     price: ModelPrice | None = None
     record: bool = False
+    cache_ttl: str = "5m"
 
 
 class PlanOutcome(Contract):
@@ -57,8 +58,10 @@ class LaneEstimate(Contract):
     input_tokens: int
     output_tokens: int
     token_budget: int
-    cost_usd: float | None  # None when the model has no price in the configuration
+    cost_usd: float | None  # None when the model has no price in the configuration (with caching, where cached)
+    billed_tokens: int = 0  # what the lane's token_budget counts (contracts/cost.py); 0 in older results
+    uncached_cost_usd: float | None = None  # the same calls with no caching
 
     @property
     def within_budget(self) -> bool:
-        return self.input_tokens + self.output_tokens <= self.token_budget
+        return (self.billed_tokens or self.input_tokens + self.output_tokens) <= self.token_budget

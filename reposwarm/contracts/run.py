@@ -7,6 +7,7 @@ from pydantic import Field
 
 from reposwarm.contracts.base import Contract, Usage
 from reposwarm.contracts.config import DeliveryConfig, LanesFile, ModelPrice
+from reposwarm.contracts.cost import BudgetPause
 from reposwarm.contracts.lane import FileEdit, LanePass, LaneResult, LaneState
 from reposwarm.contracts.merge import Overlap
 from reposwarm.contracts.plan import LaneEstimate, Plan
@@ -107,6 +108,7 @@ class SwarmStatus(Contract):
     # Set by the client, never by the run: a review decision sent as a Signal (approve --queue) that no worker has
     # taken yet, read from the run's history ("approve by ana at 2025-01-02 10:00:00 UTC").
     queued_decision: str = ""
+    paused: list[BudgetPause] = []  # lanes (and the run) waiting at their budget for a person's answer
 
 
 class SwarmResume(Contract):

@@ -45,6 +45,7 @@ class LanePhase(StrEnum):
     starting = "starting"  # the lane workflow, before it has read its task
     pending = "pending"  # planned, not dispatched yet
     running = "running"
+    paused = "paused at its budget"  # waiting for a person to raise its budget or stop it
     done = "done"
     budget_exhausted = "budget_exhausted"
     failed = "failed"

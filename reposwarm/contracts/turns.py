@@ -43,6 +43,7 @@ class ModelTurnInput(Contract):
     context_tokens: int = 100_000  # the transcript is compacted as it nears this
     price: ModelPrice | None = None
     record: bool = False
+    cache_ttl: str = "5m"  # prompt caching: how long the provider keeps the cached prefix (swarm.cache_ttl)
 
 
 class ModelTurnResult(Contract):

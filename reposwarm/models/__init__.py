@@ -122,12 +122,18 @@ class ModelRequest(BaseModel):
     round: int
     turn: int  # index of this reply within the agent's conversation this round
     attempt: int = 1  # the lane's dispatch within the round (a re-dispatch after a conflict is 2, ...)
+    # Prompt caching: how long the provider keeps the cached prefix ("5m", "1h"), and the key that routes a run's
+    # requests to the same cache (OpenAI's prompt_cache_key: the run, so its lanes share their common prefix).
+    cache_ttl: str = "5m"
+    cache_key: str = ""
 
 
 class ModelReply(BaseModel):
     content: str = ""
     tool_calls: list[ToolCall] = []
     usage: Usage = Usage()
+    provider_id: str = ""  # the provider's id of this reply (Anthropic's cache diagnostics compare against it)
+    cache_miss: str = ""  # why the provider could not reuse the previous request's prefix, when it said
 
 
 def structured_reply(reply: ModelReply, tool: str, what: str) -> str:

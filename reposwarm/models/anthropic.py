@@ -1,9 +1,21 @@
-"""The Anthropic Messages API, with tool use.
+"""The Anthropic Messages API, with tool use and prompt caching.
 
 The transcript is OpenAI-shaped, so it is converted on the way out: the system
 prompt goes top-level, tool calls become tool_use blocks, tool results become
 tool_result blocks in a user message, and messages of the same role are merged
 because the API requires user and assistant to alternate.
+
+Caching (the API caches only where a request asks, with `cache_control`; at most
+four breakpoints): the request is tools, then the system blocks (the swarm's
+instructions, then what every lane of the run shares: the task, the contract),
+then the conversation, which starts with the lane's own goal and slice. The
+breakpoints sit at the end of the shared system blocks (written once, read by
+every lane of the run), at the end of the lane's first message (its own
+prefix), at the end of the previous request (read this turn, whatever the
+API's 20-block lookback) and at the end of this one (read next turn). The
+cache-miss reason the API gives (its cache diagnostics, on by default against
+api.anthropic.com, REPOSWARM_CACHE_DIAGNOSTICS=1 or 0 elsewhere) is kept with
+the reply for the ledger.
 """
 
 from __future__ import annotations
@@ -64,11 +76,17 @@ class _Usage(BaseModel):
     cache_read_input_tokens: int | None = None
 
 
+class _Diagnostics(BaseModel):
+    cache_miss_reason: Any = None  # {"type": "messages_changed", "cache_missed_input_tokens": n}, or null
+
+
 class _Message(BaseModel):
     type: Literal["message"] = "message"
+    id: str = ""
     content: list[_Block]
     stop_reason: str | None = None
     usage: _Usage = _Usage()
+    diagnostics: _Diagnostics | None = None
 
 
 # --- the request ---
@@ -120,6 +138,45 @@ def convert_messages(messages: list[dict[str, Any]]) -> tuple[str, list[dict[str
     return "\n\n".join(s for s in system if s), merged
 
 
+# --- caching ---
+
+DIAGNOSTICS_BETA = "cache-diagnosis-2026-04-07"
+MAX_BREAKPOINTS = 4
+
+
+def _cache_control(ttl: str) -> dict[str, str]:
+    return {"type": "ephemeral", "ttl": "1h"} if ttl == "1h" else {"type": "ephemeral"}
+
+
+def mark_breakpoints(system: list[dict[str, Any]], messages: list[dict[str, Any]], ttl: str) -> None:
+    """cache_control on the last system block, the lane's first message, the previous request's end and this
+    request's end (in place; never more than the API's four, never twice on one block)."""
+    last_reply = max((i for i, m in enumerate(messages) if m["role"] == "assistant"), default=None)
+    places = [0, last_reply - 1 if last_reply else None, len(messages) - 1]
+    marked: list[dict[str, Any]] = [system[-1]] if system else []
+    for index in places:
+        if index is None or index < 0 or not messages[index]["content"]:
+            continue
+        block = messages[index]["content"][-1]
+        if all(block is not b for b in marked):
+            marked.append(block)
+    for block in marked[:MAX_BREAKPOINTS]:
+        block["cache_control"] = _cache_control(ttl)
+
+
+def _diagnostics_on(custom_url: str) -> bool:
+    said = os.environ.get("REPOSWARM_CACHE_DIAGNOSTICS", "").strip()
+    return said == "1" if said else not custom_url
+
+
+def _miss_reason(diagnostics: _Diagnostics | None) -> str:
+    reason = diagnostics.cache_miss_reason if diagnostics is not None else None
+    if not isinstance(reason, dict):
+        return ""
+    missed = reason.get("cache_missed_input_tokens")
+    return str(reason.get("type") or "unknown")[:60] + (f" ({missed} tokens)" if isinstance(missed, int) else "")
+
+
 # --- the provider ---
 
 
@@ -135,6 +192,7 @@ class AnthropicProvider:
         if self._key is None and not custom_url:
             raise ModelError("ANTHROPIC_API_KEY is not set on this worker", retryable=False)
         self._max_tokens = int(env_number("REPOSWARM_MAX_OUTPUT_TOKENS", 4096))
+        self._diagnostics = _diagnostics_on(custom_url)
         self._transport = transport
 
     def __repr__(self) -> str:  # never show the key
@@ -142,7 +200,9 @@ class AnthropicProvider:
 
     def request_body(self, request: ModelRequest) -> dict[str, Any]:
         extra_system, messages = convert_messages(request.messages)
-        system = "\n\n".join(s for s in (request.system, extra_system) if s)
+        # the swarm's instructions and the run's shared context as separate blocks: the same bytes for every lane
+        system = [{"type": "text", "text": text} for text in (request.system, extra_system) if text]
+        mark_breakpoints(system, messages, request.cache_ttl)
         body: dict[str, Any] = {"model": request.model, "max_tokens": self._max_tokens, "messages": messages}
         if system:
             body["system"] = system
@@ -150,10 +210,16 @@ class AnthropicProvider:
             body["tools"] = [{"name": t["name"], "description": t.get("description", ""),
                               "input_schema": t.get("parameters") or {"type": "object", "properties": {}}}
                              for t in request.tools]
+        if self._diagnostics:
+            previous = next((str(m["provider_id"]) for m in reversed(request.messages)
+                             if m.get("role") == "assistant" and m.get("provider_id")), None)
+            body["diagnostics"] = {"previous_message_id": previous}
         return body
 
     async def complete(self, request: ModelRequest) -> ModelReply:
         headers = {"anthropic-version": API_VERSION}
+        if self._diagnostics:
+            headers["anthropic-beta"] = DIAGNOSTICS_BETA
         if self._key:
             headers["x-api-key"] = self._key
         reply = await post(
@@ -169,7 +235,9 @@ class AnthropicProvider:
         text = "\n\n".join(b.text for b in reply.content if isinstance(b, _TextBlock) and b.text)
         calls = [tool_call(b.id, b.name, b.input) for b in reply.content if isinstance(b, _ToolUseBlock)]
         usage = reply.usage
-        cached = (usage.cache_creation_input_tokens or 0) + (usage.cache_read_input_tokens or 0)
-        return ModelReply(content=text, tool_calls=calls,
-                          usage=Usage(input_tokens=usage.input_tokens + cached, output_tokens=usage.output_tokens,
-                                      model_calls=1))
+        written, read = usage.cache_creation_input_tokens or 0, usage.cache_read_input_tokens or 0
+        return ModelReply(content=text, tool_calls=calls, provider_id=reply.id[:128],
+                          cache_miss=_miss_reason(reply.diagnostics),
+                          usage=Usage(input_tokens=usage.input_tokens + written + read,
+                                      output_tokens=usage.output_tokens, cache_read_tokens=read,
+                                      cache_write_tokens=written, model_calls=1))

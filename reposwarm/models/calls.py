@@ -6,7 +6,8 @@ complete(), which in one place:
 - reuses an answer already paid for (the run's exactly-once record of this very request);
 - asks the provider, and maps its ModelError to the ApplicationError Temporal retries, or does not;
 - bounds the reply, so nothing downstream (transcript, history, tools) ever sees it as it came;
-- counts its tokens (estimated when the provider said nothing) and prices them;
+- counts its tokens (estimated when the provider said nothing) and prices them, cached ones at their rates
+  (reposwarm/contracts/cost.py), with the billed tokens a lane's budget counts;
 - and leaves its traces: a span with the lane and token counts, the `--record` recording, a ledger line.
 """
 
@@ -23,6 +24,7 @@ from opentelemetry import trace
 from temporalio.exceptions import ApplicationError
 
 from reposwarm.contracts import ModelPrice, ToolCall, Usage
+from reposwarm.contracts.cost import priced
 from reposwarm.models import (
     MAX_ARGUMENT_CHARS,
     MAX_ARGUMENT_DEPTH,
@@ -51,13 +53,15 @@ _SURROGATE = re.compile("[\ud800-\udfff]")  # lone halves of a pair, which JSON 
 
 async def complete(run_id: str, model_name: str, *, agent: str, round_no: int, turn: int, system: str,
                    messages: list[dict[str, Any]], tools: list[dict[str, Any]], attempt: int = 1,
-                   price: ModelPrice | None = None, record: bool = False, call_id: str | None = None) -> ModelReply:
+                   price: ModelPrice | None = None, record: bool = False, call_id: str | None = None,
+                   cache_ttl: str = "5m") -> ModelReply:
     """One model request from the running activity: the bounded, priced reply.
 
     `agent`, `round_no`, `turn` and `attempt` (the lane's dispatch within the round) say where the call falls;
     the replay model answers by them, and the recording files the reply under them. `call_id` names the call
     in the ledger (default `<agent>-r<round>-t<turn>`). Every attempt that reaches the provider is a ledger
-    line, so the ledger matches what the provider saw.
+    line, so the ledger matches what the provider saw. `cache_ttl` is how long the provider keeps the cached
+    prefix; the run is the cache key (not part of the request's record: caching never changes what was asked).
     """
     fields: dict[str, Any] = dict(system=system, messages=messages, tools=tools, agent=agent, round=round_no,
                                   turn=turn, attempt=attempt)
@@ -80,7 +84,7 @@ async def complete(run_id: str, model_name: str, *, agent: str, round_no: int, t
         started = time.monotonic()
         try:
             provider, model = provider_for(model_name)
-            request = ModelRequest(model=model, **fields)
+            request = ModelRequest(model=model, cache_ttl=cache_ttl, cache_key=f"reposwarm-{run_id}"[:64], **fields)
             # bounded before it is kept, recorded or put in a transcript: nothing downstream sees it as it came
             reply = bounded(await provider.complete(request), f"{model_name.partition(':')[0]} model")
         except ModelError as err:
@@ -92,9 +96,7 @@ async def complete(run_id: str, model_name: str, *, agent: str, round_no: int, t
                                    next_retry_delay=outage.next_delay(err)) from err
         if outage.activity_attempt() > 1:
             await outage.tell_run(run_id, outage.answered(model_name, agent))
-        usage = _estimate(messages, reply)
-        if price is not None:
-            usage = usage.model_copy(update={"cost_usd": price.cost(usage.input_tokens, usage.output_tokens)})
+        usage = priced(_estimate(messages, reply), model_name, price, cache_ttl)
         reply = reply.model_copy(update={"usage": usage})
         span.set_attributes({"reposwarm.tokens_in": usage.input_tokens, "reposwarm.tokens_out": usage.output_tokens,
                              "reposwarm.tool_calls": len(reply.tool_calls)})
@@ -103,8 +105,11 @@ async def complete(run_id: str, model_name: str, *, agent: str, round_no: int, t
         def traces(reply: ModelReply) -> ModelReply:  # in one trip to a thread: each trip costs the loop a wake-up
             if record:
                 recording.save(run_id, agent, round_no, turn, reply, attempt=attempt)
+            cache = {"cache_read_tokens": usage.cache_read_tokens, "cache_write_tokens": usage.cache_write_tokens,
+                     "uncached_cost_usd": usage.uncached_cost_usd,
+                     **({"cache_miss": reply.cache_miss} if reply.cache_miss else {})}
             line(outcome="ok", input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
-                 cost_usd=usage.cost_usd, latency_s=latency_s)
+                 cost_usd=usage.cost_usd, billed_tokens=usage.billed_tokens, latency_s=latency_s, **cache)
             # Kept last: an attempt killed before this asks (and pays) again, and its ledger line says so; one
             # killed after it has left every trace of the call, so a retry that reuses the reply owes none.
             return kept.record(reply)

@@ -1,7 +1,10 @@
 """OpenAI-compatible Chat Completions, with tool calling.
 
 The same wire format serves api.openai.com and local servers (vLLM, Ollama,
-llama.cpp): set OPENAI_BASE_URL and the key becomes optional. The transcript is
+llama.cpp): set OPENAI_BASE_URL and the key becomes optional. Prompt caching
+is the API's own (prefixes of 1,024 tokens and more); each request carries the
+run as `prompt_cache_key`, so that the lanes of a run, whose requests begin
+alike, reach the same cache, and the usage's cached_tokens is kept. The transcript is
 already OpenAI-shaped, so the request is nearly a copy; the reply is validated
 against pydantic models of the wire format rather than picked apart by hand.
 """
@@ -49,9 +52,14 @@ class _Choice(BaseModel):
     finish_reason: str | None = None
 
 
+class _PromptDetails(BaseModel):
+    cached_tokens: int | None = 0
+
+
 class _Usage(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    prompt_tokens_details: _PromptDetails | None = None
 
 
 class _Completion(BaseModel):
@@ -91,8 +99,13 @@ class OpenAIProvider:
         return f"OpenAIProvider(base_url={self._base_url!r})"
 
     def request_body(self, request: ModelRequest) -> dict[str, Any]:
-        messages = [{"role": "system", "content": request.system}] if request.system else []
-        messages += [_wire_message(m) for m in request.messages]
+        # the leading system messages (the run's shared context) joined to the system prompt: one system message,
+        # which every chat template takes, and the same bytes for every lane of the run
+        lead = next((i for i, m in enumerate(request.messages) if m.get("role") != "system"), len(request.messages))
+        system = "\n\n".join(t for t in [request.system, *(str(m.get("content") or "")
+                                                           for m in request.messages[:lead])] if t)
+        messages = [{"role": "system", "content": system}] if system else []
+        messages += [_wire_message(m) for m in request.messages[lead:]]
         body: dict[str, Any] = {"model": request.model, "messages": messages}
         if request.tools:
             body["tools"] = [
@@ -101,6 +114,8 @@ class OpenAIProvider:
                 for t in request.tools
             ]
             body["tool_choice"] = "auto"
+        if request.cache_key:  # prompt caching is automatic; the key keeps a run's requests on one cache
+            body["prompt_cache_key"] = request.cache_key
         return body
 
     async def complete(self, request: ModelRequest) -> ModelReply:
@@ -117,8 +132,10 @@ class OpenAIProvider:
         )
         message = reply.choices[0].message
         usage = reply.usage or _Usage()
+        cached = min(usage.prompt_tokens, (usage.prompt_tokens_details or _PromptDetails()).cached_tokens or 0)
         return ModelReply(
             content=message.content or message.refusal or "",
             tool_calls=[_tool_call(c, i) for i, c in enumerate(message.tool_calls or [])],
-            usage=Usage(input_tokens=usage.prompt_tokens, output_tokens=usage.completion_tokens, model_calls=1),
+            usage=Usage(input_tokens=usage.prompt_tokens, output_tokens=usage.completion_tokens,
+                        cache_read_tokens=cached, model_calls=1),
         )
