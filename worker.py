@@ -28,7 +28,7 @@ from activities.delivery import deliver
 from activities.failure_ledger import FailureLedgerInterceptor
 from activities.heartbeat import HeartbeatInterceptor
 from activities.lanes import ended_lanes, start_lanes
-from activities.model import model_turn, plan_round
+from activities.model import model_turn, plan_round, warm_prefix
 from activities.proposing import check_proposal_edit, propose_lanes
 from activities.publish import publish_review
 from activities.repo import (
@@ -55,7 +55,7 @@ WORKFLOWS = [SwarmWorkflow, LaneWorkflow, TrialWorkflow]
 # as the interceptor beats (activities/heartbeat.py EVERY_S); README, Benchmarks, counts what that costs.
 HEARTBEAT_THROTTLE = timedelta(seconds=1)
 ACTIVITIES: list[Callable[..., Any]] = [prepare_run, look_at_base, create_lane_worktree, checkpoint_lane, describe_lane, merge_lane, deliver,
-              model_turn, plan_round, run_tool, validate, resolve_conflict, attribute_failures,
+              model_turn, plan_round, warm_prefix, run_tool, validate, resolve_conflict, attribute_failures,
               rollback_integration, publish_review, prepare_trial_clone, score_trial, vet_trial, start_lanes, ended_lanes,
               propose_lanes, check_proposal_edit]
 

@@ -21,7 +21,7 @@ from temporalio.exceptions import ApplicationError
 
 from activities.repo import lane_worktree
 from reposwarm import gitcmd
-from reposwarm.agent.prompts import LANE_SYSTEM, PLANNER_SYSTEM, planner_message
+from reposwarm.agent.prompts import LANE_SYSTEM, PLANNER_SYSTEM, WARM_MESSAGE, planner_message
 from reposwarm.agent.specs import parse_args, tool_specs
 from reposwarm.config import ConfigError, check_plan
 from reposwarm.contracts import (
@@ -35,6 +35,7 @@ from reposwarm.contracts import (
     SwarmConfig,
     ToolCall,
     Usage,
+    WarmInput,
 )
 from reposwarm.intel.repomap import repo_map
 from reposwarm.intel.symbols import SymbolIndexError
@@ -241,6 +242,17 @@ def _turn_result(req: ModelTurnInput, store: Store, messages: list[dict[str, Any
     return _decodable(ModelTurnResult(transcript_ref=store.put_json(messages), content=reply.content[:2000],
                                       tool_calls=calls, finish=finish, usage=reply.usage, model=req.model,
                                       compacted=compacted))
+
+
+@activity.defn
+async def warm_prefix(req: WarmInput) -> Usage:
+    """Write a round's shared prefix (tool specs, the swarm's instructions, the run's context) to the provider's
+    cache before its lanes start, with a one-token reply: the lanes that start together then read it."""
+    messages = [{"role": "system", "content": req.shared}, {"role": "user", "content": WARM_MESSAGE}]
+    reply = await complete(req.run_id, req.model, agent="cache", round_no=req.round, turn=0, system=LANE_SYSTEM,
+                           messages=messages, tools=tool_specs(), price=req.price, record=req.record,
+                           cache_ttl=req.cache_ttl, max_tokens=1)
+    return reply.usage
 
 
 SUBMIT_PLAN = {

@@ -22,6 +22,9 @@ from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
     from activities.lanes import ended_lanes, start_lanes
+    from activities.model import warm_prefix
+    from reposwarm.agent.estimate import CHARS_PER_TOKEN, SYSTEM_TOKENS, TOOL_SPEC_TOKENS
+    from reposwarm.agent.prompts import run_context
     from reposwarm.branches import lane_branch
     from reposwarm.contracts import (
         ChangeSet,
@@ -34,7 +37,9 @@ with workflow.unsafe.imports_passed_through():
         Plan,
         SwarmRequest,
         SwarmStatus,
+        WarmInput,
     )
+    from reposwarm.contracts.cost import warming_pays
     from workflows import options
     from workflows.failures import short_reason
     from workflows.lane import LaneWorkflow
@@ -223,6 +228,7 @@ class LaneScheduler:
     async def run(self) -> dict[str, LaneResult]:
         """Every lane to its end (merged, redone, failed or cancelled); each merged as it finishes."""
         self.progress(f"round {self.round_no}: {len(self.waiting)} lanes")
+        await self._warm_prefix()
         while self.waiting or self.running:
             if self.waiting and self.gate is not None and not await self.gate():
                 for name in list(self.waiting):
@@ -236,6 +242,35 @@ class LaneScheduler:
                 self.status.first_pass_merge_rate = self.queue.rate()
                 self.progress(f"round {self.round_no}: {len(self.merged)}/{len(self.goals)} lanes merged")
         return self.results
+
+    async def _warm_prefix(self) -> None:
+        """Lanes that start together with the same model and no conversation yet each send the run's shared prefix
+        at once, and each would pay to write it: one call writes it first where that is cheaper
+        (contracts/cost.py warming_pays: N*(write - read) > write, for a prefix long enough to be cached)."""
+        swarm = self.req.config.swarm
+        fresh = [n for n in self.waiting if self.states[n].attempt == 0
+                 and not any(d in self.goals for d in swarm.lanes[n].depends_on)
+                 and (self.warm is None or n not in self.warm.started)][:swarm.max_parallel]
+        by_model: dict[str, list[HelperTask]] = {}
+        for name in fresh:
+            task = lane_task(self.req, self.plan, name, self.goals[name], self.round_no, self.status.integration_sha,
+                             self.feedback)
+            by_model.setdefault(task.model, []).append(task)
+        for model, tasks in sorted(by_model.items()):
+            shared = run_context(tasks[0])
+            tokens = SYSTEM_TOKENS + TOOL_SPEC_TOKENS + len(shared) // CHARS_PER_TOKEN
+            if not warming_pays(model, tasks[0].price, tokens, len(tasks)) or not workflow.patched("warm-prefix"):
+                continue
+            self.progress(f"round {self.round_no}: writing the shared prompt prefix to {model}'s cache")
+            try:
+                usage = await workflow.execute_activity(
+                    warm_prefix, WarmInput(run_id=self.req.run_id, round=self.round_no, model=model, shared=shared,
+                                           price=tasks[0].price, cache_ttl=tasks[0].cache_ttl,
+                                           record=self.req.record), **options.model(swarm.model_outage_s))
+            except ActivityError as err:  # the lanes write it themselves
+                workflow.logger.warning("warming the prompt cache failed: %s", short_reason(err))
+                continue
+            self.status.usage = self.status.usage + usage
 
     def _start_ready(self) -> None:
         swarm = self.req.config.swarm

@@ -18,7 +18,7 @@ from temporalio.service import RPCError
 
 from reposwarm.checks import verdicts
 from reposwarm.cli.answers import QUERY_TIMEOUT_S, NoWorker, RunView, ended_at, prog, view, worker_polling
-from reposwarm.contracts import LaneState, Phase, SwarmStatus
+from reposwarm.contracts import LanePhase, LaneState, Phase, SwarmStatus
 from reposwarm.text import error_line, inert, inert_line
 
 if TYPE_CHECKING:  # rich is imported where a terminal's view is drawn: status, and watch into a pipe, need none of it
@@ -49,6 +49,8 @@ async def with_lane_progress(client: Client, status: SwarmStatus) -> None:
         lane.turns, lane.tool_calls, lane.tokens, lane.cost_usd = live.turns, live.tool_calls, live.tokens, \
             live.cost_usd
         lane.step, lane.step_since = live.step, live.step_since
+        if live.state == LanePhase.paused:  # at its budget, waiting for a person (the run's status says how)
+            lane.state, lane.reason = live.state, live.reason
 
     await asyncio.gather(*(one(lane) for lane in status.lanes if lane.state == "running"))
 
@@ -85,6 +87,7 @@ def table(v: RunView, notes: list[str]) -> Group:
     parts: list[Any] = [Text(headline(v), style="bold")]
     if v.status.provider_wait:
         parts.append(Text(f"  {error_line(v.status.provider_wait, 400)}", style="yellow"))
+    parts += [Text(f"  {p.line(v.run_id)}", style="yellow") for p in v.status.paused]
     parts += [Text(f"  {inert_line(note)}", style="dim") for note in notes]
     parts.append(rows)
     return Group(*parts)
@@ -95,7 +98,8 @@ def line(v: RunView) -> str:
     lanes = "  ".join(f"{lane.lane}:{lane.state}" + (f"({lane.step})" if lane.state == "running" and lane.step
                                                       else "") for lane in v.status.lanes)
     waiting = f"  ({error_line(v.status.provider_wait.split(';')[0])})" if v.status.provider_wait else ""
-    return inert(f"[{v.status.phase.value} r{v.status.round}] {lanes}{waiting}".rstrip())
+    paused = "".join(f"  ({p.line(v.run_id)})" for p in v.status.paused)
+    return inert(f"[{v.status.phase.value} r{v.status.round}] {lanes}{waiting}{paused}".rstrip())
 
 
 def next_step(v: RunView) -> str:

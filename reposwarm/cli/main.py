@@ -3,6 +3,7 @@ its exit code.
 
     run, watch, status, review, approve, reject, list         reposwarm/cli/runs.py: runs, through Temporal alone
     confirm                                                    reposwarm/cli/proposing.py: a run's proposed lanes
+    budget                                                     reposwarm/cli/budget.py: a budget that paused
     demo, try                                                  reposwarm/cli/local.py, trying.py: on this machine,
                                                                starting a dev server and a worker when missing
     report, explain, trial, mcp                                reposwarm/cli/host.py
@@ -107,6 +108,14 @@ def parser() -> argparse.ArgumentParser:
     conf.add_argument("--reject", action="store_true", help="stop the run: nothing is dispatched")
     conf.add_argument("--comment", help="a note kept with the answer")
     conf.set_defaults(handler="reposwarm.cli.proposing:cmd_confirm")
+    bud = sub.add_parser("budget", help="answer a lane (or the run) paused at its budget: raise it or stop it")
+    bud.add_argument("run", help="the run's id (as `run` printed it, or from `list`)")
+    bud.add_argument("--lane", help="the paused lane (default: the run's own cost budget)")
+    bud.add_argument("--raise", dest="raise_by", metavar="FACTOR", help="multiply the budget, e.g. 2x")
+    bud.add_argument("--add-usd", type=float, metavar="N", help="add N dollars to a cost budget")
+    bud.add_argument("--add-tokens", type=int, metavar="N", help="add N billed tokens to a token budget")
+    bud.add_argument("--stop", action="store_true", help="stop it: the lane ends as budget_exhausted, its work kept")
+    bud.set_defaults(handler="reposwarm.cli.budget:cmd_budget")
     w = sub.add_parser("watch", help="a live view of a run until it waits for review or ends")
     w.add_argument("run", help="the run's id (as `run` printed it, or from `list`)")
     w.set_defaults(handler=f"{RUNS}:cmd_watch")

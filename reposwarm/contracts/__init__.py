@@ -115,6 +115,7 @@ from reposwarm.contracts.turns import (
     ToolCall,
     ToolInput,
     ToolOutcome,
+    WarmInput,
 )
 from reposwarm.contracts.validation import (
     AttributeInput,
@@ -129,7 +130,7 @@ from reposwarm.contracts.validation import (
 )
 
 __all__ = [
-    "BaseInput", "BaseMove", "BudgetChange", "BudgetPause", "BudgetReceipt",
+    "BaseInput", "BaseMove", "WarmInput", "BudgetChange", "BudgetPause", "BudgetReceipt",
     "AttributeInput", "Attribution", "ChangeSet", "CheckProfile", "CheckpointInput", "CheckpointResult",
     "CommandResult", "ConflictInput", "Contract", "Delivered", "DeliverInput", "DeliveryConfig", "ExitClass",
     "FileEdit",

@@ -30,6 +30,29 @@ OPENAI_READ_OTHER = 0.5
 OUTPUT_RATIO = {"anthropic": 5.0, "openai": 4.0}  # an output token against an input token, with no price given
 
 
+# The shortest prefix a provider caches, in tokens (Anthropic: 4,096 for Opus 4.5 and the Haiku 4.5 family, 2,048
+# for the older Haiku, 1,024 for the rest; OpenAI: 1,024).
+MIN_CACHED = (("claude-opus-4-5", 4096), ("claude-haiku-4-5", 4096), ("claude-3-5-haiku", 2048),
+              ("claude-3-haiku", 2048))
+MIN_CACHED_OTHER = 1024
+
+
+def min_cached(model_name: str) -> int:
+    model = model_name.partition(":")[2]
+    return next((n for prefix, n in MIN_CACHED if model.startswith(prefix)), MIN_CACHED_OTHER)
+
+
+def warming_pays(model_name: str, price: ModelPrice | None, prefix_tokens: int, lanes: int) -> bool:
+    """Whether one call that writes the shared prefix before `lanes` lanes start at once costs less than their
+    writing it each (concurrent requests all miss, so each pays a write): S*w + N*S*r < N*S*w, i.e.
+    N*(w - r) > w, with the warm call's own reply (one token) left out. Only where the provider caches, and the
+    prefix is long enough to be cached at all."""
+    if provider_of(model_name) not in ("anthropic", "openai") or prefix_tokens < min_cached(model_name):
+        return False
+    r = rates(model_name, price)
+    return lanes * (r.write - r.read) > r.write
+
+
 class ModelPrice(Contract):
     """US dollars per million tokens, for the cost shown per call, lane and run."""
 
@@ -101,6 +124,13 @@ def cache_line(usage: Usage) -> str:
         saved = f"; ${usage.uncached_cost_usd:.4f} without caching ({usage.cost_usd / usage.uncached_cost_usd:.2f}x)"
     return (f"cache: {usage.cache_hit_share:.0%} of input read ({usage.cache_read_tokens:,} read, "
             f"{usage.cache_write_tokens:,} written){saved}")
+
+
+def usage_line(usage: Usage) -> str:
+    """Model calls, tokens and cost, with the cache's share where there was one: status, watch and the review."""
+    cache = cache_line(usage)
+    return (f"{usage.model_calls} model calls, {usage.input_tokens} tokens in / {usage.output_tokens} out, "
+            f"${usage.cost_usd:.4f}" + (f" ({cache})" if cache else ""))
 
 
 # --- budgets that pause and ask ---

@@ -46,6 +46,19 @@ class ModelTurnInput(Contract):
     cache_ttl: str = "5m"  # prompt caching: how long the provider keeps the cached prefix (swarm.cache_ttl)
 
 
+class WarmInput(Contract):
+    """One call that writes a round's shared prompt prefix to the provider's cache before its lanes start
+    (activities/model.py warm_prefix), so that they all read it rather than each write it."""
+
+    run_id: str
+    round: int
+    model: str
+    shared: str  # the run's shared context (prompts.run_context), exactly as each lane will send it
+    price: ModelPrice | None = None
+    cache_ttl: str = "5m"
+    record: bool = False
+
+
 class ModelTurnResult(Contract):
     transcript_ref: str
     content: str = ""

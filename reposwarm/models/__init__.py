@@ -126,6 +126,7 @@ class ModelRequest(BaseModel):
     # requests to the same cache (OpenAI's prompt_cache_key: the run, so its lanes share their common prefix).
     cache_ttl: str = "5m"
     cache_key: str = ""
+    max_tokens: int | None = None  # the reply's limit, where the call sets one (the cache-warming call: 1)
 
 
 class ModelReply(BaseModel):

@@ -203,7 +203,8 @@ class AnthropicProvider:
         # the swarm's instructions and the run's shared context as separate blocks: the same bytes for every lane
         system = [{"type": "text", "text": text} for text in (request.system, extra_system) if text]
         mark_breakpoints(system, messages, request.cache_ttl)
-        body: dict[str, Any] = {"model": request.model, "max_tokens": self._max_tokens, "messages": messages}
+        body: dict[str, Any] = {"model": request.model, "max_tokens": request.max_tokens or self._max_tokens,
+                                "messages": messages}
         if system:
             body["system"] = system
         if request.tools:

@@ -54,7 +54,7 @@ _SURROGATE = re.compile("[\ud800-\udfff]")  # lone halves of a pair, which JSON 
 async def complete(run_id: str, model_name: str, *, agent: str, round_no: int, turn: int, system: str,
                    messages: list[dict[str, Any]], tools: list[dict[str, Any]], attempt: int = 1,
                    price: ModelPrice | None = None, record: bool = False, call_id: str | None = None,
-                   cache_ttl: str = "5m") -> ModelReply:
+                   cache_ttl: str = "5m", max_tokens: int | None = None) -> ModelReply:
     """One model request from the running activity: the bounded, priced reply.
 
     `agent`, `round_no`, `turn` and `attempt` (the lane's dispatch within the round) say where the call falls;
@@ -84,7 +84,8 @@ async def complete(run_id: str, model_name: str, *, agent: str, round_no: int, t
         started = time.monotonic()
         try:
             provider, model = provider_for(model_name)
-            request = ModelRequest(model=model, cache_ttl=cache_ttl, cache_key=f"reposwarm-{run_id}"[:64], **fields)
+            request = ModelRequest(model=model, cache_ttl=cache_ttl, cache_key=f"reposwarm-{run_id}"[:64],
+                                   max_tokens=max_tokens, **fields)
             # bounded before it is kept, recorded or put in a transcript: nothing downstream sees it as it came
             reply = bounded(await provider.complete(request), f"{model_name.partition(':')[0]} model")
         except ModelError as err:

@@ -34,6 +34,7 @@ class LaneFigures(BaseModel):
     tokens_in: int = 0
     tokens_out: int = 0
     cost_usd: float = 0.0
+    cache_read_tokens: int = 0  # of tokens_in: read from the provider's prompt cache
     tool_calls: int = 0
     refusals: int = 0
     tool_errors: int = 0
@@ -91,6 +92,9 @@ class RunReport(BaseModel):
     base_moved: str = ""
     from_ledger: list[str] = []  # the figures a worker host's ledger added to the server's (report --home)
     note: str = ""  # where the figures came from, when it is not the usual (the server's record out of reach)
+    cache_read_tokens: int = 0  # of tokens_in: read from the providers' prompt caches
+    cache_write_tokens: int = 0  # of tokens_in: written to them
+    uncached_cost_usd: float = 0.0  # what the same calls would have cost with no caching
 
 
 def _pooled(rounds: list[RoundFigures]) -> float | None:
@@ -125,6 +129,7 @@ def from_status(status: SwarmStatus, elapsed_s: float) -> RunReport:
             f.tokens_in += ln.usage.input_tokens
             f.tokens_out += ln.usage.output_tokens
             f.cost_usd = round(f.cost_usd + ln.usage.cost_usd, 6)
+            f.cache_read_tokens += ln.usage.cache_read_tokens
             f.tool_calls += ln.tool_calls
             f.refusals += ln.refusals
             f.tool_errors += ln.tool_errors
@@ -135,7 +140,8 @@ def from_status(status: SwarmStatus, elapsed_s: float) -> RunReport:
         changesets_per_hour=round(changesets / (elapsed_s / 3600), 2) if elapsed_s > 0 else 0.0,
         parallel_efficiency=_pooled(rounds), first_pass_merge_rate=status.first_pass_merge_rate,
         tokens_in=status.usage.input_tokens, tokens_out=status.usage.output_tokens,
-        cost_usd=round(status.usage.cost_usd, 6),
+        cost_usd=round(status.usage.cost_usd, 6), cache_read_tokens=status.usage.cache_read_tokens,
+        cache_write_tokens=status.usage.cache_write_tokens, uncached_cost_usd=round(status.usage.uncached_cost_usd, 6),
         tool_calls=sum(f.tool_calls for f in lanes.values()), refusals=sum(f.refusals for f in lanes.values()),
         tool_errors=sum(f.tool_errors for f in lanes.values()), retries=None,
         validations=sum(1 for v in status.validations if CHECK_LINE.match(v)),
@@ -176,12 +182,13 @@ def report(run_id: str, lines: list[dict[str, Any]]) -> RunReport:
             if began is not None:
                 lane(e["lane"]).seconds += ts - began[0]
                 spans[began[1]].append((began[0], ts, e["lane"]))
-        elif event == "model_call" and e.get("agent") not in ("planner", "converger"):
+        elif event == "model_call" and e.get("agent") not in ("planner", "converger", "cache"):
             f = lane(e["agent"])
             f.model_calls += 1
             f.tokens_in += e.get("input_tokens") or 0
             f.tokens_out += e.get("output_tokens") or 0
             f.cost_usd += e.get("cost_usd") or 0.0
+            f.cache_read_tokens += e.get("cache_read_tokens") or 0
         elif event == "tool_call":
             f = lane(e["lane"])
             f.tool_calls += 1
@@ -224,6 +231,9 @@ def report(run_id: str, lines: list[dict[str, Any]]) -> RunReport:
         tokens_in=sum(e.get("input_tokens") or 0 for e in model_lines),
         tokens_out=sum(e.get("output_tokens") or 0 for e in model_lines),
         cost_usd=round(sum(e.get("cost_usd") or 0.0 for e in model_lines), 6),
+        cache_read_tokens=sum(e.get("cache_read_tokens") or 0 for e in model_lines),
+        cache_write_tokens=sum(e.get("cache_write_tokens") or 0 for e in model_lines),
+        uncached_cost_usd=round(sum(e.get("uncached_cost_usd") or 0.0 for e in model_lines), 6),
         tool_calls=sum(f.tool_calls for f in lanes.values()), refusals=sum(f.refusals for f in lanes.values()),
         retries=sum(retries_by_activity.values()), validations=validations, resolutions=resolutions,
         lanes=[f.model_copy(update={"seconds": round(f.seconds, 3), "cost_usd": round(f.cost_usd, 6)})
@@ -257,6 +267,12 @@ def render(r: RunReport) -> str:
            f"{r.model_calls} model calls, tokens {r.tokens_in} in / {r.tokens_out} out, ${r.cost_usd:.4f}; "
            f"{r.tool_calls} tool calls, {r.refusals} refused, {r.tool_errors} failed, {retries}{r.validations} "
            f"validations, {r.rollbacks} rollbacks, {r.resolutions} resolutions"]
+    if r.cache_read_tokens or r.cache_write_tokens:
+        share = r.cache_read_tokens / r.tokens_in if r.tokens_in else 0.0
+        without = (f"; ${r.uncached_cost_usd:.4f} without caching ({r.cost_usd / r.uncached_cost_usd:.2f}x)"
+                   if r.uncached_cost_usd else "")
+        out.append(f"prompt cache: {share:.0%} of input read ({r.cache_read_tokens} read, {r.cache_write_tokens} "
+                   f"written){without}")
     if r.base_moved:
         out.append(f"base moved: {r.base_moved}")
     out.append("")
@@ -268,12 +284,13 @@ def render(r: RunReport) -> str:
             out.append(f"{rf.round:>5} {rf.lanes:>5} {rf.lanes_s:>8.1f}s {rf.busy_s:>8.1f}s {e:>10} {rf.merged:>6} "
                        f"{rf.rollbacks:>9}  {rf.decision}")
         out.append("")
-    out.append(f"{'lane':<16} {'runs':>4} {'seconds':>8} {'calls':>6} {'tokens in':>10} {'out':>8} {'cost':>9} "
-               f"{'tools':>6} {'refused':>7} {'failed':>6} {'retries':>7}")
+    out.append(f"{'lane':<16} {'runs':>4} {'seconds':>8} {'calls':>6} {'tokens in':>10} {'cached':>6} {'out':>8} "
+               f"{'cost':>9} {'tools':>6} {'refused':>7} {'failed':>6} {'retries':>7}")
     for f in r.lanes:
+        cached = f"{f.cache_read_tokens / f.tokens_in:.0%}" if f.tokens_in else "-"
         out.append(f"{f.lane:<16} {f.dispatches:>4} {f.seconds:>8.1f} {f.model_calls:>6} {f.tokens_in:>10} "
-                   f"{f.tokens_out:>8} {f.cost_usd:>9.4f} {f.tool_calls:>6} {f.refusals:>7} {f.tool_errors:>6} "
-                   f"{_n(f.retries):>7}")
+                   f"{cached:>6} {f.tokens_out:>8} {f.cost_usd:>9.4f} {f.tool_calls:>6} {f.refusals:>7} "
+                   f"{f.tool_errors:>6} {_n(f.retries):>7}")
     if (c := r.last_check) is not None:
         ran = "" if c.tests_run is None else f"; tests run {c.base_tests_run if c.base_tests_run is not None else '?'}" \
             f" on the base -> {c.tests_run} merged"

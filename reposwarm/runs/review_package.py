@@ -21,6 +21,7 @@ from reposwarm.contracts import (
     TestReport,
     Verdict,
 )
+from reposwarm.contracts.cost import usage_line
 from reposwarm.text import error_line, inert
 
 FAILED_CALLS_SHOWN = 10  # per lane in the Markdown; the --json package keeps the lane's whole list
@@ -162,11 +163,9 @@ def render_review(pkg: ReviewPackage, ui_url: str = "") -> str:
         out += ["", "Validation history:", *[f"- {v}" for v in pkg.validations]]
     out += _diff(pkg)
     u, r = pkg.usage, pkg.round_usage
-    out += ["", "## Cost", "", f"The run so far (as `status` shows it: planning, lanes and converger): "
-            f"{u.model_calls} model calls, {u.input_tokens} tokens in / {u.output_tokens} out, ${u.cost_usd:.4f}"]
+    out += ["", "## Cost", "", f"The run so far (as `status` shows it: planning, lanes and converger): {usage_line(u)}"]
     if r.model_calls:
-        out += ["", f"This round's lanes, every pass: {r.model_calls} model calls, {r.input_tokens} tokens in / "
-                f"{r.output_tokens} out, ${r.cost_usd:.4f}"]
+        out += ["", f"This round's lanes, every pass: {usage_line(r)}"]
     return "\n".join(out) + "\n"
 
 
@@ -180,8 +179,7 @@ def _lane(pkg: ReviewPackage, lane: LaneReview) -> list[str]:
     passes = f" in {len(lane.passes)} passes" if len(lane.passes) > 1 else ""
     out += [f"Goal: {lane.goal}", "", f"Summary: {lane.summary or '-'}", "",
             f"{lane.turns} turns, {lane.tool_calls} tool calls, {lane.refusals} refused, {lane.tool_errors} failed, "
-            f"{len(lane.edits)} files, {u.model_calls} model calls, {u.input_tokens} tokens in / {u.output_tokens} "
-            f"out, ${u.cost_usd:.4f}, {lane.elapsed_s:.1f}s{passes}", ""]
+            f"{len(lane.edits)} files, {usage_line(u)}, {lane.elapsed_s:.1f}s{passes}", ""]
     if len(lane.passes) > 1:
         for i, one in enumerate(lane.passes):
             name = "first pass" if i == 0 else f"repair {i}"
@@ -222,6 +220,7 @@ def render_status(status: SwarmStatus) -> str:
     lines = [f"run {status.run_id}: {status.phase.value} (round {status.round})", f"repo {status.repo_path}"]
     if status.provider_wait:
         lines.append(error_line(status.provider_wait, 400))
+    lines += [pause.line(status.run_id) for pause in status.paused]
     lines += [f"WARNING: {w}" for w in status.warnings]
     if status.queued_decision:
         lines.append(f"a decision is queued: {status.queued_decision}; it applies when a worker runs")
@@ -239,8 +238,9 @@ def render_status(status: SwarmStatus) -> str:
         if found is not None and found.passes and lane.state != "running":
             files = {e.path for one in found.passes for e in one.edits}
             passes = f" in {len(found.passes)} passes" if len(found.passes) > 1 else ""
+            cache = f", {found.usage.cache_hit_share:.0%} cached" if found.usage.cache_read_tokens else ""
             extra = (f"{found.turns} turns, {found.tool_calls} tool calls, {len(files)} files, "
-                     f"{found.usage.total_tokens} tokens, ${found.usage.cost_usd:.4f}{passes}")
+                     f"{found.usage.total_tokens} tokens{cache}, ${found.usage.cost_usd:.4f}{passes}")
         else:
             extra = (f"{lane.turns} turns, {lane.tool_calls} tool calls, {lane.tokens} tokens, ${lane.cost_usd:.4f}"
                      if lane.turns else "")
@@ -256,8 +256,7 @@ def render_status(status: SwarmStatus) -> str:
         lines.append(f"contract flag: {flag}")
     u = status.usage
     if u.model_calls:
-        lines.append(f"usage: {u.model_calls} model calls, {u.input_tokens} tokens in / {u.output_tokens} out, "
-                     f"${u.cost_usd:.4f}")
+        lines.append(f"usage: {usage_line(u)}")
     if status.test_report is not None:
         lines.append(f"checks: {verdicts.summary(status.test_report)}")
         lines += [f"  {p}" for p in status.test_report.problems]
