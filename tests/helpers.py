@@ -281,3 +281,15 @@ def cargo_on_path(monkeypatch: Any) -> str | None:
     if cargo is not None:
         monkeypatch.setenv("PATH", str(Path(cargo).parent) + os.pathsep + os.environ.get("PATH", ""))
     return cargo
+
+
+async def cli(client: Client, home: Path, *args: str, editor: str | None = None) -> subprocess.CompletedProcess[str]:
+    """The command line as a user runs it (no terminal), on the session's server and worker (which runs in this
+    process's event loop: the command runs in a thread, so the worker goes on meanwhile)."""
+    home.mkdir(parents=True, exist_ok=True)
+    env = {"PATH": os.environ["PATH"], "TEMPORAL_ADDRESS": client.service_client.config.target_host,
+           "REPOSWARM_TASK_QUEUE": os.environ.get("REPOSWARM_TASK_QUEUE") or "reposwarm",
+           "REPOSWARM_HOME": str(home), "HOME": str(home), "REPOSWARM_REVIEWER": "ana",
+           **({"EDITOR": editor} if editor else {})}
+    return await asyncio.to_thread(subprocess.run, [sys.executable, str(ROOT / "starter.py"), *args],
+                                   capture_output=True, text=True, env=env, cwd=home, timeout=300)

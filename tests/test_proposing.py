@@ -27,7 +27,7 @@ from reposwarm.config import apply_env, load_lanes_file, load_plan_file
 from reposwarm.contracts import LanesDecision, LanesFile, Phase, ProposeOptions, ReviewDecision, SwarmConfig
 from reposwarm.proposal_file import lanes_data, plan_data, proposal_text
 from tests.fake_models import FakeModelServer
-from tests.helpers import finish, git, make_repo, turn, wait_for_phase, write_yaml
+from tests.helpers import cli, finish, git, make_repo, turn, wait_for_phase, write_yaml
 from workflows.swarm import SwarmWorkflow
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -91,18 +91,6 @@ async def start_proposing(client: Client, repo: Path, script: Path, **opts: Any)
 def second_client(client: Client) -> Any:
     return Client.connect(client.service_client.config.target_host, namespace=client.namespace,
                           data_converter=pydantic_data_converter)
-
-
-async def cli(client: Client, home: Path, *args: str, editor: str | None = None) -> subprocess.CompletedProcess[str]:
-    """The command line as a user runs it (no terminal), on the session's server and worker (which runs in this
-    process's event loop: the command runs in a thread, so the worker goes on meanwhile)."""
-    home.mkdir(parents=True, exist_ok=True)
-    env = {"PATH": os.environ["PATH"], "TEMPORAL_ADDRESS": client.service_client.config.target_host,
-           "REPOSWARM_TASK_QUEUE": os.environ.get("REPOSWARM_TASK_QUEUE") or "reposwarm",
-           "REPOSWARM_HOME": str(home), "HOME": str(home), "REPOSWARM_REVIEWER": "ana",
-           **({"EDITOR": editor} if editor else {})}
-    return await asyncio.to_thread(subprocess.run, [sys.executable, str(ROOT / "starter.py"), *args],
-                                   capture_output=True, text=True, env=env, cwd=home, timeout=300)
 
 
 def covered_once(lanes: dict[str, Any], paths: list[str]) -> None:

@@ -32,7 +32,7 @@ with workflow.unsafe.imports_passed_through():
         SwarmStatus,
         Usage,
     )
-    from reposwarm.contracts.cost import change_problem, raised, rates, unit_problem
+    from reposwarm.contracts.cost import change_problem, raised, rates, unit_problem, usd
     from reposwarm.text import inert_line
     from workflows.review import _conversion_problem
 
@@ -77,14 +77,14 @@ def apply(r: LaneResume, pause: BudgetPause, answer: BudgetChange | None) -> boo
     return True
 
 
-def ended(pause: BudgetPause, answer: BudgetChange | None) -> str:
-    """Why the lane ended at its budget, in one line."""
-    what = (f"cost budget of ${pause.budget:.2f} (${pause.spent:.2f} spent)" if pause.what == "cost"
+def ended(pause: BudgetPause, answer: BudgetChange | None, wait_s: float) -> str:
+    """Why the lane ended at its budget, in one line (`wait_s`: how long it waited for an answer)."""
+    what = (f"cost budget of {usd(pause.budget)} ({usd(pause.spent)} spent)" if pause.what == "cost"
             else f"token budget of {pause.budget:,.0f} billed tokens ({pause.spent:,.0f} spent)")
     if answer is not None and answer.stop:
         return f"{what} reached; stopped at its budget by {inert_line(answer.by) or 'a reviewer'}"
-    if pause.wait_s or pause.since:
-        return f"{what} would be exceeded by the next call; no raise came in {pause.wait_s:.0f} s"
+    if wait_s > 0:
+        return f"{what} would be exceeded by the next call; no raise came in {wait_s:.0f} s"
     return f"{what} would be exceeded by the next call"
 
 
@@ -184,7 +184,7 @@ class Budgets:
         self.lane_paused(pause.model_copy(update={"cleared": True}))
         new = raised(pause, self._run_answer) if self._run_answer is not None else None
         if new is None:
-            self._status.warnings.append(f"the run's cost budget of ${budget:.2f} is spent (${spent:.2f}); "
+            self._status.warnings.append(f"the run's cost budget of {usd(budget)} is spent ({usd(spent)}); "
                                          "lanes not yet dispatched were cancelled")
             return False
         self._run_budget_usd = new

@@ -207,7 +207,7 @@ class LaneWorkflow:
                 elif (over := budgets.over(task, r, next_billed)) is not None:
                     if await self._paused(task, r, over):
                         continue
-                    reason = budgets.ended(over, self._answer)
+                    reason = budgets.ended(over, self._answer, task.budget_wait_s)
                     break
 
                 try:

@@ -17,7 +17,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from reposwarm.cli.answers import NoWorker, prog, view, worker_hint, worker_polling
 from reposwarm.cli.common import UserError, client_or_die, if_interrupted, said_if_slow
 from reposwarm.contracts import BudgetChange
-from reposwarm.contracts.cost import change_problem
+from reposwarm.contracts.cost import change_problem, usd
 from reposwarm.text import error_line
 
 UPDATE_TIMEOUT_S = 30
@@ -49,7 +49,7 @@ async def cmd_budget(args: argparse.Namespace) -> int:
             raise UserError(f"{name} {value}: give a positive amount")
     change = change_of(args)
     client = await client_or_die()
-    v = await view(client, args.run, live=False)
+    v = await view(client, args.run)  # live: the pause is in the run's state (its memo keeps phases only)
     if v.closed:
         raise UserError(f"run {args.run} has ended ({v.ending}): there is no budget to answer")
     paused = {p.lane: p for p in v.status.paused}
@@ -81,6 +81,6 @@ async def cmd_budget(args: argparse.Namespace) -> int:
     if receipt.stopped:
         print(f"stopped {who} of run {args.run} at its budget: it ends as budget_exhausted, its work kept")
     else:
-        amount = f"${receipt.budget:.2f}" if receipt.what == "cost" else f"{receipt.budget:,.0f} billed tokens"
+        amount = usd(receipt.budget) if receipt.what == "cost" else f"{receipt.budget:,.0f} billed tokens"
         print(f"raised the budget of {who} of run {args.run} to {amount}: it goes on where it stopped")
     return 0

@@ -157,12 +157,26 @@ def build_request(args: argparse.Namespace, *, auto_approve: bool = False,
         if (remote.commit(f"refs/heads/{swarm_branch}") if remote is not None
                 else git_out(repo, "branch", "--list", "--", swarm_branch)):
             raise UserError(f"SWARM_BRANCH {swarm_branch!r} already exists in {repo}; reposwarm only adds new branches")
+    model = run_model(args.model, config, lanes_path)
+    unpriced(config, model, lanes_path)
     return SwarmRequest(
         run_id=run_id, repo_path=args.repo if remote is not None else str(repo), task=args.task, config=config, plan=plan,
-        model=run_model(args.model, config, lanes_path), base_ref=base_sha, swarm_branch=swarm_branch,
+        model=model, base_ref=base_sha, swarm_branch=swarm_branch,
         test_profile=os.environ.get("TEST_PROFILE") or None,
         auto_approve=auto_approve, base_branch=base_branch or None, ui_url=ui_url(run_id),
     )
+
+
+def unpriced(config: LanesFile, model: str, lanes_path: Path) -> None:
+    """A cost budget counts dollars: its model needs a price, or nothing would ever count against it."""
+    budgets = [(f"swarm.lanes.{n}", r.model or model) for n, r in config.swarm.lanes.items() if r.cost_budget_usd]
+    if config.swarm.cost_budget_usd:
+        budgets += [("swarm", m) for m in sorted({model, *(r.model or model for r in config.swarm.lanes.values())})]
+    missing = [f"{where}.cost_budget_usd needs a price for {m} in prices:" for where, m in budgets
+               if m not in config.prices]
+    if missing:
+        raise UserError(f"{lanes_path}: " + "; ".join(dict.fromkeys(missing))
+                        + " (input_per_mtok and output_per_mtok, docs/configuration.md)")
 
 
 async def has_search_attributes(client: Client) -> bool:

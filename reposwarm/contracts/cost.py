@@ -136,6 +136,11 @@ def usage_line(usage: Usage) -> str:
 # --- budgets that pause and ask ---
 
 
+def usd(amount: float) -> str:
+    """Dollars as a budget is read: cents from a dollar up, tenths of a cent below."""
+    return f"${amount:,.2f}" if amount >= 1 else f"${amount:.4f}"
+
+
 class BudgetPause(Contract):
     """A lane (or the run, lane "") stopped at its budget, waiting for a person to raise it or stop it."""
 
@@ -150,7 +155,7 @@ class BudgetPause(Contract):
 
     def line(self, run_id: str = "RUN") -> str:
         who = f"lane {self.lane}" if self.lane else "the run"
-        amounts = (f"${self.spent:.2f} of ${self.budget:.2f}" if self.what == "cost"
+        amounts = (f"{usd(self.spent)} of {usd(self.budget)}" if self.what == "cost"
                    else f"{self.spent:,.0f} of {self.budget:,.0f} tokens")
         lane = f" --lane {self.lane}" if self.lane else ""
         return (f"{who} paused at its budget ({amounts}): raise it or stop it "
