@@ -4,6 +4,9 @@ It plays a replay-format script: the agent is read from the request (the
 planner's system prompt, or a lane's first message "Goal for lane X:"), the
 turn from the number of assistant messages already in the conversation. Every
 request is kept (path, headers, body) so a test can check what was sent.
+
+With `caching` (tests/fake_caching.py) the usage is the fake cache's, not the
+script's: what the request reads and writes, as the provider documents it.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from tests.fake_caching import AnthropicCache, CacheRequestError, OpenAICache, text_of, text_tokens
 
 
 @dataclass
@@ -37,6 +42,7 @@ class FakeModelServer:
     answered: list[dict[str, Any]] = field(default_factory=list)  # the requests answered 200, in order
     refused: int = 0  # requests answered 503 during the outage
     outage_page: str = ""  # the 503's body as a proxy in front of the provider sends it (HTML), instead of JSON
+    caching: AnthropicCache | OpenAICache | None = None  # usage from a fake prompt cache instead of the script
 
     def __post_init__(self) -> None:
         server = self
@@ -64,12 +70,37 @@ class FakeModelServer:
                     if server.outage_page:
                         return self._send_text(503, server.outage_page, "text/html")
                     return self._send(503, {"error": {"type": "overloaded_error", "message": "down for a while"}})
+                if server.caching is not None:
+                    return self._cached(body)
                 if server.delay_s:
                     time.sleep(server.delay_s)
                 try:
                     reply = server.reply_for(body)
                 except LookupError as err:
                     return self._send(400, {"error": {"type": "invalid_request_error", "message": str(err)}})
+                server.answered.append(body)
+                self._send(200, reply)
+
+            def _cached(self, body: dict[str, Any]) -> None:
+                # Priced on arrival, committed when the response goes out (after the latency): requests that
+                # arrive meanwhile miss what this one writes, as at the provider.
+                assert server.caching is not None
+                try:
+                    reply = server.reply_for(body)
+                    charge = server.caching.usage_for(body, dict(self.headers.items()), output_tokens(reply))
+                except (LookupError, CacheRequestError) as err:
+                    if server.wire == "openai":
+                        return self._send(400, {"error": {"message": str(err), "type": "invalid_request_error",
+                                                          "param": None, "code": None}})
+                    return self._send(400, {"type": "error",
+                                            "error": {"type": "invalid_request_error", "message": str(err)}})
+                reply["usage"] = charge.usage
+                reply["id"] = charge.message_id
+                if charge.diagnosed:
+                    reply["diagnostics"] = charge.diagnostics
+                if server.delay_s:
+                    time.sleep(server.delay_s)
+                server.caching.commit(charge)
                 server.answered.append(body)
                 self._send(200, reply)
 
@@ -102,6 +133,7 @@ class FakeModelServer:
     @property
     def base_url(self) -> str:
         host, port = self._httpd.server_address[:2]
+        assert isinstance(host, str)
         return f"http://{host}:{port}" + ("/v1" if self.wire == "openai" else "")
 
     def __enter__(self) -> FakeModelServer:
@@ -115,41 +147,43 @@ class FakeModelServer:
     # --- choosing and shaping the reply ---
 
     def _conversation(self, body: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
+        """The system prompt's text (its blocks' texts joined) and the other messages."""
         if self.wire == "openai":
             messages = body["messages"]
-            system = next((m["content"] for m in messages if m["role"] == "system"), "")
+            system = "\n".join(text_of(m["content"]) for m in messages if m["role"] == "system")
             return system, [m for m in messages if m["role"] != "system"]
-        system = body.get("system") or ""
-        return system if isinstance(system, str) else json.dumps(system), body["messages"]
+        return text_of(body.get("system") or ""), body["messages"]
 
     def reply_for(self, body: dict[str, Any]) -> dict[str, Any]:
         system, messages = self._conversation(body)
-        first = messages[0]["content"]
-        first_text = first if isinstance(first, str) else " ".join(b.get("text", "") for b in first)
+        users = [text_of(m["content"]) for m in messages if m["role"] == "user"]
+        first_text = users[0] if users else ""
         turn = sum(1 for m in messages if m["role"] == "assistant")
         if "no one has split the repository into lanes" in system:  # the proposer (agent/prompts.py PROPOSER_SYSTEM)
             replies = self.script.get("proposer") or []
             agent, replies = "proposer", replies if isinstance(replies, list) else [replies]
-        elif "planner" in system:
+        elif "You are the planner" in system:  # PLANNER_SYSTEM's start; a lane's system may hold the task's words
             # round = 1 + the reviewer comments the planner was given
             comments = first_text.split("Their comments, oldest first:")[1:]
             round_no = 1 + (comments[0].count("\n- ") if comments else 0)
             agent, replies = "planner", self.script.get("planner", {}).get(round_no, [])
             replies = replies if isinstance(replies, list) else [replies]
         else:
-            match = re.search(r"Goal for lane (\S+):", first_text)
+            # the lane's goal is in its first message, or in a later one (or the system text) if others come first
+            said_in = next((t for t in [first_text, *users[1:], system] if re.search(r"Goal for lane \S+:", t)), "")
+            match = re.search(r"Goal for lane (\S+):", said_in)
             if not match:
                 raise LookupError("cannot tell which lane is asking")
             agent = match.group(1)
-            said = re.search(r"^Round (\d+)\.", first_text, re.M)
+            said = re.search(r"^Round (\d+)\.", said_in, re.M) or re.search(r"^Round (\d+)\.", system, re.M)
             key: int | str = int(said.group(1)) if said else 1
             # A warm lane's later assignment (reposwarm/agent/prompts.py: lane_next_message) goes on in the same
             # conversation: its round and dispatch are in that message, its turns are the replies after it.
-            nexts = [i for i, m in enumerate(messages) if m["role"] == "user" and isinstance(m["content"], str)
-                     and m["content"].startswith(f"Next assignment for lane {agent} ")]
+            nexts = [i for i, m in enumerate(messages) if m["role"] == "user"
+                     and text_of(m["content"]).startswith(f"Next assignment for lane {agent} ")]
             if nexts:
                 head = re.match(r"Next assignment for lane \S+ \(round (\d+), dispatch (\d+)\)",
-                                messages[nexts[-1]]["content"])
+                                text_of(messages[nexts[-1]]["content"]))
                 assert head is not None
                 round_no, dispatch = int(head.group(1)), int(head.group(2))
                 key = round_no if f"{round_no}.{dispatch}" not in self.script["lanes"][agent] else \
@@ -187,3 +221,13 @@ class FakeModelServer:
             "usage": {"input_tokens": usage["input_tokens"], "output_tokens": usage["output_tokens"],
                       "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0},
         }
+
+
+def output_tokens(reply: dict[str, Any]) -> int:
+    """A wire reply's output at 4 characters a token: its text, then each tool call's arguments as JSON."""
+    if "choices" in reply:
+        message = reply["choices"][0]["message"]
+        return text_tokens(message.get("content") or "") + sum(
+            text_tokens(c["function"]["arguments"]) for c in message.get("tool_calls") or [])
+    return sum(text_tokens(b["text"]) if b["type"] == "text" else text_tokens(json.dumps(b["input"]))
+               for b in reply["content"])
