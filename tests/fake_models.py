@@ -42,6 +42,7 @@ class FakeModelServer:
     answered: list[dict[str, Any]] = field(default_factory=list)  # the requests answered 200, in order
     refused: int = 0  # requests answered 503 during the outage
     outage_page: str = ""  # the 503's body as a proxy in front of the provider sends it (HTML), instead of JSON
+    warmed: int = 0  # the calls that only wrote the shared prefix to the cache (scheduler's warm_prefix)
     caching: AnthropicCache | OpenAICache | None = None  # usage from a fake prompt cache instead of the script
 
     def __post_init__(self) -> None:
@@ -159,6 +160,9 @@ class FakeModelServer:
         users = [text_of(m["content"]) for m in messages if m["role"] == "user"]
         first_text = users[0] if users else ""
         turn = sum(1 for m in messages if m["role"] == "assistant")
+        if users and users[-1].startswith("(reposwarm: this call only writes"):  # prompts.WARM_MESSAGE: the cache
+            self.warmed += 1
+            return self._wire({"content": "OK"}, body["model"])
         if "no one has split the repository into lanes" in system:  # the proposer (agent/prompts.py PROPOSER_SYSTEM)
             replies = self.script.get("proposer") or []
             agent, replies = "proposer", replies if isinstance(replies, list) else [replies]

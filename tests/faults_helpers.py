@@ -145,11 +145,11 @@ def call_key(body: dict[str, Any]) -> tuple[str, int, int]:
     rest = [m for m in messages if m["role"] != "system"]
     first = rest[0]["content"] if isinstance(rest[0]["content"], str) else json.dumps(rest[0]["content"])
     turn_no = sum(1 for m in rest if m["role"] == "assistant")
-    if "planner" in system:
+    if "You are the planner" in system:  # PLANNER_SYSTEM's start (a lane's system text holds the run's task)
         comments = first.split("Their comments, oldest first:")[1:]
         return "planner", 1 + (comments[0].count("\n- ") if comments else 0), turn_no
     lane = re.search(r"Goal for lane (\S+):", first)
-    said = re.search(r"^Round (\d+)\.", first, re.M)
+    said = re.search(r"^Round (\d+)\.", first, re.M) or re.search(r"^Round (\d+)\.", system, re.M)
     return (lane.group(1) if lane else "?"), int(said.group(1)) if said else 1, turn_no
 
 
