@@ -21,6 +21,8 @@ folders recorded before them) each dispatch was a workflow of its own (`api.r1`,
     proposal  no lanes file: the run proposes its lanes (the replay model's `proposer:` reply), a person's edit of
               them is checked and accepted by the confirm_lanes Update; round 1 runs the proposal's plan (no
               planning call), then an approval
+    budget    two lanes on the Anthropic wire (a fake server): one call writes their shared prompt prefix first;
+              a lane pauses at its token budget and the `budget` Update raises it; it finishes; an approval
 
 Re-record only when a workflow change is meant to be incompatible with runs already in flight (and say so in
 the commit), into a new folder: never rewrite an earlier version's folder.
@@ -28,6 +30,7 @@ the commit), into a new folder: never rewrite an earlier version's folder.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import os
@@ -342,9 +345,46 @@ async def proposal(client: Client, tmp: Path) -> str:
     return req.run_id
 
 
+async def budget(client: Client, tmp: Path) -> str:
+    """Two lanes start together on the Anthropic wire (a fake server): one call writes their shared prompt prefix
+    first (warm_prefix); api reaches its token budget, pauses (lane_paused), and the `budget` Update raises it;
+    api goes on where it stopped and finishes; an approval."""
+    from reposwarm.cli.runs import build_request, start
+    from reposwarm.contracts import BudgetChange
+    from tests.fake_models import FakeModelServer
+
+    repo = make_repo(tmp / "repo", {"api/app.py": "VERSION = 1\n", "web/client.js": "export const v = 1;\n"})
+    usage = {"input_tokens": 1200, "output_tokens": 80}  # billed 1,600 a call (Anthropic's output ratio: 5)
+
+    def write(call_id: str, path: str, text: str) -> dict:
+        return {**turn((call_id, "write_file", {"path": path, "content": text, "reason": f"Set {path} as asked"})),
+                "usage": usage}
+    script = {"lanes": {"api": {1: [write("a1", "api/app.py", "VERSION = 2\n"), write("a2", "api/b.py", "B = 2\n"),
+                                    write("a3", "api/c.py", "C = 2\n"), {**finish("a4"), "usage": usage}]},
+                        "web": {1: [write("w1", "web/client.js", "export const v = 2;\n"),
+                                    {**finish("w2"), "usage": usage}]}}}
+    with FakeModelServer(wire="anthropic", script=script) as server:
+        os.environ["ANTHROPIC_BASE_URL"], os.environ["ANTHROPIC_API_KEY"] = server.base_url, "sk-ant-fake-recorder"
+        lanes = write_yaml(tmp / "lanes.yaml", {"swarm": {"max_parallel": 2, "budget_wait_s": 600, "lanes": {
+            "api": {"allowed_paths": ["api/"], "token_budget": 5000}, "web": {"allowed_paths": ["web/"]}}}})
+        plan = write_yaml(tmp / "plan.yaml", {"interface_contract": "VERSION is 2 everywhere. " * 20, "lanes": [
+            {"lane": "api", "goal": "Set VERSION, B and C to 2."}, {"lane": "web", "goal": "Set v to 2."}]})
+        ns = argparse.Namespace(repo=str(repo), task="Version 2", lanes=str(lanes), plan=str(plan),
+                                model="anthropic:claude-sonnet-4-5")
+        req = build_request(ns)
+        await start(client, req)
+        handle = client.get_workflow_handle_for(SwarmWorkflow.run, req.run_id)
+        while not (await handle.query(SwarmWorkflow.status)).paused:
+            await asyncio.sleep(0.2)
+        await handle.execute_update(SwarmWorkflow.budget, BudgetChange(lane="api", raise_factor=2, by="recorder"))
+        await _decide(client, req.run_id, ReviewDecision(approve=True, reviewer="recorder"), round_no=1)
+        await _result(client, req.run_id)
+    return req.run_id
+
+
 # On the shared dev server, run side by side; `can` on a dev server of its own.
 SCENARIOS: dict[str, Scenario] = {"happy": happy, "repair": repair, "converge": converge, "expire": expire,
-                                  "moving": moving, "replan": replan, "proposal": proposal}
+                                  "moving": moving, "replan": replan, "proposal": proposal, "budget": budget}
 CAN_SCENARIOS: dict[str, Scenario] = {"can": can}
 
 

@@ -43,7 +43,8 @@ from workflows.swarm import SwarmWorkflow
 
 # One folder per recorded version: every earlier version's runs must still replay on today's code.
 HISTORIES = sorted((Path(__file__).parent / "histories").glob("*/*.json"))
-SCENARIOS = ("happy", "repair", "converge", "can", "expire", "moving", "replan", "proposal")  # tests/record_history.py
+SCENARIOS = ("happy", "repair", "converge", "can", "expire", "moving", "replan", "proposal",
+             "budget")  # tests/record_history.py
 # Scenario folders recorded before warm lanes: each dispatch of a lane was a workflow of its own.
 COLD_LANES = {"2026-11-30-anywhere"}
 NAME = re.compile(r"^(?P<scenario>[a-z_]+)\.(?P<workflow>.+?)(?:\.run(?P<run>\d+))?$")
@@ -422,7 +423,24 @@ def check_proposal(runs: Runs, warm: bool) -> None:
     assert result(swarm)["delivered_branch"]
 
 
-CHECKS = {"happy": check_happy, "repair": check_repair, "converge": check_converge, "can": check_can,
+def check_budget(runs: Runs, warm: bool) -> None:
+    [swarm] = runs["swarm"]
+    # the shared prefix written before the lanes start, then both lanes; api paused, raised by the Update, done
+    order(swarm, "prepare_run", "warm_prefix", "lane:api.r1", "decision", "done:api.r1", "publish_review", "decision",
+          "deliver")
+    pauses = got_signals(swarm, "lane_paused")
+    assert [(p["lane"], p["what"], p.get("cleared", False)) for p in pauses] == [("api", "tokens", False),
+                                                                               ("api", "tokens", True)]
+    raised, _approval = decisions(swarm)
+    assert raised["lane"] == "api" and raised["raise_factor"] == 2
+    lane = runs["api"]
+    assert [s["raise_factor"] for run in lane for s in got_signals(run, "budget")] == [2]
+    assert names(lane[-1]).count("model_turn") == 4  # every turn asked once: it went on where it stopped
+    assert result(lane[-1])["status"] == "done"
+    assert result(swarm)["delivered_branch"]
+
+
+CHECKS = {"budget": check_budget, "happy": check_happy, "repair": check_repair, "converge": check_converge, "can": check_can,
           "expire": check_expire, "moving": check_moving, "replan": check_replan, "proposal": check_proposal}
 assert set(CHECKS) == set(SCENARIOS)
 
