@@ -92,6 +92,9 @@ typecheck: venv
 #   bench_propose.py what proposing lanes costs reposwarm itself on the 4M-line monorepo, index warm: the survey
 #                   (packages, owners, imports, checks), the brief, the starting lanes and their check, the repo map:
 #                   bench/results_propose.json
+#   bench_cache.py  prompt caching: billed input cost with caching against without, per provider, on the demo and a
+#                   replayed 4-lane attrs change: bench/results_cache.json, and cache_cost_ratio merged into
+#                   bench/results.json (so it runs after bench_swarm.py, which writes that file anew)
 bench: venv
 	$(PY) bench/bench_index.py $(BENCH_ARGS)
 	$(PY) bench/bench_swarm.py $(BENCH_SWARM_ARGS)
@@ -100,6 +103,7 @@ bench: venv
 	$(PY) bench/bench_hosts.py $(BENCH_HOSTS_ARGS)
 	$(PY) bench/bench_cli.py
 	$(PY) bench/bench_propose.py
+	$(PY) bench/bench_cache.py
 
 # record this version's workflow histories into tests/histories/$(VERSION)/ (keep the older folders)
 record-history: venv
