@@ -6,7 +6,7 @@ instructions, task and contract (docs/cost.md). The requests are laid out so the
 again at a fraction of the input price; this measures what it saves where the tokens are real ones.
 
 The swarm runs end to end on a local Temporal dev server with a worker in this process, its model
-`anthropic:claude-sonnet-4-5` or `openai:gpt-4.1` pointed (ANTHROPIC_BASE_URL, OPENAI_BASE_URL, a fake key) at a
+`anthropic:claude-sonnet-4-5` or `openai:gpt-5` pointed (ANTHROPIC_BASE_URL, OPENAI_BASE_URL, a fake key) at a
 FakeModelServer with a fake prompt cache (tests/fake_caching.py: AnthropicCache, OpenAICache, which count and
 cache as the providers document: breakpoints, lookback, minimum lengths, 128-token steps, concurrent requests
 missing each other's writes), answering after 0.2 s as a model does. Two cases:
@@ -22,7 +22,8 @@ missing each other's writes), answering after 0.2 s as a model does. Two cases:
 
 "Without caching" is priced from the same requests: every prompt token at 1x, the warm call left out (a run
 without caching makes none). With caching: fresh + read*r + written*w, the provider's ratios (contracts/cost.py
-rates: Anthropic r 0.1, w 1.25; gpt-4.1 r 0.25, writes at 1x and unreported). Target: at most 0.35x on the real
+rates: Anthropic r 0.1, w 1.25; gpt-5 r 0.1, writes at 1x and unreported; the same requests re-priced at
+gpt-4.1's 0.25 and gpt-4o's 0.5 beside it: OpenAI's caching does not change with the model's read price). Target: at most 0.35x on the real
 change, and every lane after the first reading the shared prefix (tools, instructions, task, contract) from the
 cache. Writes bench/results_cache.json, and cache_cost_ratio (the real change) and cache_cost_ratio_demo into
 bench/results.json (merged: bench_swarm.py's keys are kept).
@@ -63,7 +64,7 @@ from tests.helpers import start_dev_server, wait_for_phase  # noqa: E402
 from worker import make_worker  # noqa: E402
 
 TARGET = 0.35
-MODELS = {"anthropic": "anthropic:claude-sonnet-4-5", "openai": "openai:gpt-4.1"}
+MODELS = {"anthropic": "anthropic:claude-sonnet-4-5", "openai": "openai:gpt-5"}
 DELAY_S = 0.2
 ATTRS_URL = "https://github.com/python-attrs/attrs"
 ATTRS_COMMIT = "4b5b295bb815bf845fa3570bf63781a88212db40"
@@ -285,7 +286,7 @@ def figures(provider: str, model: str, cache: Any, fake: FakeModelServer) -> dic
     ratio = rates(model, None)
     others = {f"openai:{m}": round((sum(x.prompt_tokens - x.read_tokens for x in records)
                                     + read * rates(f"openai:{m}", None).read) / without, 3)
-              for m in ("gpt-5", "gpt-4o")} if provider == "openai" else {}
+              for m in ("gpt-4.1", "gpt-4o")} if provider == "openai" else {}
     by_lane = [v["billed_tokens"] for v in per_lane.values()]
     return {
         "model": model, "read_ratio": ratio.read, "write_ratio": ratio.write,

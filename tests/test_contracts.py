@@ -102,8 +102,8 @@ def test_exit_classes_and_trial_outcomes_decode_what_was_recorded_as_free_text()
 
 def test_lane_phases_are_the_strings_statuses_held():
     assert {p.value for p in LanePhase} == {
-        "starting", "pending", "running", "done", "budget_exhausted", "failed", "cancelled", "merged",
-        "merged (budget exhausted)", "redo after conflict", "conflict"}
+        "starting", "pending", "running", "paused at its budget", "done", "budget_exhausted", "failed", "cancelled",
+        "merged", "merged (budget exhausted)", "redo after conflict", "conflict"}
     assert {LanePhase.ended(s) for s in LaneStatus} <= set(LanePhase)
     state = decode({"lane": "api", "state": "merged (budget exhausted)"}, LaneState)
     assert state.state is LanePhase.merged_budget_exhausted and state.state == "merged (budget exhausted)"
