@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from temporalio.client import Client
 
 from reposwarm.cli.runs import build_request, start
@@ -24,7 +25,7 @@ from reposwarm.runs import ledger
 from reposwarm.runs.review_package import render_review, render_status
 from tests.fake_caching import AnthropicCache, CacheRecord, OpenAICache
 from tests.fake_models import FakeModelServer
-from tests.helpers import finish, make_repo, turn, wait_for_phase, write_yaml
+from tests.helpers import finish, make_repo, start_dev_server, turn, wait_for_phase, write_yaml
 from worker import make_worker
 
 SONNET = "anthropic:claude-sonnet-4-5"
@@ -241,3 +242,43 @@ async def test_status_and_review_show_the_cache_and_the_cost_without_it(
     review = render_review(status.review)
     cost_section = review.split("## Cost", 1)[1]
     assert "without caching" in cost_section and re.search(r"cache: \d+% of input read", cost_section)
+
+
+async def test_an_hour_long_cache_marks_every_breakpoint_and_bills_its_writes_at_2x(
+        client: Client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    repo, lanes, plan = scenario(tmp_path, ("api",), SONNET)
+    config = yaml.safe_load(lanes.read_text())
+    config["swarm"]["cache_ttl"] = "1h"
+    write_yaml(lanes, config)
+    cache = AnthropicCache()
+    async with fake_worker(client, monkeypatch, "anthropic", {"lanes": {"api": {1: reads("api")}}}, cache):
+        run_id, _ = await run_to_review(client, (repo, lanes, plan), SONNET)
+    await client.get_workflow_handle(run_id).terminate("test done")
+    assert cache.records and all(b.ttl == "1h" for r in cache.records for b in r.breakpoints)
+    assert sum(r.written_tokens for r in cache.records) > 0
+    calls = [e for e in ledger.read(run_id) if e["event"] == "model_call" and e["outcome"] == "ok"]
+    assert len(calls) == len(cache.records)
+    for line, record in zip(calls, cache.records, strict=True):
+        fresh = record.prompt_tokens - record.read_tokens - record.written_tokens
+        expected = (fresh * 3 + record.read_tokens * 0.3 + record.written_tokens * 6 + record.output_tokens * 15) / 1e6
+        assert line["cost_usd"] == pytest.approx(expected, abs=1e-6)
+
+
+async def test_a_lane_that_continues_as_new_reads_its_conversation_on_the_turn_after(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reposwarm_home: Any) -> None:
+    env = await start_dev_server(["--dynamic-config-value", "limit.historyCount.suggestContinueAsNew=40"])
+    try:
+        cache = AnthropicCache()
+        files = scenario(tmp_path, ("api",), SONNET)
+        async with fake_worker(env.client, monkeypatch, "anthropic", {"lanes": {"api": {1: reads("api", 8)}}}, cache):
+            run_id, status = await run_to_review(env.client, files, SONNET)
+        assert status.review is not None and status.review.lanes[0].status == LaneStatus.done
+        runs = [w async for w in env.client.list_workflows(f"WorkflowId = '{run_id}.api'")]
+        assert len(runs) > 1, "the lane never continued as new"
+        lane = cache.by_lane("api")
+        assert len(lane) == 9
+        for before, after in itertools.pairwise(lane):  # the turn after each continue-as-new too
+            assert after.read_tokens >= before.prompt_tokens, (before.index, after.index)
+        await env.client.get_workflow_handle(run_id).terminate("test done")
+    finally:
+        await env.shutdown()
