@@ -75,6 +75,8 @@ async def test_a_lane_at_its_budget_pauses_and_a_raise_lets_it_finish_with_nothi
     shown = await cli(client, tmp_path / "home", "status", run_id)
     assert f"lane api paused at its budget (2,200 of 3,000 tokens): raise it or stop it (reposwarm budget " \
            f"{run_id} --lane api --raise 2x" in shown.stdout, shown.stdout
+    details = str(await client.get_workflow_handle(run_id).query("__temporal_workflow_metadata"))  # the Web UI's
+    assert "lane api paused at its budget (2,200 of 3,000 tokens): raise it or stop it" in details
     lane = await client.get_workflow_handle(pause.workflow_id).query("progress", result_type=LaneState)
     assert lane.state == LanePhase.paused and lane.turns == 2
     # its work so far is committed on its branch while it waits
