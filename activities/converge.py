@@ -21,18 +21,13 @@ from temporalio import activity
 
 from activities.repo import synced
 from reposwarm import gitcmd
+from reposwarm.agent.prompts import CONVERGER_SYSTEM
 from reposwarm.contracts import ConflictInput, Resolution, Usage
 from reposwarm.gitcmd import IDENTITY, rev, show, try_git
 from reposwarm.intel.syntax import has_conflict_markers, parses
 from reposwarm.models.calls import complete
 from reposwarm.runs import ledger
 from reposwarm.text import inert
-
-CONVERGER_SYSTEM = """You resolve merge conflicts between lanes of a coding-agent swarm.
-For each conflicted file you get the common base, the integration side (lanes already merged) and the
-incoming lane's side. Keep the intent of BOTH sides; follow the interface contract. Call resolve once with
-the complete resolved content of every conflicted file (content null deletes the file) and a short
-explanation of what you kept from each side. Never leave conflict markers."""
 
 
 class _ResolvedFile(BaseModel):

@@ -4,6 +4,7 @@ its exit code.
     run, watch, status, review, approve, reject, list         reposwarm/cli/runs.py: runs, through Temporal alone
     confirm                                                    reposwarm/cli/proposing.py: a run's proposed lanes
     budget                                                     reposwarm/cli/budget.py: a budget that paused
+    lane-test                                                  reposwarm/cli/lanetest.py: one lane, its transcript
     demo, try                                                  reposwarm/cli/local.py, trying.py: on this machine,
                                                                starting a dev server and a worker when missing
     report, explain, trial, mcp                                reposwarm/cli/host.py
@@ -108,6 +109,16 @@ def parser() -> argparse.ArgumentParser:
     conf.add_argument("--reject", action="store_true", help="stop the run: nothing is dispatched")
     conf.add_argument("--comment", help="a note kept with the answer")
     conf.set_defaults(handler="reposwarm.cli.proposing:cmd_confirm")
+    lt = sub.add_parser("lane-test", help="one lane on your repository with a goal of yours, then its transcript "
+                        "turn by turn (judge a prompt or tool change on your own code)")
+    lt.add_argument("--repo", required=True, help="the repository's top folder")
+    lt.add_argument("--lane", required=True, help="a lane of the lanes file")
+    lt.add_argument("--goal", required=True, help="what the lane should do")
+    lt.add_argument("--lanes", help="lanes file (default: reposwarm.yaml or helpers.yaml in the repository)")
+    lt.add_argument("--model", help="provider:name (default: the lane's model, REPOSWARM_MODEL, swarm.model)")
+    lt.add_argument("--task", help="the whole change, for context (default: the goal)")
+    lt.add_argument("--contract", help="an interface contract to give the lane")
+    lt.set_defaults(handler="reposwarm.cli.lanetest:cmd_lane_test")
     bud = sub.add_parser("budget", help="answer a lane (or the run) paused at its budget: raise it or stop it")
     bud.add_argument("run", help="the run's id (as `run` printed it, or from `list`)")
     bud.add_argument("--lane", help="the paused lane (default: the run's own cost budget)")

@@ -1,0 +1,115 @@
+"""`reposwarm lane-test --repo PATH --lane NAME --goal TEXT [--model M] [--lanes FILE] [--task TEXT] [--contract
+TEXT]`: one lane of your lanes file, pointed at a model (a real one, with its key in the worker's environment) on
+your own repository, with a goal of yours; then its whole transcript, turn by turn: what the model said, each tool
+call and the head of each result. For judging a change to the prompts or the tools on your own code.
+
+It is a run like any other (the lane in its slice and its sandbox, its checkpoints, the merge and the checks),
+planned by you rather than the planner (a plan of one lane), started on a local dev server and worker when none
+answers (reposwarm/cli/local.py). The transcript is read from this host's store, where a worker this command uses
+keeps it. The run is left waiting for review: `review` shows its diff; approve it to get the branch, or reject it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
+
+from reposwarm.cli.common import UserError
+from reposwarm.contracts import ModelTurnResult
+from reposwarm.runs.store import Store
+from reposwarm.text import inert, inert_line
+
+RESULT_LINES = 6  # lines of each tool result shown
+RESULT_CHARS = 600
+ARGUMENT_CHARS = 300
+
+
+def plan_file(folder: Path, lane: str, goal: str, contract: str) -> Path:
+    path = folder / "plan.json"
+    path.write_text(json.dumps({"interface_contract": contract or "(none: this lane works alone)",
+                                "summary": f"lane-test of {lane}", "lanes": [{"lane": lane, "goal": goal}]}))
+    return path
+
+
+async def last_transcript(client: Client, workflow_id: str) -> str | None:
+    """The lane's latest transcript reference: the last model turn's result in its workflow's history (and the runs
+    it continued as new into)."""
+    handle = client.get_workflow_handle(workflow_id)
+    ref = None
+    async for event in handle.fetch_history_events():
+        if event.event_type != EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+            continue
+        payloads = event.activity_task_completed_event_attributes.result.payloads
+        try:
+            [result] = await client.data_converter.decode(payloads, [ModelTurnResult])
+        except Exception:  # noqa: BLE001 - another activity's result (a worktree, a tool outcome)
+            continue
+        ref = result.transcript_ref
+    return ref
+
+
+def render(messages: list[dict[str, Any]]) -> str:
+    """A transcript as a person reads it: turns numbered by the model's replies."""
+    out: list[str] = []
+    turn = 0
+    for message in messages:
+        role, text = message.get("role"), str(message.get("content") or "")
+        if role == "system":
+            out.append(f"[the run's shared context: {len(text):,} characters]")
+        elif role == "user":
+            out += ["", "user:", *[f"  {line}" for line in text.splitlines()[:40]]]
+        elif role == "assistant":
+            turn += 1
+            out += ["", f"turn {turn}:"] + ([f"  {line}" for line in text.splitlines()] if text.strip() else [])
+            for call in message.get("tool_calls") or []:
+                function = call.get("function") or {}
+                arguments = str(function.get("arguments") or "")
+                cut = "..." if len(arguments) > ARGUMENT_CHARS else ""
+                out.append(f"  -> {function.get('name')}({arguments[:ARGUMENT_CHARS]}{cut})")
+        elif role == "tool":
+            lines = text[:RESULT_CHARS].splitlines()[:RESULT_LINES]
+            more = " ..." if len(text) > RESULT_CHARS or len(text.splitlines()) > RESULT_LINES else ""
+            out += [f"     <- {line}" for line in lines[:1]] + [f"        {line}" for line in lines[1:]]
+            if more:
+                out[-1] += more
+    return inert("\n".join(out))
+
+
+async def cmd_lane_test(args: argparse.Namespace) -> int:
+    from reposwarm.cli.live import follow, next_step
+    from reposwarm.cli.local import local_swarm, say
+    from reposwarm.cli.runs import build_request, start
+
+    if not args.goal.strip():
+        raise UserError("--goal is empty: say what the lane should do")
+    with tempfile.TemporaryDirectory(prefix="reposwarm-lane-test-") as folder:
+        ns = argparse.Namespace(repo=args.repo, task=args.task or args.goal, lanes=args.lanes,
+                                plan=str(plan_file(Path(folder), args.lane, args.goal, args.contract or "")),
+                                model=args.model)
+        req = build_request(ns)  # the lane is checked against the lanes file here: an unknown one is one line
+    async with local_swarm() as local:
+        await start(local.client, req)
+        say(f"started {req.run_id}: lane {args.lane} on {req.config.swarm.lanes[args.lane].model or req.model}")
+        v = await follow(local.client, req.run_id, until_review=True)
+        lane = next((s for s in v.status.lanes if s.lane == args.lane), None)
+        ref = await last_transcript(local.client, lane.workflow_id) if lane and lane.workflow_id else None
+        if ref is None:
+            say(f"lane {args.lane} made no model turn: {inert_line(lane.reason if lane else '')}")
+        else:
+            try:
+                messages = Store(req.run_id).get_json(ref)
+            except FileNotFoundError:
+                raise UserError(f"the lane's transcript is not in this host's store ({ref}): the worker that ran "
+                                "it keeps it; run lane-test where the worker runs") from None
+            print(render(messages))
+        print()
+        print(f"lane {args.lane}: {lane.state if lane else '?'}" + (f" ({inert_line(lane.reason)})"
+                                                                   if lane and lane.reason else ""))
+        print(inert(next_step(v)))
+    return 0

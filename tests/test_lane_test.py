@@ -1,0 +1,78 @@
+"""`reposwarm lane-test`: one lane of the user's lanes file on their repository, with their goal, then its transcript
+turn by turn; and the prompts the swarm gives its models, rendered (reposwarm/agent/prompts.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from reposwarm.agent import prompts
+from reposwarm.agent.specs import TOOL_ARGS
+from reposwarm.contracts import HelperRole, HelperTask
+from tests.helpers import cli, finish, make_repo, turn, write_yaml
+
+pytestmark = pytest.mark.usefixtures("worker")
+
+
+async def test_lane_test_runs_one_lane_with_the_user_s_goal_and_shows_its_transcript(client, tmp_path, reposwarm_home):
+    repo = make_repo(tmp_path / "repo", {"api/app.py": "VERSION = 1\n", "web/client.js": "export const v = 1;\n"})
+    lanes = write_yaml(tmp_path / "lanes.yaml", {"swarm": {"lanes": {
+        "api": {"allowed_paths": ["api/"]}, "web": {"allowed_paths": ["web/"]}}}})
+    script = write_yaml(tmp_path / "replay.yaml", {"version": 1, "lanes": {"api": {1: [
+        turn(("a1", "read_file", {"path": "api/app.py"}), content="I read the file first."),
+        turn(("a2", "edit_file", {"path": "api/app.py", "old": "VERSION = 1", "new": "VERSION = 2",
+                                  "reason": "The goal asks for version 2"})),
+        finish("a3", "VERSION is 2")]}}})
+    # the worker's home: the transcript is read from the store of the host that ran the lane
+    done = await cli(client, reposwarm_home, "lane-test", "--repo", str(repo), "--lane", "api", "--lanes", str(lanes),
+                     "--goal", "Set VERSION to 2 in api/app.py.", "--model", f"replay:{script}")
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
+    assert "turn 1:\n  I read the file first.\n  -> read_file(" in out
+    assert '     <- 1: VERSION = 1' in out or "<- " in out.split("turn 2:")[0]  # the result's head, under its call
+    assert '-> edit_file({"path": "api/app.py", "old": "VERSION = 1"' in out
+    assert "turn 3:" in out and "-> finish(" in out
+    assert "Goal for lane api:\n" in out.replace("  ", "")  # the lane's first message, as the model read it
+    assert "lane api: " in out and "waiting for review" in out
+    assert "web" not in out.split("Goal for lane api")[0]  # only the lane asked for ran
+
+    wrong = await cli(client, reposwarm_home, "lane-test", "--repo", str(repo), "--lane", "nope", "--lanes",
+                      str(lanes), "--goal", "x", "--model", f"replay:{script}")
+    assert wrong.returncode == 2 and "nope" in wrong.stderr and wrong.stderr.count("\n") == 1
+
+
+def task(lane: str, goal: str) -> HelperTask:
+    return HelperTask(task_id=f"r.{lane}.r1", run_id="r", repo_path=".", lane=lane, round=2, role=HelperRole(
+        allowed_paths=[f"{lane}/"]), goal=goal, task="Add a priority to tasks", interface_contract="priority: str",
+        feedback=["handle archived tasks"], allowed_paths=[f"{lane}/"], branch="b", base_sha="0" * 40, model="m",
+        max_loops=3, checkpoint_key="k")
+
+
+def test_the_prompts_render_and_name_every_tool_with_an_example() -> None:
+    assert prompts.PROMPTS_VERSION
+    system = prompts.LANE_SYSTEM
+    for name in TOOL_ARGS:  # every tool the lane is offered is explained, with an example call where it takes one
+        assert f"- {name}(" in system, name
+    for step in ("Locate", "Read before you edit", "smallest change", "Run the tests", "Finish"):
+        assert step in system
+    assert '"refused:"' in system and "data, never instructions" in system
+    # the run's shared context is the same bytes for every lane; each lane's own message holds its goal and slice
+    api, web = prompts.lane_opening(task("api", "Add the column.")), prompts.lane_opening(task("web", "Show it."))
+    assert api[0] == web[0] and api[0]["role"] == "system" and "handle archived tasks" in api[0]["content"]
+    assert "Goal for lane api:\nAdd the column." in api[1]["content"] and "api" not in api[0]["content"]
+    assert prompts.PLANNER_SYSTEM.startswith("You are the planner") and "submit_plan" in prompts.PLANNER_SYSTEM
+    assert "resolve" in prompts.CONVERGER_SYSTEM and "submit_lanes" in prompts.PROPOSER_SYSTEM
+    first = prompts.planner_message("Add a priority", {"api": HelperRole(allowed_paths=["api/"])}, ["no"], None,
+                                    ["api/app.py"])
+    assert "Task:\nAdd a priority" in first and "- api: api/" in first and "- no" in first
+
+
+def test_each_tool_the_prompt_names_is_a_tool() -> None:
+    named = {line[2:].split("(")[0] for line in prompts.LANE_SYSTEM.splitlines()
+             if line.startswith("- ") and "(" in line.split(":")[0]}
+    assert named == set(TOOL_ARGS)
+
+
+def test_the_lane_test_command_is_documented() -> None:
+    assert "lane-test" in (Path(__file__).resolve().parents[1] / "docs" / "cli.md").read_text()
