@@ -190,6 +190,7 @@ async def test_the_turn_after_compaction_still_reads_the_lane_s_prefix(
     # earlier turn again (the read of part1), so max_turns ends the lane at the first request after compaction.
     script = {"lanes": {"api": {1: [turn((f"r{i}", "read_file", {"path": f"api/part{i}.py"})) for i in range(3)]}}}
     contract = CONTRACT[:1000]  # the head (shared context and goal) stays well inside the small context
+    monkeypatch.setenv("REPOSWARM_CACHE_DIAGNOSTICS", "1")  # a custom base URL asks for them only when told
     async with fake_worker(client, monkeypatch, "anthropic", script, cache, delay_s=0.1) as server:
         run_id, status = await run_to_review(client, scenario(
             tmp_path, ("api",), SONNET, contract=contract, files=files, context_tokens=2000, max_turns=3), SONNET)
@@ -208,6 +209,9 @@ async def test_the_turn_after_compaction_still_reads_the_lane_s_prefix(
     assert system_breakpoint(first).prefix_tokens >= cache.min_tokens
     assert lane_prefix.hash in first.written
     assert after.read_tokens >= lane_prefix.prefix_tokens, (after.read_tokens, lane_prefix.prefix_tokens)
+    # the provider's reason for what it could not reuse, in the ledger: the folded messages
+    lines = [e for e in ledger.read(run_id) if e["event"] == "model_call" and e["agent"] == "api"]
+    assert [e.get("cache_miss", "").split(" ")[0] for e in lines] == ["", "", "messages_changed"], lines
 
 
 async def test_openai_requests_carry_the_run_s_cache_key_and_the_warm_call_serves_the_lanes(

@@ -135,3 +135,22 @@ def test_bigger_lanes_estimate_more_and_stay_within_their_limits() -> None:
     # a bigger contract or more feedback makes every turn dearer
     wordy = estimate_lane("w", "m", role, first_message("Fix the typo in src/app.py.", ["src/"], "x" * 8_000), None)
     assert wordy.turns == small.turns and wordy.input_tokens >= small.input_tokens + small.turns * 1_900
+
+
+def test_the_estimate_counts_the_prompt_cache_as_the_provider_bills_it() -> None:
+    from reposwarm.contracts import ModelPrice
+
+    role = HelperRole(allowed_paths=["src/"])
+    opening = [{"role": "system", "content": "The whole change (for context):\n" + "a shared contract " * 200},
+               {"role": "user", "content": first_message("Update " + ", ".join(f"src/m{i}.py" for i in range(4)) + ".",
+                                                         ["src/"])}]
+    price = ModelPrice(input_per_mtok=3, output_per_mtok=15)
+    cached = estimate_lane("c", "anthropic:claude-sonnet-4-5", role, opening, price)
+    plain = estimate_lane("p", "replay:x.yaml", role, opening, None)
+    assert plain.billed_tokens == plain.input_tokens + plain.output_tokens  # nothing cached, output counted once
+    assert cached.input_tokens == plain.input_tokens and cached.turns == plain.turns
+    billed_input = cached.billed_tokens - 5 * cached.output_tokens  # output at the price's 5x
+    assert 0.1 * cached.input_tokens < billed_input < 0.5 * cached.input_tokens
+    assert cached.cost_usd is not None and cached.uncached_cost_usd is not None
+    assert cached.cost_usd == pytest.approx((billed_input * 3 + cached.output_tokens * 15) / 1e6, abs=1e-5)
+    assert cached.uncached_cost_usd == pytest.approx((cached.input_tokens * 3 + cached.output_tokens * 15) / 1e6)
