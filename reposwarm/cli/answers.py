@@ -19,10 +19,19 @@ from typing import Any
 from temporalio.api.enums.v1 import TaskQueueType
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
-from temporalio.client import Client, WorkflowExecutionDescription, WorkflowExecutionStatus, WorkflowFailureError
+from temporalio.client import (
+    Client,
+    WorkflowExecutionDescription,
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+    WorkflowHandle,
+    WorkflowUpdateFailedError,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
+    WorkflowUpdateStage,
+)
 from temporalio.service import RPCError, RPCStatusCode
 
-from reposwarm.cli.common import UserError, said_if_slow
+from reposwarm.cli.common import UserError, if_interrupted, said_if_slow
 from reposwarm.contracts import Phase, ReviewPackage, SwarmResult, SwarmStatus
 from reposwarm.text import error_line
 from workflows.failures import root_cause
@@ -252,3 +261,28 @@ async def _ending(client: Client, v: RunView) -> None:
 
 def ended_at(desc: WorkflowExecutionDescription) -> datetime:
     return desc.close_time or datetime.now(UTC)
+
+
+UPDATE_TIMEOUT_S = 30  # a worker takes an answer in milliseconds; past this, it is said and left
+
+
+async def send_update(handle: WorkflowHandle[Any, Any], update: Any, arg: Any, *, word: str, taken: str) -> Any:
+    """An answer sent as the run's Update (`update`, with `arg`), its result once the run has acted on it; every way
+    it goes wrong is one UserError line: no worker took it in time, the run refused it (why), the run has ended.
+    `word` names the answer ("the stop"), `taken` says what is waited for once a worker has it."""
+    run_id = handle.id
+    try:
+        with if_interrupted(f"{word} was sent and may still apply: {prog()} status {run_id}"):
+            sent = await said_if_slow(handle.start_update(update, arg, wait_for_stage=WorkflowUpdateStage.ACCEPTED),
+                                      f"waiting up to {UPDATE_TIMEOUT_S} s for a worker to take {word} ...",
+                                      timeout_s=UPDATE_TIMEOUT_S)
+            return await said_if_slow(sent.result(), f"{word} was taken; {taken}")
+    except (TimeoutError, WorkflowUpdateRPCTimeoutOrCancelledError):
+        raise UserError(f"no worker took {word} within {UPDATE_TIMEOUT_S} s; {prog()} status {run_id} says "
+                        f"whether it applied (start a worker: {worker_hint()})") from None
+    except WorkflowUpdateFailedError as err:
+        raise UserError(f"refused: {error_line(str(err.cause or err), 2000)}") from None
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            raise UserError(f"run {run_id} has ended meanwhile: {prog()} status {run_id}") from None
+        raise

@@ -11,16 +11,11 @@ from __future__ import annotations
 import argparse
 import re
 
-from temporalio.client import WorkflowUpdateFailedError, WorkflowUpdateRPCTimeoutOrCancelledError, WorkflowUpdateStage
-from temporalio.service import RPCError, RPCStatusCode
-
-from reposwarm.cli.answers import NoWorker, prog, view, worker_hint, worker_polling
-from reposwarm.cli.common import UserError, client_or_die, if_interrupted, said_if_slow
+from reposwarm.cli.answers import NoWorker, prog, send_update, view, worker_polling
+from reposwarm.cli.common import UserError, client_or_die
 from reposwarm.contracts import BudgetChange
 from reposwarm.contracts.cost import change_problem, usd
-from reposwarm.text import error_line
 
-UPDATE_TIMEOUT_S = 30
 _FACTOR = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*[xX]?\s*$")
 
 
@@ -62,22 +57,8 @@ async def cmd_budget(args: argparse.Namespace) -> int:
     from reposwarm.cli.runs import swarm_workflow
 
     wf = swarm_workflow()
-    handle = client.get_workflow_handle_for(wf.run, args.run)
-    try:
-        with if_interrupted(f"the answer was sent and may still apply: {prog()} status {args.run}"):
-            update = await said_if_slow(
-                handle.start_update(wf.budget, change, wait_for_stage=WorkflowUpdateStage.ACCEPTED),
-                f"waiting up to {UPDATE_TIMEOUT_S} s for a worker to take the answer ...", timeout_s=UPDATE_TIMEOUT_S)
-            receipt = await update.result()
-    except (TimeoutError, WorkflowUpdateRPCTimeoutOrCancelledError):
-        raise UserError(f"no worker took the answer within {UPDATE_TIMEOUT_S} s; {prog()} status {args.run} says "
-                        f"whether it applied (start a worker: {worker_hint()})") from None
-    except WorkflowUpdateFailedError as err:
-        raise UserError(f"refused: {error_line(str(err.cause or err), 2000)}") from None
-    except RPCError as err:
-        if err.status == RPCStatusCode.NOT_FOUND:
-            raise UserError(f"run {args.run} has ended meanwhile: {prog()} status {args.run}") from None
-        raise
+    receipt = await send_update(client.get_workflow_handle_for(wf.run, args.run), wf.budget, change,
+                                word="the answer", taken="waiting for the run to pass it on ...")
     if receipt.stopped:
         print(f"stopped {who} of run {args.run} at its budget: it ends as budget_exhausted, its work kept")
     else:

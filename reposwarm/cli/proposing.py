@@ -23,13 +23,9 @@ from pathlib import Path
 from temporalio.client import (
     Client,
     WorkflowFailureError,
-    WorkflowUpdateFailedError,
-    WorkflowUpdateRPCTimeoutOrCancelledError,
-    WorkflowUpdateStage,
 )
-from temporalio.service import RPCError, RPCStatusCode
 
-from reposwarm.cli.answers import NoWorker, RunView, prog, view, worker_hint, worker_polling
+from reposwarm.cli.answers import NoWorker, RunView, prog, send_update, view, worker_polling
 from reposwarm.cli.common import UserError, client_or_die, git_out, if_interrupted, said_if_slow, ui_url
 from reposwarm.cli.live import proposal_ready
 from reposwarm.config import ConfigError, apply_env
@@ -48,7 +44,6 @@ from workflows.failures import root_cause
 
 TICK_S = 0.5
 MOST_LANES = 64  # ProposeOptions.max_lanes's limit
-UPDATE_TIMEOUT_S = 30  # a worker takes an answer in milliseconds; past this, it is said and left
 
 
 def wants_proposal(args: argparse.Namespace) -> bool:
@@ -275,26 +270,12 @@ async def confirm(client: Client, run_id: str, decision: LanesDecision) -> str:
     from reposwarm.cli.runs import swarm_workflow
 
     wf = swarm_workflow()
-    handle = client.get_workflow_handle_for(wf.run, run_id)
     word = "acceptance" if decision.accept else "stop"
-    try:
-        with if_interrupted(f"the {word} was sent and may still apply: {prog()} status {run_id}"):
-            update = await said_if_slow(
-                handle.start_update(wf.confirm_lanes, decision, wait_for_stage=WorkflowUpdateStage.ACCEPTED),
-                f"waiting up to {UPDATE_TIMEOUT_S} s for a worker to take the {word} of the lanes ...",
-                timeout_s=UPDATE_TIMEOUT_S)
-            receipt = await said_if_slow(update.result(), f"the {word} was taken; waiting for the run to act on it"
-                                         + (" (an edit is checked against the repository first) ..."
-                                            if decision.lanes_yaml else " ..."))
-    except (TimeoutError, WorkflowUpdateRPCTimeoutOrCancelledError):
-        raise UserError(f"no worker took the {word} within {UPDATE_TIMEOUT_S} s; {prog()} status {run_id} says "
-                        f"whether it applied (start a worker: {worker_hint()})") from None
-    except WorkflowUpdateFailedError as err:
-        raise UserError(f"refused: {error_line(str(err.cause or err), 2000)}") from None
-    except RPCError as err:
-        if err.status == RPCStatusCode.NOT_FOUND:
-            raise UserError(f"run {run_id} has ended meanwhile: {prog()} status {run_id}") from None
-        raise
+    receipt = await send_update(client.get_workflow_handle_for(wf.run, run_id), wf.confirm_lanes, decision,
+                                word=f"the {word} of the lanes",
+                                taken="waiting for the run to act on it" + (
+                                    " (an edit is checked against the repository first) ..."
+                                    if decision.lanes_yaml else " ..."))
     if not receipt.accepted:
         return f"stopped run {run_id} at its proposed lanes: nothing was dispatched"
     return f"accepted {len(receipt.lanes)} lanes ({', '.join(receipt.lanes)}) of run {run_id}; it is {receipt.phase.value}"
