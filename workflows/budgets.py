@@ -102,7 +102,6 @@ class Budgets:
     _status: SwarmStatus
     _show: Callable[[], None]
     _run_answer: BudgetChange | None = None
-    _run_budget_usd: float | None = None  # the run's budget as raised
 
     def _budget_refusal(self, change: BudgetChange) -> str | None:
         if (why := change_problem(change)) is not None:
@@ -167,7 +166,7 @@ class Budgets:
     async def _run_budget(self, req: SwarmRequest) -> bool:
         """The run's cost budget before the next dispatch: under it (True), or paused at it and raised (True), or
         stopped or unanswered (False)."""
-        budget = self._run_budget_usd or req.config.swarm.cost_budget_usd
+        budget = self._status.cost_budget_usd or req.config.swarm.cost_budget_usd  # (the status survives a CAN)
         spent = self._status.usage.cost_usd
         if budget is None or spent < budget:
             return True
@@ -187,6 +186,6 @@ class Budgets:
             self._status.warnings.append(f"the run's cost budget of {usd(budget)} is spent ({usd(spent)}); "
                                          "lanes not yet dispatched were cancelled")
             return False
-        self._run_budget_usd = new
+        self._status.cost_budget_usd = new
         return True
 

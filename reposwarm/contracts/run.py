@@ -109,6 +109,7 @@ class SwarmStatus(Contract):
     # taken yet, read from the run's history ("approve by ana at 2025-01-02 10:00:00 UTC").
     queued_decision: str = ""
     paused: list[BudgetPause] = []  # lanes (and the run) waiting at their budget for a person's answer
+    cost_budget_usd: float | None = None  # the run's cost budget as a person raised it (None: swarm.cost_budget_usd)
 
 
 class SwarmResume(Contract):
