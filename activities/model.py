@@ -41,6 +41,7 @@ from reposwarm.intel.repomap import repo_map
 from reposwarm.intel.symbols import SymbolIndexError
 from reposwarm.models import ModelReply, schema_problems, structured_reply
 from reposwarm.models.calls import MAX_ERROR_CHARS, as_text, complete
+from reposwarm.models.limits import REFUSAL, cut_note, is_cut
 from reposwarm.remote import open_repository
 from reposwarm.runs.store import Store
 
@@ -49,6 +50,8 @@ def _assistant_message(reply: ModelReply) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": reply.content}
     if reply.provider_id:  # bookkeeping, never sent as is: the next request's cache diagnostics name it
         message["provider_id"] = reply.provider_id
+    if reply.thinking:  # bookkeeping too: Anthropic's thinking blocks, sent back first in this message, to it only
+        message["thinking"] = reply.thinking
     if reply.tool_calls:
         message["tool_calls"] = [
             {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.raw_arguments}}
@@ -210,7 +213,9 @@ async def model_turn(req: ModelTurnInput) -> ModelTurnResult:
     messages, compacted = await asyncio.to_thread(_conversation, req, store)
     reply = await complete(req.run_id, req.model, agent=req.agent, round_no=req.round, turn=req.turn,
                            attempt=req.attempt, system=req.system or LANE_SYSTEM, messages=messages,
-                           tools=tool_specs(), price=req.price, record=req.record, cache_ttl=req.cache_ttl)
+                           tools=tool_specs(), price=req.price, record=req.record, cache_ttl=req.cache_ttl,
+                           max_tokens=req.max_output_tokens, thinking_tokens=req.thinking_tokens,
+                           reasoning_effort=req.reasoning_effort)
     return await asyncio.to_thread(_turn_result, req, store, messages, reply, compacted)
 
 
@@ -237,11 +242,47 @@ def _conversation(req: ModelTurnInput, store: Store) -> tuple[list[dict[str, Any
 
 def _turn_result(req: ModelTurnInput, store: Store, messages: list[dict[str, Any]], reply: ModelReply,
                  compacted: bool) -> ModelTurnResult:
+    cut, declined = is_cut(reply.stop_reason), reply.stop_reason == REFUSAL
+    note = ""
+    if declined:
+        reply, note = _withheld(reply)
+    elif cut:
+        reply, note = _cut_short(reply)
     messages.append(_assistant_message(reply))
+    if note and not reply.tool_calls:  # with calls, the note is the cut call's result (it must follow the calls)
+        messages.append({"role": "user", "content": note})
     calls, finish = _checked_calls(reply, store)
-    return _decodable(ModelTurnResult(transcript_ref=store.put_json(messages), content=reply.content[:2000],
+    content = (reply.stop_detail or "the model gave no reason") if declined else reply.content
+    return _decodable(ModelTurnResult(transcript_ref=store.put_json(messages), content=content[:2000],
                                       tool_calls=calls, finish=finish, usage=reply.usage, model=req.model,
-                                      compacted=compacted))
+                                      compacted=compacted, cut=cut, declined=declined))
+
+
+def _cut_short(reply: ModelReply) -> tuple[ModelReply, str]:
+    """A reply cut at the output limit: its last call was cut short (its arguments end mid-way: a file's content
+    cut in half would be written as if whole), so it is not run, and its result says why and how to go on. The
+    calls before it were whole and run. In the transcript the cut call keeps its name and `{}`, not the cut text."""
+    calls = list(reply.tool_calls)
+    last = calls[-1] if calls else None
+    note = cut_note(reply.output_limit, last, len(calls) - 1 if calls else 0)
+    if last is not None:
+        path = (last.arguments or {}).get("path")
+        kept = {"path": path} if isinstance(path, str) and len(path) <= 1_000 else None  # for the lane's step line
+        calls[-1] = last.model_copy(update={"arguments": kept, "raw_arguments": "{}", "error": note[:MAX_ERROR_CHARS]})
+    return reply.model_copy(update={"tool_calls": calls}), note
+
+
+def _withheld(reply: ModelReply) -> tuple[ModelReply, str]:
+    """A reply the model declined (stop reason refusal): nothing of it runs, and it is not kept as it came (the
+    provider asks that the declined turn be taken out or changed, or the next one is declined too); the lane is
+    told, and goes on or finishes."""
+    why = f" ({reply.stop_detail[:300]})" if reply.stop_detail else ""
+    note = (f"reposwarm: the model declined to answer{why}; that reply was withheld and none of its calls ran. "
+            "Go on with the goal if it can be done within the usage policies, leaving out what was declined; if "
+            "it cannot, call finish and say why.")
+    kept = reply.model_copy(update={"content": "(reposwarm: this reply was declined and withheld)", "tool_calls": [],
+                                    "thinking": ""})
+    return kept, note
 
 
 @activity.defn

@@ -7,10 +7,18 @@ request is kept (path, headers, body) so a test can check what was sent.
 
 With `caching` (tests/fake_caching.py) the usage is the fake cache's, not the
 script's: what the request reads and writes, as the provider documents it.
+
+A script entry `{"wire": {...}}` is sent as it is: a reply exactly as the API
+sent it (tests/fixtures/provider_replies/), thinking blocks, stop reasons and
+all. `{"wire": [paused, continued, ...]}` answers a turn Anthropic paused
+(`pause_turn`): the request that continues it (its last message the turn so
+far, as an assistant message) gets the next reply. The other entries are
+replay-format replies shaped into the wire format.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 import threading
@@ -194,11 +202,23 @@ class FakeModelServer:
                     f"{round_no}.{dispatch}"
                 turn = sum(1 for m in messages[nexts[-1]:] if m["role"] == "assistant")
             replies = self.script["lanes"][agent][key]
+        so_far = None
+        if messages and messages[-1]["role"] == "assistant" and 0 < turn <= len(replies):
+            paused = replies[turn - 1]  # a paused turn continued: its reply so far, last, is no turn of its own
+            if isinstance(paused, dict) and isinstance(paused.get("wire"), list):
+                so_far, turn = messages[-1]["content"], turn - 1
         if turn >= len(replies):
             raise LookupError(f"the script has no turn {turn + 1} for {agent}")
-        return self._wire(replies[turn], body["model"])
+        return self._wire(replies[turn], body["model"], so_far)
 
-    def _wire(self, reply: dict[str, Any], model: str) -> dict[str, Any]:
+    def _wire(self, reply: dict[str, Any], model: str, so_far: list[Any] | None = None) -> dict[str, Any]:
+        if "wire" in reply:  # a reply as the API sent it: sent as is (a paused turn's next, as far as it came)
+            answers = reply["wire"] if isinstance(reply["wire"], list) else [reply["wire"]]
+            index, sent = 0, len(so_far or [])
+            while sent > 0 and index < len(answers) - 1:
+                sent -= len(answers[index]["content"])
+                index += 1
+            return copy.deepcopy(answers[index])
         usage = reply.get("usage", {"input_tokens": 1200, "output_tokens": 80})
         calls = reply.get("tool_calls") or []
         if self.wire == "openai":
@@ -234,4 +254,4 @@ def output_tokens(reply: dict[str, Any]) -> int:
         return text_tokens(message.get("content") or "") + sum(
             text_tokens(c["function"]["arguments"]) for c in message.get("tool_calls") or [])
     return sum(text_tokens(b["text"]) if b["type"] == "text" else text_tokens(json.dumps(b["input"]))
-               for b in reply["content"])
+               if b["type"] == "tool_use" else text_tokens(json.dumps(b)) for b in reply["content"])

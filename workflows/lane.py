@@ -56,6 +56,8 @@ with workflow.unsafe.imports_passed_through():
 # look-ups (an index may be built on first use) and checks stay activities: they can take long.
 QUICK_TOOLS = frozenset({"read_file", "list_dir", "write_file", "edit_file", "delete_file"})
 MAX_FAILED_CALLS = 50  # lines kept of a lane's failed and refused calls; the rest are counted
+MAX_DECLINED = 2  # replies in a row the model may decline (stop reason refusal) before the lane ends failed
+MAX_COMMANDS = 50  # lines kept of the commands a lane ran (the `run` tool); the rest are counted
 FAILED_LINE_CHARS = 160
 CLAIMS_GREEN = re.compile(r"tests? pass|all (tests|checks) pass|checks? (pass|green)|passing|green", re.IGNORECASE)
 CHECKS_FLAG = "the summary says the checks pass, but the lane's last run_checks failed"
@@ -217,7 +219,17 @@ class LaneWorkflow:
                     continue
                 next_input = result.usage.input_tokens + result.usage.output_tokens + new_chars // 4
                 next_billed = budgets.next_call(task, result.usage, new_chars)
-                r.malformed = 0 if valid_calls else r.malformed + 1
+                # A reply cut at the output limit, or one the model declined, is no malformed reply: the model was
+                # told why and goes on (both flags are False in results recorded before them: those go as they went).
+                # Declining twice in a row ends the lane: a third ask would most likely be declined too.
+                r.declined = r.declined + 1 if result.declined else 0
+                if r.declined >= MAX_DECLINED:
+                    status, reason = LaneStatus.failed, (
+                        f"the model declined {r.declined} replies in a row (stop reason refusal): "
+                        + (result.content[:300] or "it gave no reason"))
+                    break
+                if valid_calls or not (result.cut or result.declined):
+                    r.malformed = 0 if valid_calls else r.malformed + 1
                 if r.malformed >= role.max_malformed_replies:
                     status, reason = LaneStatus.failed, (
                         f"{r.malformed} malformed replies in a row (no usable tool call); the last: "
@@ -258,7 +270,8 @@ class LaneWorkflow:
             ModelTurnInput(run_id=task.run_id, agent=task.lane, round=task.round, attempt=task.attempt,
                            turn=r.turn, model=task.model, transcript_ref=r.transcript_ref, new_messages=r.pending,
                            if_lost=r.if_lost, context_tokens=role.context_tokens, price=task.price,
-                           record=task.record, cache_ttl=task.cache_ttl),
+                           record=task.record, cache_ttl=task.cache_ttl, max_output_tokens=role.max_output_tokens,
+                           thinking_tokens=role.thinking_tokens, reasoning_effort=role.reasoning_effort),
             **options.model(task.outage_s),
         )
         r.transcript_ref, r.usage, r.pending, r.if_lost = result.transcript_ref, r.usage + result.usage, [], []
@@ -349,7 +362,7 @@ class LaneWorkflow:
                 run_id=task.run_id, lane=task.lane, call=call, round=task.round, attempt=task.attempt, turn=r.turn,
                 allowed_paths=task.allowed_paths, read_only_paths=task.read_only_paths,
                 check_profiles=task.check_profiles, default_profile=task.default_profile,
-                default_reason=result.content[:200])
+                default_reason=result.content[:200], shell=task.role.shell)
             self._step(_call_label(call))
             if call.name in QUICK_TOOLS and r.shared_queue:
                 outcome = await workflow.execute_local_activity(run_tool, tool_input, **options.QUICK)
@@ -359,8 +372,9 @@ class LaneWorkflow:
             _account(r, call, outcome)
             valid += not outcome.malformed
             new_chars += outcome.output_chars
-            if outcome.edit is not None:
-                edit = outcome.edit.model_copy(update={"turns": [r.turn]})
+            # (a `run` command's files are `edits`: several, or none; outcomes recorded before it have none)
+            for made in ([outcome.edit] if outcome.edit is not None else []) + outcome.edits:
+                edit = made.model_copy(update={"turns": [r.turn]})
                 edits[edit.path] = _merge_edit(edits.get(edit.path), edit)
                 changed = True
             r.pending.append({"role": "tool", "tool_call_id": call.id, "content_ref": outcome.output_ref})
@@ -397,6 +411,8 @@ class LaneWorkflow:
             flags=[CHECKS_FLAG] if finish and r.last_checks_ok is False and CLAIMS_GREEN.search(finish.summary)
             else [],
             elapsed_s=round(workflow.now().timestamp() - r.started_at, 3),
+            commands=r.commands + ([f"... and {r.commands_run - len(r.commands)} more"]
+                                   if r.commands_run > len(r.commands) else []),
             changeset=ChangeSet(task_id=task.task_id, edits=final_edits, summary=summary,
                                 assumptions=finish.assumptions if finish else [], diff_stat=described.diff_stat,
                                 head_sha=described.head_sha),
@@ -440,3 +456,7 @@ def _account(r: LaneResume, call: ToolCall, outcome: ToolOutcome) -> None:
         # "checks passed" before verdicts; since them, the verdict word ("checks PASSED WITH TEST CHANGES" is not)
         first = outcome.output.split(",", 1)[0].split(";", 1)[0].split(" (", 1)[0]
         r.last_checks_ok = outcome.ok and (outcome.output.startswith("checks passed") or first == "checks PASSED")
+    if outcome.ran:  # a `run` command that ran: "$ python gen.py -> exit 0", for the review
+        r.commands_run += 1
+        if len(r.commands) < MAX_COMMANDS:
+            r.commands.append(outcome.ran)

@@ -27,6 +27,23 @@ class HelperRole(Contract):
     max_malformed_replies: int = Field(default=3, gt=0)
     context_tokens: int = Field(default=100_000, ge=2_000)
     depends_on: list[str] = []
+    # The model's replies (reposwarm/models/limits.py): their limit in tokens (default: what the model allows on
+    # Anthropic; none sent to OpenAI), Anthropic's extended thinking budget, an OpenAI reasoning model's effort.
+    max_output_tokens: int | None = Field(default=None, gt=0)
+    thinking_tokens: int | None = Field(default=None, ge=1_024)
+    reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = None
+
+    @model_validator(mode="after")
+    def _thinking_fits(self) -> HelperRole:
+        if self.thinking_tokens is not None and self.max_output_tokens is not None \
+                and self.thinking_tokens >= self.max_output_tokens:
+            raise ValueError(f"thinking_tokens ({self.thinking_tokens}) must be below max_output_tokens "
+                             f"({self.max_output_tokens}): the thinking counts in the reply's limit")
+        return self
+    # The `run` tool (a command in the checks' sandbox, reposwarm/agent/shell.py); null: on when the sandbox is on,
+    # off when the worker runs with REPOSWARM_SANDBOX=off. Offered to every lane either way (byte-identical tool
+    # specs, for prompt caching); refused at call time when off.
+    shell: bool | None = None
 
 
 # The lock files that key the setup cache by default: a change to any of them runs the setup step again.

@@ -35,6 +35,7 @@ class LaneResume(Contract):
     tool_calls: int = 0
     refusals: int = 0
     malformed: int = 0
+    declined: int = 0  # replies in a row the model declined (stop reason refusal)
     started_at: float
     continued: int = 0
     host_queue: str = ""
@@ -47,6 +48,8 @@ class LaneResume(Contract):
     tool_errors: int = 0
     failed_calls: list[str] = []
     last_checks_ok: bool | None = None  # how the lane's last run_checks call went; None: it ran none
+    commands: list[str] = []  # the `run` commands it ran and how each ended, the first ones ("$ make -> exit 0")
+    commands_run: int = 0  # every `run` command it ran (more than `commands` holds past its cap)
     # This assignment's budgets as a person raised them at a pause (None: the role's)
     token_budget: int | None = None
     cost_budget_usd: float | None = None
@@ -133,8 +136,9 @@ class LaneResult(Contract):
     failed_calls: list[str] = []  # one line per failed or refused call: "turn 3 edit_file calc/x.py: ..."
     flags: list[str] = []  # what a reviewer should doubt (a summary claiming checks pass that failed)
     elapsed_s: float = 0.0
+    commands: list[str] = []  # the `run` commands, each with how it ended: "$ python gen.py -> exit 0"
 
-    _inert = field_validator("reason", "failed_calls")(lambda cls, v: inert_text(v))
+    _inert = field_validator("reason", "failed_calls", "commands")(lambda cls, v: inert_text(v))
 
 
 class LanePass(Contract):

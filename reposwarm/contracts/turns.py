@@ -44,6 +44,10 @@ class ModelTurnInput(Contract):
     price: ModelPrice | None = None
     record: bool = False
     cache_ttl: str = "5m"  # prompt caching: how long the provider keeps the cached prefix (swarm.cache_ttl)
+    # The lane's reply options (HelperRole): the reply's limit, Anthropic's thinking budget, OpenAI's effort
+    max_output_tokens: int | None = None
+    thinking_tokens: int | None = None
+    reasoning_effort: str | None = None
 
 
 class WarmInput(Contract):
@@ -67,6 +71,10 @@ class ModelTurnResult(Contract):
     usage: Usage = Usage()
     model: str = ""
     compacted: bool = False
+    # How the reply ended, when not as a reply should: cut at the output limit (its cut call not run), or the
+    # model declined (refusal; nothing of it run). Neither is a malformed reply: the model was told and goes on.
+    cut: bool = False
+    declined: bool = False
 
 
 class ToolInput(Contract):
@@ -81,6 +89,7 @@ class ToolInput(Contract):
     check_profiles: dict[str, CheckProfile] = {}
     default_profile: str = "default"
     default_reason: str = ""
+    shell: bool | None = None  # the lane's `run` tool: HelperRole.shell (None: on when the worker's sandbox is)
 
 
 class ToolOutcome(Contract):
@@ -93,6 +102,10 @@ class ToolOutcome(Contract):
     malformed: bool = False
     output_chars: int = 0
     edit: FileEdit | None = None
+    # A `run` call: the command and how it ended, as the lane's result lists it ("$ python gen.py -> exit 0"), and
+    # the files it changed inside the slice (committed at the turn's checkpoint, as the file tools' edits are).
+    ran: str = ""
+    edits: list[FileEdit] = []
 
 
 class ProviderWait(Contract):

@@ -126,7 +126,9 @@ class ModelRequest(BaseModel):
     # requests to the same cache (OpenAI's prompt_cache_key: the run, so its lanes share their common prefix).
     cache_ttl: str = "5m"
     cache_key: str = ""
-    max_tokens: int | None = None  # the reply's limit, where the call sets one (the cache-warming call: 1)
+    max_tokens: int | None = None  # the reply's limit, where the call or the lane sets one (the warming call: 1)
+    thinking_tokens: int | None = None  # Anthropic's extended thinking budget (none: no thinking asked for)
+    reasoning_effort: str | None = None  # OpenAI reasoning models' effort ("low", "medium", "high"...)
 
 
 class ModelReply(BaseModel):
@@ -135,6 +137,14 @@ class ModelReply(BaseModel):
     usage: Usage = Usage()
     provider_id: str = ""  # the provider's id of this reply (Anthropic's cache diagnostics compare against it)
     cache_miss: str = ""  # why the provider could not reuse the previous request's prefix, when it said
+    # Why the reply ended, in the provider's word: "end_turn", "tool_use", "stop", "tool_calls"; cut at the output
+    # limit: "max_tokens", "length" (reposwarm/models/limits.py); declined: "refusal". "": the provider did not say.
+    stop_reason: str = ""
+    stop_detail: str = ""  # what the provider said of it (a refusal's explanation)
+    output_limit: int | None = None  # the max_tokens the request carried (None: none, the model's own applied)
+    # Anthropic's thinking and redacted_thinking blocks, as the JSON text of the list the API sent (their order,
+    # their signatures): sent back first in the reply's assistant message, which the API requires in a tool loop.
+    thinking: str = ""
 
 
 def structured_reply(reply: ModelReply, tool: str, what: str) -> str:

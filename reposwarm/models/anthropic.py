@@ -16,28 +16,38 @@ API's 20-block lookback) and at the end of this one (read next turn). The
 cache-miss reason the API gives (its cache diagnostics, on by default against
 api.anthropic.com, REPOSWARM_CACHE_DIAGNOSTICS=1 or 0 elsewhere) is kept with
 the reply for the ledger.
+
+Replies as the API ends them: `max_tokens` (what the model allows unless the
+lane or the worker says less: reposwarm/models/limits.py) is the reply's limit,
+and a reply cut there says so in its stop reason; `pause_turn` is continued in
+the same call, its content sent back as it came; `refusal` keeps the API's
+explanation. With extended thinking (a lane's `thinking_tokens`, interleaved
+with tool use) the thinking blocks are kept verbatim with the reply and sent
+back first in its assistant message on every later turn.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 from typing import Annotated, Any, Literal
 
 import httpx
-from pydantic import BaseModel, Discriminator, Tag
+from pydantic import BaseModel, Discriminator, Tag, model_validator
 
 from reposwarm.contracts import Usage
 from reposwarm.models import ModelError, ModelReply, ModelRequest, tool_call
-from reposwarm.models.http import base_url, env_number, parse_arguments, post
+from reposwarm.models.http import base_url, parse_arguments, post
+from reposwarm.models.limits import anthropic_max_tokens
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 API_VERSION = "2023-06-01"
 _UNSAFE_ID = re.compile(r"[^a-zA-Z0-9_-]")
 
 
-# --- the reply, as the API sends it (id, type, role, model, stop_reason... are ignored) ---
+# --- the reply, as the API sends it (type, role, model, stop_sequence... are ignored) ---
 
 
 class _TextBlock(BaseModel):
@@ -53,7 +63,7 @@ class _ToolUseBlock(BaseModel):
 
 
 class _OtherBlock(BaseModel):
-    """thinking, redacted_thinking, server tool blocks...: nothing the lane acts on."""
+    """thinking, redacted_thinking (kept from the raw content), server tool blocks...: nothing the lane runs."""
 
     type: str
 
@@ -80,13 +90,42 @@ class _Diagnostics(BaseModel):
     cache_miss_reason: Any = None  # {"type": "messages_changed", "cache_missed_input_tokens": n}, or null
 
 
+class _StopDetails(BaseModel):
+    type: str = ""
+    category: str | None = None
+    explanation: str | None = None
+
+
+class _Container(BaseModel):
+    id: str = ""
+
+
 class _Message(BaseModel):
     type: Literal["message"] = "message"
     id: str = ""
     content: list[_Block]
+    raw_content: list[Any] = []  # the content blocks as sent: thinking, and a paused turn, go back as they came
     stop_reason: str | None = None
+    stop_details: _StopDetails | None = None
+    container: _Container | None = None  # a server tool's container, which a paused turn's continuation names
     usage: _Usage = _Usage()
     diagnostics: _Diagnostics | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _keep_raw(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("content"), list):
+            data = {**data, "raw_content": data["content"]}
+        return data
+
+
+def kept_thinking(content: list[Any]) -> list[dict[str, Any]]:
+    """The thinking blocks of a reply that can go back to the API: signed ones (a block cut short before its
+    signature proves nothing and would be refused) and redacted ones, in their order, each as it came."""
+    return [b for b in content if isinstance(b, dict) and (
+        (b.get("type") == "thinking" and isinstance(b.get("signature"), str) and b["signature"]
+         and isinstance(b.get("thinking"), str))
+        or (b.get("type") == "redacted_thinking" and isinstance(b.get("data"), str) and b["data"]))]
 
 
 # --- the request ---
@@ -109,6 +148,7 @@ def _blocks(message: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
                          "content": str(text)}]
     blocks: list[dict[str, Any]] = [{"type": "text", "text": str(text)}] if str(text).strip() else []
     if role == "assistant":
+        blocks[:0] = _thinking_of(message)  # first, as the API wrote them: it checks them in a tool loop
         for call in message.get("tool_calls") or []:
             function = call.get("function") or {}
             blocks.append({"type": "tool_use", "id": _safe_id(str(call.get("id", ""))),
@@ -116,6 +156,19 @@ def _blocks(message: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
                            "input": parse_arguments(function.get("arguments") or "") or {}})
         return "assistant", blocks
     return "user", blocks
+
+
+def _thinking_of(message: dict[str, Any]) -> list[dict[str, Any]]:
+    """The thinking blocks an assistant message of the transcript keeps (its `thinking` key: the JSON text of
+    the blocks as the API sent them, so their bytes and order come back the same); a fresh copy each time."""
+    raw = message.get("thinking")
+    if not isinstance(raw, str) or not raw:
+        return []
+    try:
+        blocks = json.loads(raw)
+    except ValueError:
+        return []
+    return kept_thinking(blocks) if isinstance(blocks, list) else []
 
 
 def convert_messages(messages: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
@@ -179,6 +232,9 @@ def _miss_reason(diagnostics: _Diagnostics | None) -> str:
 
 # --- the provider ---
 
+INTERLEAVED_THINKING_BETA = "interleaved-thinking-2025-05-14"  # thinking between tool calls, not only before them
+MAX_CONTINUATIONS = 3  # a paused turn (pause_turn) is continued at most this many times in one call
+
 
 class AnthropicProvider:
     """The Messages API; credentials come from the worker's environment."""
@@ -191,7 +247,7 @@ class AnthropicProvider:
         self._key = os.environ.get("ANTHROPIC_API_KEY", "").strip() or None
         if self._key is None and not custom_url:
             raise ModelError("ANTHROPIC_API_KEY is not set on this worker", retryable=False)
-        self._max_tokens = int(env_number("REPOSWARM_MAX_OUTPUT_TOKENS", 4096))
+        anthropic_max_tokens("", None)  # a bad REPOSWARM_MAX_OUTPUT_TOKENS fails now, before any call
         self._diagnostics = _diagnostics_on(custom_url)
         self._transport = transport
 
@@ -203,42 +259,78 @@ class AnthropicProvider:
         # the swarm's instructions and the run's shared context as separate blocks: the same bytes for every lane
         system = [{"type": "text", "text": text} for text in (request.system, extra_system) if text]
         mark_breakpoints(system, messages, request.cache_ttl)
-        body: dict[str, Any] = {"model": request.model, "max_tokens": request.max_tokens or self._max_tokens,
-                                "messages": messages}
+        body: dict[str, Any] = {
+            "model": request.model,
+            "max_tokens": anthropic_max_tokens(request.model, request.max_tokens, request.thinking_tokens),
+            "messages": messages}
         if system:
             body["system"] = system
         if request.tools:
             body["tools"] = [{"name": t["name"], "description": t.get("description", ""),
                               "input_schema": t.get("parameters") or {"type": "object", "properties": {}}}
                              for t in request.tools]
+        if request.thinking_tokens:
+            body["thinking"] = {"type": "enabled", "budget_tokens": request.thinking_tokens}
         if self._diagnostics:
             previous = next((str(m["provider_id"]) for m in reversed(request.messages)
                              if m.get("role") == "assistant" and m.get("provider_id")), None)
             body["diagnostics"] = {"previous_message_id": previous}
         return body
 
-    async def complete(self, request: ModelRequest) -> ModelReply:
+    def headers(self, request: ModelRequest) -> dict[str, str]:
         headers = {"anthropic-version": API_VERSION}
-        if self._diagnostics:
-            headers["anthropic-beta"] = DIAGNOSTICS_BETA
+        betas = ([DIAGNOSTICS_BETA] if self._diagnostics else []) + (
+            [INTERLEAVED_THINKING_BETA] if request.thinking_tokens else [])
+        if betas:
+            headers["anthropic-beta"] = ",".join(betas)
         if self._key:
             headers["x-api-key"] = self._key
-        reply = await post(
+        return headers
+
+    async def complete(self, request: ModelRequest) -> ModelReply:
+        body, headers = self.request_body(request), self.headers(request)
+        sent = body["messages"]
+        replies = [await self._post(body, headers, request)]
+        # A paused turn (a server tool's long loop) goes on where it stopped: the request again, with the turn so
+        # far as the last, assistant, message, exactly as it came; the API's answer continues that message.
+        while replies[-1].stop_reason == "pause_turn" and len(replies) <= MAX_CONTINUATIONS:
+            so_far = [block for reply in replies for block in reply.raw_content]
+            body = {**body, "messages": [*sent, {"role": "assistant", "content": so_far}]}
+            container = replies[-1].container
+            if container is not None and container.id:
+                body["container"] = container.id
+            replies.append(await self._post(body, headers, request))
+        return _reply(replies, body["max_tokens"])
+
+    async def _post(self, body: dict[str, Any], headers: dict[str, str], request: ModelRequest) -> _Message:
+        return await post(
             f"{self._base_url}/v1/messages",
             headers=headers,
-            body=self.request_body(request),
+            body=body,
             reply_type=_Message,
             where=f"anthropic model {request.model}",
             key_env="ANTHROPIC_API_KEY",
             secret=self._key,
             transport=self._transport,
         )
-        text = "\n\n".join(b.text for b in reply.content if isinstance(b, _TextBlock) and b.text)
-        calls = [tool_call(b.id, b.name, b.input) for b in reply.content if isinstance(b, _ToolUseBlock)]
-        usage = reply.usage
-        written, read = usage.cache_creation_input_tokens or 0, usage.cache_read_input_tokens or 0
-        return ModelReply(content=text, tool_calls=calls, provider_id=reply.id[:128],
-                          cache_miss=_miss_reason(reply.diagnostics),
-                          usage=Usage(input_tokens=usage.input_tokens + written + read,
-                                      output_tokens=usage.output_tokens, cache_read_tokens=read,
-                                      cache_write_tokens=written, model_calls=1))
+
+
+def _reply(replies: list[_Message], limit: int) -> ModelReply:
+    """One reply from a turn's answers (more than one when it paused): their content in order, usage summed."""
+    blocks = [block for reply in replies for block in reply.content]
+    text = "\n\n".join(b.text for b in blocks if isinstance(b, _TextBlock) and b.text)
+    calls = [tool_call(b.id, b.name, b.input) for b in blocks if isinstance(b, _ToolUseBlock)]
+    thinking = kept_thinking([block for reply in replies for block in reply.raw_content])
+    last = replies[-1]
+    details = last.stop_details
+    written = sum(r.usage.cache_creation_input_tokens or 0 for r in replies)
+    read = sum(r.usage.cache_read_input_tokens or 0 for r in replies)
+    usage = Usage(input_tokens=sum(r.usage.input_tokens for r in replies) + written + read,
+                  output_tokens=sum(r.usage.output_tokens for r in replies), cache_read_tokens=read,
+                  cache_write_tokens=written, model_calls=1)
+    return ModelReply(
+        content=text, tool_calls=calls, provider_id=last.id[:128], usage=usage,
+        cache_miss=_miss_reason(replies[0].diagnostics),  # the turn's own request, against the previous turn's
+        stop_reason=(last.stop_reason or "")[:64], output_limit=limit,
+        stop_detail=str((details.explanation or details.category or "") if details else "")[:1000],
+        thinking=json.dumps(thinking, ensure_ascii=False) if thinking else "")

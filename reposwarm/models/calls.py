@@ -38,6 +38,7 @@ from reposwarm.models import (
     too_deep,
     value_depth,
 )
+from reposwarm.models.limits import CUT_REASONS, REFUSAL
 from reposwarm.runs import ledger, recording
 from reposwarm.runs.once import Once, keyed_path
 
@@ -49,12 +50,14 @@ MAX_ERROR_CHARS = 1_000
 CALL_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")  # what providers send (call_..., toolu_..., functions.x:0)
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 _SURROGATE = re.compile("[\ud800-\udfff]")  # lone halves of a pair, which JSON can spell and UTF-8 cannot
+UNUSUAL_STOPS = CUT_REASONS | {REFUSAL, "pause_turn"}  # stop reasons a call's ledger line names
 
 
 async def complete(run_id: str, model_name: str, *, agent: str, round_no: int, turn: int, system: str,
                    messages: list[dict[str, Any]], tools: list[dict[str, Any]], attempt: int = 1,
                    price: ModelPrice | None = None, record: bool = False, call_id: str | None = None,
-                   cache_ttl: str = "5m", max_tokens: int | None = None) -> ModelReply:
+                   cache_ttl: str = "5m", max_tokens: int | None = None, thinking_tokens: int | None = None,
+                   reasoning_effort: str | None = None) -> ModelReply:
     """One model request from the running activity: the bounded, priced reply.
 
     `agent`, `round_no`, `turn` and `attempt` (the lane's dispatch within the round) say where the call falls;
@@ -62,6 +65,8 @@ async def complete(run_id: str, model_name: str, *, agent: str, round_no: int, t
     in the ledger (default `<agent>-r<round>-t<turn>`). Every attempt that reaches the provider is a ledger
     line, so the ledger matches what the provider saw. `cache_ttl` is how long the provider keeps the cached
     prefix; the run is the cache key (not part of the request's record: caching never changes what was asked).
+    `max_tokens` is the reply's limit (None: the provider's default, reposwarm/models/limits.py), `thinking_tokens`
+    Anthropic's extended thinking budget, `reasoning_effort` an OpenAI reasoning model's effort.
     """
     fields: dict[str, Any] = dict(system=system, messages=messages, tools=tools, agent=agent, round=round_no,
                                   turn=turn, attempt=attempt)
@@ -85,7 +90,8 @@ async def complete(run_id: str, model_name: str, *, agent: str, round_no: int, t
         try:
             provider, model = provider_for(model_name)
             request = ModelRequest(model=model, cache_ttl=cache_ttl, cache_key=f"reposwarm-{run_id}"[:64],
-                                   max_tokens=max_tokens, **fields)
+                                   max_tokens=max_tokens, thinking_tokens=thinking_tokens,
+                                   reasoning_effort=reasoning_effort, **fields)
             # bounded before it is kept, recorded or put in a transcript: nothing downstream sees it as it came
             reply = bounded(await provider.complete(request), f"{model_name.partition(':')[0]} model")
         except ModelError as err:
@@ -108,7 +114,9 @@ async def complete(run_id: str, model_name: str, *, agent: str, round_no: int, t
                 recording.save(run_id, agent, round_no, turn, reply, attempt=attempt)
             cache = {"cache_read_tokens": usage.cache_read_tokens, "cache_write_tokens": usage.cache_write_tokens,
                      "uncached_cost_usd": usage.uncached_cost_usd,
-                     **({"cache_miss": reply.cache_miss} if reply.cache_miss else {})}
+                     **({"cache_miss": reply.cache_miss} if reply.cache_miss else {}),
+                     # a reply that did not end as replies do (cut at its limit, declined, still paused) says so
+                     **({"stop_reason": reply.stop_reason} if reply.stop_reason in UNUSUAL_STOPS else {})}
             line(outcome="ok", input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
                  cost_usd=usage.cost_usd, billed_tokens=usage.billed_tokens, latency_s=latency_s, **cache)
             # Kept last: an attempt killed before this asks (and pays) again, and its ledger line says so; one
@@ -157,7 +165,7 @@ def bounded(reply: ModelReply, where: str) -> ModelReply:
     error: a retry would pay for another one like it). Call ids become unique and safe where they are not
     (the transcript carries the new id, so the model's next turn still pairs each result with its call).
     """
-    size = len(reply.content.encode("utf-8", "replace")) + sum(
+    size = len(reply.content.encode("utf-8", "replace")) + len(reply.thinking) + sum(
         len(c.raw_arguments) + len(c.id) + len(c.name) for c in reply.tool_calls)
     if size > MAX_REPLY_BYTES:
         raise ModelError(f"{where}: the model's reply is about {size:,} bytes, over the limit of "
@@ -198,4 +206,8 @@ def bounded(reply: ModelReply, where: str) -> ModelReply:
             update["error"] = "; ".join(dict.fromkeys(errors))[:MAX_ERROR_CHARS]
         seen.add(update.get("id", call.id))
         calls.append(call.model_copy(update=update) if update else call)
-    return reply.model_copy(update={"content": content, "tool_calls": calls})
+    # The thinking goes back to the provider as it came, or its signature fails: kept as is, never rewritten; one
+    # that is not text (a lone surrogate) could be neither stored nor sent, and is dropped.
+    thinking = reply.thinking if reply.thinking == as_text(reply.thinking) else ""
+    return reply.model_copy(update={"content": content, "tool_calls": calls, "thinking": thinking,
+                                    "stop_detail": as_text(reply.stop_detail)})

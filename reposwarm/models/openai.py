@@ -7,11 +7,19 @@ run as `prompt_cache_key`, so that the lanes of a run, whose requests begin
 alike, reach the same cache, and the usage's cached_tokens is kept. The transcript is
 already OpenAI-shaped, so the request is nearly a copy; the reply is validated
 against pydantic models of the wire format rather than picked apart by hand.
+
+The reply's limit is sent only where one is set (the lane's `max_output_tokens`,
+the warming call's one token): as `max_completion_tokens` to the reasoning models
+(o1, o3, o4, gpt-5 families), which refuse `max_tokens`, and as `max_tokens` to
+the rest. A lane's `reasoning_effort` goes as is; the reasoning tokens are
+output tokens (completion_tokens holds them). `finish_reason: "length"` (the
+reply cut at its limit) and a `refusal` are kept as the reply's stop reason.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
 import httpx
@@ -22,6 +30,8 @@ from reposwarm.models import ModelError, ModelReply, ModelRequest, tool_call
 from reposwarm.models.http import base_url, post
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
+# The reasoning models, by family, whatever the suffix or a gateway's prefix ("openai/gpt-5-mini").
+_REASONING_MODEL = re.compile(r"(^|/)(o[1-9]|gpt-5)([-.:]|$)", re.IGNORECASE)
 _MESSAGE_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name")
 
 
@@ -56,10 +66,22 @@ class _PromptDetails(BaseModel):
     cached_tokens: int | None = 0
 
 
+class _CompletionDetails(BaseModel):
+    reasoning_tokens: int | None = 0
+
+
 class _Usage(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     prompt_tokens_details: _PromptDetails | None = None
+    completion_tokens_details: _CompletionDetails | None = None
+
+    @property
+    def output_tokens(self) -> int:
+        """The reply's tokens, its reasoning included: OpenAI counts reasoning tokens in completion_tokens; a
+        server that reports them beside it (fewer completion than reasoning tokens) has them added."""
+        reasoning = (self.completion_tokens_details or _CompletionDetails()).reasoning_tokens or 0
+        return self.completion_tokens if self.completion_tokens >= reasoning else self.completion_tokens + reasoning
 
 
 class _Completion(BaseModel):
@@ -73,6 +95,10 @@ class _Completion(BaseModel):
 def _wire_message(message: dict[str, Any]) -> dict[str, Any]:
     """Only the keys the API knows; store bookkeeping never goes over the wire."""
     return {k: message[k] for k in _MESSAGE_KEYS if k in message}
+
+
+def is_reasoning_model(model: str) -> bool:
+    return bool(_REASONING_MODEL.search(model))
 
 
 def _tool_call(call: _ToolCall, index: int) -> ToolCall:
@@ -116,6 +142,10 @@ class OpenAIProvider:
             body["tool_choice"] = "auto"
         if request.cache_key:  # prompt caching is automatic; the key keeps a run's requests on one cache
             body["prompt_cache_key"] = request.cache_key
+        if request.max_tokens is not None:
+            body["max_completion_tokens" if is_reasoning_model(request.model) else "max_tokens"] = request.max_tokens
+        if request.reasoning_effort:
+            body["reasoning_effort"] = request.reasoning_effort
         return body
 
     async def complete(self, request: ModelRequest) -> ModelReply:
@@ -130,12 +160,17 @@ class OpenAIProvider:
             secret=self._key,
             transport=self._transport,
         )
-        message = reply.choices[0].message
+        choice = reply.choices[0]
+        message = choice.message
         usage = reply.usage or _Usage()
         cached = min(usage.prompt_tokens, (usage.prompt_tokens_details or _PromptDetails()).cached_tokens or 0)
         return ModelReply(
-            content=message.content or message.refusal or "",
+            content=message.content or "",
             tool_calls=[_tool_call(c, i) for i, c in enumerate(message.tool_calls or [])],
-            usage=Usage(input_tokens=usage.prompt_tokens, output_tokens=usage.completion_tokens,
+            usage=Usage(input_tokens=usage.prompt_tokens, output_tokens=usage.output_tokens,
                         cache_read_tokens=cached, model_calls=1),
+            # a refusal is a message of its own, whatever the finish reason ("stop")
+            stop_reason="refusal" if message.refusal else (choice.finish_reason or "")[:64],
+            stop_detail=(message.refusal or "")[:1000],
+            output_limit=request.max_tokens,
         )
