@@ -99,7 +99,8 @@ class OracleProvider:
         if request.turn > 0 or self.idle:
             return ModelReply(tool_calls=[_call(99, "finish", {"summary": "applied the commit's changes",
                                                                "assumptions": []})])
-        first = str(request.messages[0]["content"])
+        # the lane's own first message (after the run's shared context): its slice
+        first = next((str(m.get("content")) for m in request.messages if m.get("role") == "user"), "")
         allowed = re.search(r"^You may write: (.*)$", first, re.M)
         policy = PathPolicy(".", (allowed.group(1) if allowed else "").split(", "))
         mine = [(status, path) for status, path in self._changes() if policy.writable(path)]
