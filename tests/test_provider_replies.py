@@ -314,3 +314,32 @@ async def test_openai_length_with_a_cut_call_and_a_reasoning_model_go_on(
     assert all((s.body["reasoning_effort"], s.body["max_completion_tokens"]) == ("high", 16_000) for s in sent)
     assert all("max_tokens" not in s.body and "thinking" not in m for s in sent for m in s.body["messages"])
     assert lane.usage.output_tokens >= 1186  # the reasoning tokens counted
+
+
+def test_a_recorded_cut_reply_plays_back_as_a_cut_reply(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """`--record` keeps how a reply ended, so its replay script cuts where the provider cut (not runs a half call)."""
+    from reposwarm.models import ModelReply, tool_call
+    from reposwarm.models.replay import _reply
+    from reposwarm.runs import recording
+
+    monkeypatch.setenv("REPOSWARM_HOME", str(tmp_path))
+    cut = ModelReply(tool_calls=[tool_call("c1", "write_file", '{"path": "a.py", "content": "x = ')],
+                     stop_reason="max_tokens", output_limit=8192)
+    recording.save("run-cut", "api", 1, 0, cut)
+    script = recording.replay_script("run-cut")
+    played = _reply(script["lanes"]["api"][1][0], "api r1 t0")
+    assert (played.stop_reason, played.output_limit) == ("max_tokens", 8192)
+    plain = _reply({"content": "done"}, "api r1 t1")
+    assert (plain.stop_reason, plain.output_limit) == ("", None)
+
+
+def test_a_request_that_allows_a_long_reply_waits_for_it_inside_the_activity_s_time(
+        monkeypatch: pytest.MonkeyPatch):
+    from reposwarm.models.http import timeouts
+
+    monkeypatch.delenv("REPOSWARM_MODEL_TIMEOUT_S", raising=False)
+    assert timeouts().read == 300 and timeouts(8_192).read == 300  # a short reply: the default
+    assert timeouts(20_000).read == 400  # 20,000 tokens at 50 a second
+    assert timeouts(64_000).read == 570  # never past the model activity's 10-minute start-to-close
+    monkeypatch.setenv("REPOSWARM_MODEL_TIMEOUT_S", "90")
+    assert timeouts(64_000).read == 90  # the worker's own setting wins

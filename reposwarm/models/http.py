@@ -51,9 +51,19 @@ def env_number(name: str, default: float) -> float:
     return value
 
 
-def timeouts() -> httpx.Timeout:
-    """Explicit timeouts: a model may think for minutes, but connecting should be quick."""
-    return httpx.Timeout(connect=10, read=env_number("REPOSWARM_MODEL_TIMEOUT_S", 300), write=30, pool=10)
+READ_S = 300  # a reply's read timeout by default ...
+TOKENS_PER_S = 50  # ... longer for a request that allows a long reply (at about this many tokens a second) ...
+READ_CEILING_S = 570  # ... but always inside the model activity's 10-minute start-to-close (workflows/options.py)
+
+
+def timeouts(max_tokens: int | None = None) -> httpx.Timeout:
+    """Explicit timeouts: a model may think for minutes, but connecting should be quick. The read timeout is
+    REPOSWARM_MODEL_TIMEOUT_S where set; else 300 s, or the time a reply of `max_tokens` takes, up to 570 s."""
+    if os.environ.get("REPOSWARM_MODEL_TIMEOUT_S", "").strip():
+        read = env_number("REPOSWARM_MODEL_TIMEOUT_S", READ_S)
+    else:
+        read = min(READ_CEILING_S, max(READ_S, (max_tokens or 0) / TOKENS_PER_S))
+    return httpx.Timeout(connect=10, read=read, write=30, pool=10)
 
 
 def base_url(env: str, default: str) -> str:
@@ -210,7 +220,8 @@ async def post(
     transport: httpx.AsyncBaseTransport | None = None,
 ) -> T:
     """POST a JSON body and validate the reply against the wire model; every failure is a ModelError."""
-    timeout = timeouts()
+    limit = body.get("max_tokens") or body.get("max_completion_tokens")
+    timeout = timeouts(limit if isinstance(limit, int) else None)
     try:
         async with contextlib.AsyncExitStack() as stack:  # a transport of its own (tests): a client of its own
             client = _client() if transport is None else await stack.enter_async_context(

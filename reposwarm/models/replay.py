@@ -72,6 +72,8 @@ def _reply(raw: dict[str, Any], where: str) -> ModelReply:
         tool_calls=calls,
         usage=Usage(input_tokens=int(usage.get("input_tokens", 0)), output_tokens=int(usage.get("output_tokens", 0)),
                     model_calls=1),
+        stop_reason=str(raw.get("stop_reason") or "")[:40],
+        output_limit=raw.get("output_limit") if isinstance(raw.get("output_limit"), int) else None,
     )
 
 

@@ -33,6 +33,9 @@ def save(run_id: str, agent: str, round_no: int, turn: int, reply: ModelReply, *
         "content": reply.content,
         "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.raw_arguments} for c in reply.tool_calls],
         "usage": {"input_tokens": reply.usage.input_tokens, "output_tokens": reply.usage.output_tokens},
+        # how the reply ended, where it was not the usual: a cut reply played back is a cut reply again
+        **({"stop_reason": reply.stop_reason} if reply.stop_reason else {}),
+        **({"output_limit": reply.output_limit} if reply.output_limit else {}),
     }
     fd, tmp = tempfile.mkstemp(dir=path.parent)
     with os.fdopen(fd, "w", encoding="utf-8") as f:
