@@ -78,7 +78,7 @@ def run_tool(req: ToolInput) -> ToolOutcome:
         return recorded
     tools = Toolbox(PathPolicy(worktree, req.allowed_paths, req.read_only_paths),
                     store=store, check_profiles=req.check_profiles, default_profile=req.default_profile,
-                    default_reason=req.default_reason, baseline=lambda: load_baseline(req.run_id))
+                    default_reason=req.default_reason, baseline=lambda: load_baseline(req.run_id), shell=req.shell)
     refused = malformed = False
     raw_error: str | None = None
     arguments, raw = call.arguments, call.raw_arguments
@@ -121,7 +121,7 @@ def run_tool(req: ToolInput) -> ToolOutcome:
     output = ledger.redact(output)
     output_ref = store.put(output)
     if tools.undone:  # a check's leftovers outside the slice (or a nested repository), reverted and told
-        ledger.record_activity(req.run_id, "slice_refused", lane=req.lane, at="run_checks", call_id=call.id,
+        ledger.record_activity(req.run_id, "slice_refused", lane=req.lane, at=call.name, call_id=call.id,
                                detail=ledger.redact("; ".join(tools.undone))[:2000])
     path = arguments.get("path") if isinstance(arguments, dict) else None
     span = trace.get_current_span()
@@ -133,11 +133,15 @@ def run_tool(req: ToolInput) -> ToolOutcome:
         path=path if isinstance(path, str) else None,
         outcome="refused" if refused else ("ok" if ok else "error"), detail=None if ok else output[:500],
         malformed=malformed, output_ref=output_ref, **({"raw_error": raw_error} if raw_error else {}),
+        # a `run` call: the command, how it ended, and the files it changed inside the slice
+        **({"command": ran.command, "exit_code": ran.exit_code, "timed_out": ran.timed_out,
+            "changed": [e.path for e in ran.edits] or None} if (ran := tools.ran) is not None else {}),
     )
     # The full output goes to the store; history carries a reference and a short preview.
     return done.record(ToolOutcome(call_id=call.id, name=call.name, ok=ok, output=output[:PREVIEW_CHARS],
                                    output_ref=output_ref, refused=refused, malformed=malformed,
-                                   output_chars=len(output), edit=tools.edit))
+                                   output_chars=len(output), edit=tools.edit,
+                                   ran=tools.ran.line if tools.ran is not None else "", edits=tools.edits))
 
 
 def _same_start(policy: PathPolicy, store: Store, path: str, before: Path) -> None:

@@ -59,7 +59,8 @@ from reposwarm.runs.store import home as reposwarm_home
 
 log = logging.getLogger("reposwarm.mcp")
 
-LANE_ONLY = frozenset({"finish"})
+# (`run` would run a command in the user's own checkout, where nothing reverts what it writes: lanes only)
+LANE_ONLY = frozenset({"finish", "run"})
 SERVED = tuple(name for name in TOOL_ARGS if name not in LANE_ONLY)
 HOST = "127.0.0.1"
 PATH = "/mcp"

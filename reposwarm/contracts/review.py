@@ -38,6 +38,7 @@ class LaneReview(Contract):
     failed_calls: list[str] = []
     flags: list[str] = []  # what a reviewer should doubt: a summary claiming green checks that failed
     elapsed_s: float = 0.0
+    commands: list[str] = []  # its last pass's `run` commands and how each ended ("$ python gen.py -> exit 0")
     # Since issue 33: the figures above are the lane's whole round (its first pass and every repair, as status
     # has them), `edits` every file its passes changed, and `passes` each pass on its own.
     round: int = 0  # the round the work is from: an earlier round's lane whose work is still in the merged tree
@@ -47,7 +48,8 @@ class LaneReview(Contract):
     head_sha: str = ""  # its branch's head: in the merged tree when the integration branch holds it
     in_tree: bool | None = None  # whether the merged tree holds its work (None: not known, as before issue 33)
 
-    _inert = field_validator("summary", "assumptions", "reason", "failed_calls")(lambda cls, v: inert_text(v))
+    _inert = field_validator("summary", "assumptions", "reason", "failed_calls", "commands")(
+        lambda cls, v: inert_text(v))
 
     @classmethod
     def of(cls, result: LaneResult, goal: str) -> LaneReview:

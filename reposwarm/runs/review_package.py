@@ -25,6 +25,7 @@ from reposwarm.contracts.cost import usage_line
 from reposwarm.text import error_line, inert
 
 FAILED_CALLS_SHOWN = 10  # per lane in the Markdown; the --json package keeps the lane's whole list
+BACKTICK, QUOTE = "`", "'"  # a command is shown as code: a backtick in it would end the span
 TAIL_LINES = 15  # of a failing command's output, in the Markdown (the --json package and its log keep more)
 DIFF_LINES, DIFF_BYTES, DIFF_LINE_CHARS = 400, 40_000, 1_000  # the diff the package holds (the whole: git diff)
 
@@ -189,6 +190,9 @@ def _lane(pkg: ReviewPackage, lane: LaneReview) -> list[str]:
                        + (f", {one.status.value}" if one.status is not None else ""))
         out.append("")
     out += _failed_calls(lane)
+    if lane.commands:  # what it ran with the `run` tool, and how each ended ("... and 3 more" last)
+        out += ["Commands it ran:", *[f"  - `{c.replace(BACKTICK, QUOTE)}`" if c.startswith("$ ") else f"  - {c}"
+                                      for c in lane.commands], ""]
     if lane.edits:
         out += ["| file | change | reason |", "|---|---|---|"]
         out += [f"| `{e.path}` | {e.operation} | {e.reason.replace('|', '/')} |" for e in lane.edits]
