@@ -7,7 +7,7 @@ import functools
 import json
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 
 class _Args(BaseModel):
@@ -66,9 +66,41 @@ class DeleteFileArgs(_Args):
 
 
 class RunChecksArgs(_Args):
-    """Run the configured check commands in the lane's worktree."""
+    """Run the configured check commands in the lane's worktree; with `tests`, only those tests (in seconds), judged
+    against the same tests on the base commit."""
 
     profile: str | None = None
+    tests: list[str] | None = Field(default=None, max_length=200, description=(
+        "only these tests, as their runner names them: pytest files or node ids (tests/test_x.py::test_a), unittest "
+        "dotted ids, node/jest/vitest test files (jest, vitest: also FILE::TEST NAME), go packages (./pkg/...) or "
+        "tests (TestName, pkg/path.TestName), cargo filters (tests::adds) or CRATE::FILTER; omit for the whole "
+        "profile"))
+
+
+MAX_COMMAND_CHARS = 65_536  # a longer command belongs in a script (write_file, then run it)
+
+
+class RunArgs(_Args):
+    """Run one command in the worktree, in the checks' sandbox (no secrets; the check profile's network, none by
+    default, and limits): its exit code and output. Changes outside your slice are undone; files it writes inside
+    are yours."""
+
+    command: list[str] | str = Field(description="an argv list, or a line run by sh -c")
+    timeout_s: float | None = Field(default=None, gt=0, allow_inf_nan=False,
+                                    description="seconds (default 120, at most the profile's)")
+
+    @field_validator("command")
+    @classmethod
+    def _a_command(cls, command: list[str] | str) -> list[str] | str:
+        if isinstance(command, list) and (not command or not command[0].strip()):
+            raise ValueError("an argv list starts with the program to run")
+        if isinstance(command, str) and not command.strip():
+            raise ValueError("the command line is empty")
+        size = len(command) if isinstance(command, str) else sum(len(a) + 1 for a in command)
+        if size > MAX_COMMAND_CHARS:
+            raise ValueError(f"the command is {size:,} characters, over {MAX_COMMAND_CHARS:,}; write a script "
+                             "with write_file and run that")
+        return command
 
 
 class FinishArgs(_Args):
@@ -87,6 +119,7 @@ TOOL_ARGS: dict[str, type[_Args]] = {
     "edit_file": EditFileArgs,
     "delete_file": DeleteFileArgs,
     "run_checks": RunChecksArgs,
+    "run": RunArgs,
     "finish": FinishArgs,
 }
 

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from reposwarm import gitcmd
+from reposwarm.agent import shell as lane_shell
 from reposwarm.agent.paths import PathPolicy, ToolRefused
 from reposwarm.agent.slice import revert_outside_slice
 from reposwarm.agent.specs import (
@@ -22,16 +23,18 @@ from reposwarm.agent.specs import (
     EditFileArgs,
     ListDirArgs,
     ReadFileArgs,
+    RunArgs,
     RunChecksArgs,
     SearchArgs,
     SymbolLookupArgs,
     WriteFileArgs,
     parse_args,
 )
-from reposwarm.checks import sandbox, verdicts
+from reposwarm.checks import runners, sandbox, verdicts
 from reposwarm.checks.runner import load_cases, run_profile
+from reposwarm.checks.runners import select
 from reposwarm.checks.sandbox import SandboxUnavailable
-from reposwarm.contracts import CheckProfile, FileEdit, TestReport
+from reposwarm.contracts import CheckProfile, CommandResult, FileEdit, TestReport
 from reposwarm.runs.store import Store
 from reposwarm.runs.store import home as reposwarm_home
 
@@ -59,8 +62,12 @@ class Toolbox:
 
     def __init__(self, policy: PathPolicy, *, store: Store | None = None,
                  check_profiles: dict[str, CheckProfile] | None = None, default_profile: str = "default",
-                 default_reason: str = "", baseline: Callable[[], TestReport | None] | None = None) -> None:
+                 default_reason: str = "", baseline: Callable[[], TestReport | None] | None = None,
+                 shell: bool | None = False) -> None:
         self.policy = policy
+        self.shell = shell  # the `run` tool: on, off, or None (on when the sandbox is); off unless asked for
+        self.ran: lane_shell.Ran | None = None  # what the last call ran, if it was a `run`
+        self.edits: list[FileEdit] = []  # the files the last `run` changed inside the slice
         self.store = store
         self.check_profiles = check_profiles or {}
         self.default_profile = default_profile
@@ -76,7 +83,7 @@ class Toolbox:
         args = parse_args(name, arguments, raw)
         if name == "finish":
             raise ValueError("finish ends a lane; it is not run as a tool")
-        self.edit = None
+        self.edit, self.edits, self.ran = None, [], None
         return getattr(self, name)(args)
 
     def _ref(self, data: bytes | str) -> str | None:
@@ -215,6 +222,9 @@ class Toolbox:
             configured = ", ".join(sorted(self.check_profiles)) or "none"
             raise ToolRefused(f"run_checks runs only configured check profiles; {name!r} is not one "
                               f"(configured: {configured})")
+        plan = self._targeted(a.tests, profile, name) if a.tests else None
+        if plan is not None:  # only the commands that select the named tests, each running only those
+            profile = profile.model_copy(update={"commands": [t.argv for t in plan.targets]})
         try:
             # Tools run in the worker's thread pool; the checks get an event loop of their own.
             # (their git view holds only what this lane may read: no other lane's branch, none of HEAD's other paths)
@@ -225,8 +235,28 @@ class Toolbox:
         except SandboxUnavailable as err:
             raise ToolRefused(str(err)) from None
         baseline = self.baseline() if self.baseline is not None else None
-        report = verdicts.judge(report, baseline, lambda result: load_cases(self.store, result))
-        lines = [f"checks {verdicts.summary(report)}, in {report.duration_s:.1f}s"]
+
+        def cases(result: CommandResult) -> list[runners.Case] | None:
+            return load_cases(self.store, result)
+
+        if plan is None or len(report.commands) != len(plan.targets):  # (a failed setup step ran no command)
+            report = verdicts.judge(report, baseline, cases)
+        else:  # against the same tests of the base commit's run, and never called a run of the whole profile
+            narrowed, narrowed_cases = select.narrow(baseline, plan.targets, report.commands, cases) \
+                if baseline is not None else (None, cases)
+            report = verdicts.judge(report, narrowed, narrowed_cases)
+            missing = [f"`{n}`: no test the targeted run reported matches it (misnamed? gone?)"
+                       for n in select.unmatched(plan.targets, report.commands, cases)]
+            report = verdicts.settle(report.model_copy(update={"problems": [*report.problems, *missing]}))
+        note = "" if plan is None else select.described(
+            list(dict.fromkeys(n for t in plan.targets for n in t.names)), report.tests_run)
+        lines = [f"checks {verdicts.summary(report, note)}, in {report.duration_s:.1f}s"]
+        if plan is not None:
+            judged = ", judged against the same tests on the base commit" if baseline is not None else ""
+            lines.append(f"targeted run: only the tests named ran{judged} (run_checks without tests runs the whole "
+                         "profile, as the gate does)")
+            lines += [f"skipped for this targeted run: `{c}`: {why}" for c, why in plan.skipped]
+            lines += [f"not run: `{n}`: {why}" for n, why in plan.unclaimed]
         if baseline is None and self.baseline is not None:
             lines.append("(the base commit's results are not in yet: failures are not told apart from ones the "
                          "base commit has too)")
@@ -254,6 +284,30 @@ class Toolbox:
             text += ("\nrefused: the checks changed paths outside this lane's slice; reverted: "
                      + "; ".join(undone[:20]) + more)
         return text
+
+    def run(self, a: RunArgs) -> str:
+        """One command in the checks' sandbox, contained as run_checks is (reposwarm/agent/shell.py)."""
+        if not lane_shell.enabled(self.shell):
+            raise ToolRefused(lane_shell.OFF)
+        ran = self.ran = lane_shell.run(
+            a, self.policy, lane_shell.profile_for(self.check_profiles, self.default_profile), store=self.store,
+            scope=f"lane:{self.store.run_id}/{self.policy.root.name}" if self.store is not None else "",
+            contain=self._contain_checks)
+        self.edits, self.undone = ran.edits, ran.undone
+        return ran.text
+
+    def _targeted(self, tests: list[str], profile: CheckProfile, name: str) -> select.Plan:
+        """What a targeted run of `tests` runs, or a refusal the model reads: names that are no plain selector,
+        or a profile none of whose commands can select them."""
+        why = select.refusal(tests, self.policy.root)
+        if why:
+            raise ToolRefused(why)
+        plan = select.plan(profile.commands, tests, self.policy.root)
+        if not plan.targets:
+            said = [f"`{c}`: {w}" for c, w in plan.skipped] + [f"`{n}`: {w}" for n, w in plan.unclaimed[:5]]
+            raise ToolRefused(f"run_checks refused: no command of profile {name!r} can run only the tests named ("
+                              + "; ".join(said)[:2000] + "); run_checks without tests runs the whole profile")
+        return plan
 
     def _contain_checks(self) -> list[str]:
         """Undo what the checks changed outside the lane's writable paths (the sandbox lets them write the whole
