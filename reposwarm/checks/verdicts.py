@@ -118,15 +118,17 @@ def why_failed(report: TestReport) -> str:
     return report.problems[0] if report.problems and not report.failures else ""
 
 
-def summary(report: TestReport) -> str:
-    """One line, starting with the verdict word: what a lane, a reviewer, status and watch read first."""
+def summary(report: TestReport, note: str = "") -> str:
+    """One line, starting with the verdict word: what a lane, a reviewer, status and watch read first. `note`:
+    said first after it, in its parentheses (a targeted run says so: "PASSED (targeted: 2 tests of ...)")."""
     parts = [f"{len(report.failures)} new failure(s)"] if report.failures else []
     parts += [f"tests {', '.join(change_counts(report))}"] if report.test_changes else []
     parts += [f"{len(report.pre_existing)} pre-existing"] if report.pre_existing else []
     parts += [f"{len(report.fixed)} fixed"] if report.fixed else []
     parts += [f"{len(report.flaky)} flaky"] if report.flaky else []
     parts += [f"{len(report.problems)} problem(s)"] if report.problems else []
-    head = report.verdict_of.value + (f" ({', '.join(parts)})" if parts else "")
+    inner = "; ".join(said for said in (note, ", ".join(parts)) if said)
+    head = report.verdict_of.value + (f" ({inner})" if inner else "")
     if why := why_failed(report):
         head += f": {why[:300]}"
     if report.tests_run is not None:
