@@ -186,6 +186,8 @@ LANES = {"swarm": {"lanes": {"a": {"allowed_paths": ["a/"]}}},
      "validation.profiles.default.env"),
     ({"validation": {"profiles": {"default": {"commands": [["true"]], "read_only_paths": ["/root"]}}}},
      "validation.profiles.default.read_only_paths"),
+    # a model's shell on even where the worker runs checks unsandboxed: only the user may say so
+    ({"swarm": {"lanes": {"a": {"allowed_paths": ["a/"], "shell": True}}}}, "swarm.lanes.a.shell"),
 ])
 def test_the_repository_s_own_lanes_file_may_not_set_what_only_the_user_may(tmp_path, extra, key):
     repo = make_repo(tmp_path / "repo", {"a/x.py": "x = 1\n"})

@@ -231,11 +231,14 @@ UNTRUSTED_PROFILE_KEYS = frozenset({"commands", "timeout_s", "memory_mb", "max_p
 
 def settings_only_the_user_makes(config: LanesFile) -> list[str]:
     """The keys a lanes file found in the repository sets that only the user may: delivery (remotes, forge
-    settings) and a check profile's environment, network or more. The repository's author wrote that file."""
+    settings), a check profile's environment, network or more, and a lane's shell forced on. The repository's
+    author wrote that file."""
     from reposwarm.contracts import DeliveryConfig
 
     keys = [f"delivery.{name}" for name in sorted(config.delivery.model_fields_set)
             if getattr(config.delivery, name) != DeliveryConfig.model_fields[name].default]
+    # a lane's shell on even where checks run unsandboxed: commands a model picks, run on the worker's host
+    keys += [f"swarm.lanes.{name}.shell" for name, role in sorted(config.swarm.lanes.items()) if role.shell is True]
     for profile_name, profile in config.validation.profiles.items():
         keys += [f"validation.profiles.{profile_name}.{name}" for name in sorted(profile.model_fields_set)
                  if name not in UNTRUSTED_PROFILE_KEYS
@@ -278,7 +281,8 @@ def load_config(repo: Path, given: str | None, *, rev: str = "HEAD", warn: bool 
     config, findings = read_lanes_file(path, files, root=repo, at=at, tools_on_path=warn)
     if not given:
         print(f"note: using the repository's own {path.name} (untrusted: it may not set delivery, a check "
-              "profile's env or network; --lanes FILE gives a lanes file of your own)", file=sys.stderr)
+              "profile's env or network, or a lane's shell: true; --lanes FILE gives a lanes file of your own)",
+              file=sys.stderr)
         if keys := settings_only_the_user_makes(config):
             raise UserError(f"{path}: the repository's own lanes file may not set {', '.join(keys)}; give "
                             "them yourself, in a lanes file of your own (--lanes FILE)")
