@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sqlite3
 from collections.abc import Callable
 from typing import Any
@@ -95,6 +96,15 @@ def _head(messages: list[dict[str, Any]]) -> int:
     return first_user + 1
 
 
+_SUMMARY = re.compile(r"^Earlier turns, summarised to fit the context window \((\d+) turns")
+
+
+def _summarised(message: dict[str, Any]) -> int:
+    """The turns an earlier summary folded (a second compaction folds the first summary too)."""
+    found = _SUMMARY.match(str(message.get("content") or "")) if message.get("role") == "user" else None
+    return int(found.group(1)) if found else 0
+
+
 def compact(messages: list[dict[str, Any]], limit: int) -> tuple[list[dict[str, Any]], bool]:
     """Keep the opening (the shared context and the goal) and the recent turns; fold the middle into a summary.
 
@@ -132,8 +142,9 @@ def compact(messages: list[dict[str, Any]], limit: int) -> tuple[list[dict[str, 
                 lines.append(f"- you called {fn.get('name')}({target})")
         elif m.get("role") == "tool" and str(m.get("content", "")).startswith(("error", "refused")):
             lines.append(f"  -> {str(m['content'])[:200]}")
-    summary = {"role": "user", "content": "Earlier turns, summarised to fit the context window "
-               "(your edits are on disk; read files again if you need their text):\n" + "\n".join(lines)}
+    turns = sum(m.get("role") == "assistant" for m in folded) + sum(_summarised(m) for m in folded)
+    summary = {"role": "user", "content": f"Earlier turns, summarised to fit the context window ({turns} turns; "
+               "your edits are on disk; read files again if you need their text):\n" + "\n".join(lines)}
     return [*messages[:head], summary, *messages[keep_from:]], True
 
 

@@ -167,7 +167,11 @@ class FakeModelServer:
         system, messages = self._conversation(body)
         users = [text_of(m["content"]) for m in messages if m["role"] == "user"]
         first_text = users[0] if users else ""
-        turn = sum(1 for m in messages if m["role"] == "assistant")
+        # the turns so far: the replies in the conversation, and those a compaction summary folded ("(N turns;")
+        turn = sum(1 for m in messages if m["role"] == "assistant") + sum(
+            int(found.group(1)) for m in messages if m["role"] == "user"
+            for found in [re.search(r"Earlier turns, summarised to fit the context window \((\d+) turns",
+                                   text_of(m["content"]))] if found)
         if users and users[-1].startswith("(reposwarm: this call only writes"):  # prompts.WARM_MESSAGE: the cache
             self.warmed += 1
             return self._wire({"content": "OK"}, body["model"])
