@@ -277,7 +277,7 @@ class LaneWorkflow:
         r.transcript_ref, r.usage, r.pending, r.if_lost = result.transcript_ref, r.usage + result.usage, [], []
         r.turn += 1
         self._state.turns, self._state.tokens = r.turn, r.usage.total_tokens
-        self._state.cost_usd = r.usage.cost_usd
+        self._state.cost_usd, self._state.cache_read_tokens = r.usage.cost_usd, r.usage.cache_read_tokens
         await self._worktree_made(r)
 
         changed, new_chars, valid_calls = await self._run_calls(task, result, r, edits)

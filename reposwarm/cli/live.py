@@ -48,7 +48,7 @@ async def with_lane_progress(client: Client, status: SwarmStatus) -> None:
             return
         lane.turns, lane.tool_calls, lane.tokens, lane.cost_usd = live.turns, live.tool_calls, live.tokens, \
             live.cost_usd
-        lane.step, lane.step_since = live.step, live.step_since
+        lane.step, lane.step_since, lane.cache_read_tokens = live.step, live.step_since, live.cache_read_tokens
         if live.state == LanePhase.paused:  # at its budget, waiting for a person (the run's status says how)
             lane.state, lane.reason = live.state, live.reason
 

@@ -246,8 +246,9 @@ def render_status(status: SwarmStatus) -> str:
             extra = (f"{found.turns} turns, {found.tool_calls} tool calls, {len(files)} files, "
                      f"{found.usage.total_tokens} tokens{cache}, ${found.usage.cost_usd:.4f}{passes}")
         else:
-            extra = (f"{lane.turns} turns, {lane.tool_calls} tool calls, {lane.tokens} tokens, ${lane.cost_usd:.4f}"
-                     if lane.turns else "")
+            cached = f" ({lane.cache_read_tokens:,} from the cache)" if lane.cache_read_tokens else ""
+            extra = (f"{lane.turns} turns, {lane.tool_calls} tool calls, {lane.tokens} tokens{cached}, "
+                     f"${lane.cost_usd:.4f}" if lane.turns else "")
         reason = f" - {error_line(lane.reason)}" if lane.reason else ""
         lines.append(f"  {lane.lane:<16} {lane.state:<26} {extra}{reason}")
     if record is not None and (record.merged or record.rollbacks or status.phase.value == "review"):
