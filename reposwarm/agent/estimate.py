@@ -11,7 +11,10 @@ that conversation, and gets a short reply.
 - SYSTEM and TOOLS are measured at import from the very text and specs the lane sends (prompts.LANE_SYSTEM,
   tools.tool_specs()), and FIRST from the lane's own first message, as JSON, at 4 characters a token: the
   count reposwarm itself uses when a provider reports no usage (models/calls.py) and for compaction
-  (activities/model.py). Today SYSTEM is 124 and TOOLS 865 tokens.
+  (activities/model.py). SYSTEM was 124 and TOOLS 865 tokens when calibrated below; since the operating
+  procedure and the `run` tool (2026-12-01) they are 711 and 1,190, and FIRST includes the run's shared
+  context (prompts.lane_opening). With a provider that caches, billed_tokens counts the shared prefix as read,
+  each turn as reading the one before and writing what it added (contracts/cost.py rates).
 - turns = 1 (find one's way: list, read what the change builds on) + 2 per target (read it, then write
   or edit it) + 2 (run the checks, finish), at most the role's max_turns. The targets are what the lane
   will touch, the most of: the distinct paths and file names its goal names, the paths it may write (the
