@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -266,23 +268,35 @@ def ended_at(desc: WorkflowExecutionDescription) -> datetime:
 UPDATE_TIMEOUT_S = 30  # a worker takes an answer in milliseconds; past this, it is said and left
 
 
-async def send_update(handle: WorkflowHandle[Any, Any], update: Any, arg: Any, *, word: str, taken: str) -> Any:
-    """An answer sent as the run's Update (`update`, with `arg`), its result once the run has acted on it; every way
-    it goes wrong is one UserError line: no worker took it in time, the run refused it (why), the run has ended.
-    `word` names the answer ("the stop"), `taken` says what is waited for once a worker has it."""
-    run_id = handle.id
+@contextmanager
+def update_failures(run_id: str, timed_out: Callable[[], Exception], refused: str = "refused") -> Iterator[None]:
+    """How an Update to a run can go wrong, each as one line: no worker took it in time (`timed_out`'s error), the
+    run refused it (why), the run has ended."""
     try:
-        with if_interrupted(f"{word} was sent and may still apply: {prog()} status {run_id}"):
-            sent = await said_if_slow(handle.start_update(update, arg, wait_for_stage=WorkflowUpdateStage.ACCEPTED),
-                                      f"waiting up to {UPDATE_TIMEOUT_S} s for a worker to take {word} ...",
-                                      timeout_s=UPDATE_TIMEOUT_S)
-            return await said_if_slow(sent.result(), f"{word} was taken; {taken}")
+        yield
     except (TimeoutError, WorkflowUpdateRPCTimeoutOrCancelledError):
-        raise UserError(f"no worker took {word} within {UPDATE_TIMEOUT_S} s; {prog()} status {run_id} says "
-                        f"whether it applied (start a worker: {worker_hint()})") from None
+        raise timed_out() from None
     except WorkflowUpdateFailedError as err:
-        raise UserError(f"refused: {error_line(str(err.cause or err), 2000)}") from None
+        raise UserError(f"{refused}: {error_line(str(err.cause or err), 2000)}") from None
     except RPCError as err:
         if err.status == RPCStatusCode.NOT_FOUND:
             raise UserError(f"run {run_id} has ended meanwhile: {prog()} status {run_id}") from None
         raise
+
+
+async def send_update(handle: WorkflowHandle[Any, Any], update: Any, arg: Any, *, word: str, taken: str) -> Any:
+    """An answer sent as the run's Update (`update`, with `arg`), its result once the run has acted on it; every way
+    it goes wrong is one UserError line (update_failures). `word` names the answer ("the stop"), `taken` says
+    what is waited for once a worker has it."""
+    run_id = handle.id
+
+    def timed_out() -> Exception:
+        return UserError(f"no worker took {word} within {UPDATE_TIMEOUT_S} s; {prog()} status {run_id} says "
+                         f"whether it applied (start a worker: {worker_hint()})")
+
+    with update_failures(run_id, timed_out), if_interrupted(f"{word} was sent and may still apply: "
+                                                           f"{prog()} status {run_id}"):
+        sent = await said_if_slow(handle.start_update(update, arg, wait_for_stage=WorkflowUpdateStage.ACCEPTED),
+                                  f"waiting up to {UPDATE_TIMEOUT_S} s for a worker to take {word} ...",
+                                  timeout_s=UPDATE_TIMEOUT_S)
+        return await said_if_slow(sent.result(), f"{word} was taken; {taken}")

@@ -25,11 +25,8 @@ from temporalio.client import (
     Client,
     WorkflowExecutionStatus,
     WorkflowFailureError,
-    WorkflowUpdateFailedError,
-    WorkflowUpdateRPCTimeoutOrCancelledError,
     WorkflowUpdateStage,
 )
-from temporalio.service import RPCError, RPCStatusCode
 
 from reposwarm import webui
 from reposwarm.cli.answers import (
@@ -38,6 +35,7 @@ from reposwarm.cli.answers import (
     RunView,
     last_poll,
     prog,
+    update_failures,
     view,
     worker_hint,
     worker_polling,
@@ -245,7 +243,11 @@ async def decide(client: Client, run_id: str, decision: ReviewDecision, *, queue
     deadline = datetime.now(UTC) + timedelta(seconds=NOT_AFTER_S)
     decision = decision.model_copy(update={"not_after": deadline.isoformat()})
     last = f"last polled at {polled:%H:%M:%S} UTC" if polled else "polled a moment ago"
-    try:
+    def timed_out() -> Exception:
+        return NoWorker(v.queue, f"the {word} was not taken within {NOT_AFTER_S} s; it expired at "
+                                 f"{deadline:%H:%M:%S} UTC and will not apply later")
+
+    with update_failures(run_id, timed_out, "review refused"):
         with if_interrupted(f"the {word} was sent and may still apply, if a worker takes it before "
                             f"{deadline:%H:%M:%S} UTC: {prog()} status {run_id}"):
             update = await said_if_slow(
@@ -254,15 +256,6 @@ async def decide(client: Client, run_id: str, decision: ReviewDecision, *, queue
                 f"a worker stopped since then still counts for a minute) ...", timeout_s=NOT_AFTER_S + 2)
         with if_interrupted(f"the {word} was taken by the run: {prog()} status {run_id}"):
             receipt = await said_if_slow(update.result(), f"the {word} was taken; waiting for the run to act on it ...")
-    except (TimeoutError, WorkflowUpdateRPCTimeoutOrCancelledError):
-        raise NoWorker(v.queue, f"the {word} was not taken within {NOT_AFTER_S} s; it expired at "
-                                f"{deadline:%H:%M:%S} UTC and will not apply later") from None
-    except WorkflowUpdateFailedError as err:
-        raise UserError(f"review refused: {err.cause or err}") from None
-    except RPCError as err:
-        if err.status == RPCStatusCode.NOT_FOUND:
-            raise UserError(f"run {run_id} has ended meanwhile: {prog()} status {run_id}") from None
-        raise
     if not decision.approve:
         return (f"rejected round {receipt.round} of {run_id}; round {receipt.round + 1} is "
                 f"{receipt.phase.value}: {prog()} watch {run_id}")
