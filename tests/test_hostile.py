@@ -291,7 +291,10 @@ async def test_a_hostile_model_cannot_crash_hang_poison_or_escape(client, tmp_pa
     # folder outside, and nothing was written where an id or a path pointed.
     assert tree(repo, skip=run_writes) == before["repo"]
     assert tree(outside) == before["outside"]
-    assert not list(tmp_path.rglob("*pwn*")) and not list(reposwarm_home.rglob("*pwn*"))
+    # (by the names the calls plant: a cache's hashed folder name may hold "pwn" by chance, as cargo's once did)
+    planted = [p for root in (tmp_path, reposwarm_home) for p in root.rglob("*pwn*")
+               if "pwned" in p.name or "idpwn" in p.name]
+    assert not planted, planted
     assert not Path("/etc/reposwarm-pwned").exists()
     # ...and the integration branch holds the api lane's one edit, nothing else.
     changed = git(repo, "diff", "--name-only", status.review.base_sha, status.integration_sha).splitlines()
