@@ -17,11 +17,9 @@ caching) and refused at call time when off.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import hashlib
 import os
 import shlex
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,9 +28,8 @@ from pathlib import Path
 from reposwarm.agent.paths import PathPolicy, ToolRefused
 from reposwarm.agent.slice import changes
 from reposwarm.agent.specs import RunArgs
-from reposwarm.checks import sandbox, setup
-from reposwarm.checks.runner import common_git_dir, offline, repo_key
-from reposwarm.checks.sandbox import caches
+from reposwarm.checks import sandbox
+from reposwarm.checks.runner import prepared_tree
 from reposwarm.contracts import CheckProfile, FileEdit
 from reposwarm.runs import ledger
 from reposwarm.runs.store import Store
@@ -135,17 +132,9 @@ async def _execute(argv: list[str], root: Path, readable: tuple[str, ...], profi
                    store: Store | None, scope: str) -> tuple[sandbox.Ran | None, list[str], str]:
     """Run `argv` in the tree as run_profile runs a check (its caches, its setup step's folders, its git view);
     the result (None: the setup step failed, and why), and what the setup step did."""
-    git_dir = common_git_dir(root)
-    key = repo_key(git_dir, root)
-    with tempfile.TemporaryDirectory(prefix="reposwarm-run-") as scratch:
-        tree = sandbox.Tree(root=root.resolve(), git_dir=git_dir, readable=readable)
-        binds, env = await asyncio.to_thread(caches.prepare, profile, key, scope, Path(scratch))
-        tree = dataclasses.replace(tree, binds=tuple(binds), env=tuple(sorted(env.items())))
-        deps = await setup.prepare(profile, tree, key, store, scope)
+    async with prepared_tree(profile, root, store, readable=readable, scope=scope, reports=False) as (tree, deps):
         if deps.failed is not None:
             return None, deps.lines, f"{deps.failed.reason}\n{deps.failed.output_tail[-2000:]}"
-        tree = dataclasses.replace(tree, binds=tree.binds + tuple(deps.binds),
-                                   env=tuple(sorted((offline(profile) | env).items())))
         return await sandbox.run(argv, tree, profile, timeout_s), deps.lines, ""
 
 

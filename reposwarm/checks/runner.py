@@ -8,10 +8,12 @@ server. Inside an activity, a long check heartbeats.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import hashlib
 import tempfile
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 from reposwarm import gitcmd
@@ -164,6 +166,24 @@ def repo_key(git_dir: Path | None, cwd: Path) -> str:
     return hashlib.sha256(str(git_dir or cwd.resolve()).encode()).hexdigest()[:16]
 
 
+@contextlib.asynccontextmanager
+async def prepared_tree(profile: CheckProfile, cwd: Path, store: Store | None, *, readable: tuple[str, ...] | None,
+                        scope: str, reports: bool) -> AsyncIterator[tuple[sandbox.Tree, setup.Prepared]]:
+    """The tree commands of `profile` run in (a check's, a lane's `run`): its language caches, its setup step's
+    folders (the setup run first where its cache has no entry: see `failed`), offline once set up; with
+    `reports`, a scratch folder the commands may write their reports to."""
+    git_dir = common_git_dir(cwd)
+    key = repo_key(git_dir, cwd)
+    with tempfile.TemporaryDirectory(prefix="reposwarm-checks-") as scratch:
+        tree = sandbox.Tree(root=cwd.resolve(), git_dir=git_dir, reports=Path(scratch) if reports else None,
+                            readable=readable)
+        binds, env = await asyncio.to_thread(caches.prepare, profile, key, scope, Path(scratch))
+        tree = dataclasses.replace(tree, binds=tuple(binds), env=tuple(sorted(env.items())))
+        deps = await setup.prepare(profile, tree, key, store, scope)  # (with network: npm not offline there)
+        yield dataclasses.replace(tree, binds=tree.binds + tuple(deps.binds),
+                                  env=tuple(sorted((offline(profile) | env).items()))), deps
+
+
 async def run_profile(profile: CheckProfile, cwd: Path, store: Store | None, *, rerun: bool = True,
                       readable: tuple[str, ...] | None = None, scope: str = "") -> TestReport:
     """Run each command in `cwd`, the one tree they may write; a failing one runs once more, and what passes the
@@ -173,15 +193,7 @@ async def run_profile(profile: CheckProfile, cwd: Path, store: Store | None, *, 
     results: list[CommandResult] = []
     failures: list[TestFailure] = []
     flaky: list[TestFailure] = []
-    git_dir = common_git_dir(cwd)
-    key = repo_key(git_dir, cwd)
-    with tempfile.TemporaryDirectory(prefix="reposwarm-checks-") as scratch:
-        tree = sandbox.Tree(root=cwd.resolve(), git_dir=git_dir, reports=Path(scratch), readable=readable)
-        binds, env = await asyncio.to_thread(caches.prepare, profile, key, scope, Path(scratch))
-        tree = dataclasses.replace(tree, binds=tuple(binds), env=tuple(sorted(env.items())))
-        deps = await setup.prepare(profile, tree, key, store, scope)  # (with network: npm not offline there)
-        tree = dataclasses.replace(tree, binds=tree.binds + tuple(deps.binds),
-                                   env=tuple(sorted((offline(profile) | env).items())))
+    async with prepared_tree(profile, cwd, store, readable=readable, scope=scope, reports=True) as (tree, deps):
         if deps.failed is not None:
             return TestReport(passed=False, commands=[deps.failed], failures=[f for f in [deps.failure] if f],
                               setup=deps.lines,

@@ -38,20 +38,22 @@ def plan_file(folder: Path, lane: str, goal: str, contract: str) -> Path:
 
 
 async def last_transcript(client: Client, workflow_id: str) -> str | None:
-    """The lane's latest transcript reference: the last model turn's result in its workflow's history (and the runs
-    it continued as new into)."""
+    """The lane's latest transcript reference: the last model turn's result in its workflow's history (the latest
+    run's: a lane that continued as new carries its transcript there)."""
     handle = client.get_workflow_handle(workflow_id)
-    ref = None
+    turns: set[int] = set()  # the scheduled events of its model turns
+    last = None
     async for event in handle.fetch_history_events():
-        if event.event_type != EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
-            continue
-        payloads = event.activity_task_completed_event_attributes.result.payloads
-        try:
-            [result] = await client.data_converter.decode(payloads, [ModelTurnResult])
-        except Exception:  # noqa: BLE001 - another activity's result (a worktree, a tool outcome)
-            continue
-        ref = result.transcript_ref
-    return ref
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            if event.activity_task_scheduled_event_attributes.activity_type.name == "model_turn":
+                turns.add(event.event_id)
+        elif (event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED
+              and event.activity_task_completed_event_attributes.scheduled_event_id in turns):
+            last = event.activity_task_completed_event_attributes.result.payloads
+    if last is None:
+        return None
+    [result] = await client.data_converter.decode(last, [ModelTurnResult])
+    return result.transcript_ref
 
 
 def render(messages: list[dict[str, Any]]) -> str:

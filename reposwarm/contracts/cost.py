@@ -189,17 +189,13 @@ def change_problem(change: BudgetChange) -> str | None:
 
 
 def raised(pause: BudgetPause, change: BudgetChange) -> float | None:
-    """The budget after the change (None: stopped). Each raise is from the budget in force, and always above what
-    was spent, so the lane goes on."""
+    """The budget after the change (None: stopped), from the budget in force (unit_problem has refused an amount in
+    the other unit)."""
     if change.stop:
         return None
     if change.raise_factor is not None:
-        new = pause.budget * change.raise_factor
-    elif change.add_usd is not None:
-        new = pause.budget + change.add_usd if pause.what == "cost" else pause.budget
-    else:
-        new = pause.budget + (change.add_tokens or 0) if pause.what == "tokens" else pause.budget
-    return new
+        return pause.budget * change.raise_factor
+    return pause.budget + (change.add_usd or change.add_tokens or 0)
 
 
 def unit_problem(pause: BudgetPause, change: BudgetChange) -> str | None:

@@ -21,7 +21,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from reposwarm.contracts import SwarmStatus, TestReport
+from reposwarm.contracts import SwarmStatus, TestReport, Usage
+from reposwarm.contracts.cost import cache_line
 
 CHECK_LINE = re.compile(r"^round \d+ check \d+ at ")  # a check of the merged tree, in the gate's history
 
@@ -267,12 +268,11 @@ def render(r: RunReport) -> str:
            f"{r.model_calls} model calls, tokens {r.tokens_in} in / {r.tokens_out} out, ${r.cost_usd:.4f}; "
            f"{r.tool_calls} tool calls, {r.refusals} refused, {r.tool_errors} failed, {retries}{r.validations} "
            f"validations, {r.rollbacks} rollbacks, {r.resolutions} resolutions"]
-    if r.cache_read_tokens or r.cache_write_tokens:
-        share = r.cache_read_tokens / r.tokens_in if r.tokens_in else 0.0
-        without = (f"; ${r.uncached_cost_usd:.4f} without caching ({r.cost_usd / r.uncached_cost_usd:.2f}x)"
-                   if r.uncached_cost_usd else "")
-        out.append(f"prompt cache: {share:.0%} of input read ({r.cache_read_tokens} read, {r.cache_write_tokens} "
-                   f"written){without}")
+    cache = cache_line(Usage(input_tokens=r.tokens_in, cache_read_tokens=r.cache_read_tokens,
+                             cache_write_tokens=r.cache_write_tokens, cost_usd=r.cost_usd,
+                             uncached_cost_usd=r.uncached_cost_usd))
+    if cache:
+        out.append(f"prompt {cache}")
     if r.base_moved:
         out.append(f"base moved: {r.base_moved}")
     out.append("")
