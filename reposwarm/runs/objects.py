@@ -55,9 +55,15 @@ def check_run_id(run_id: str) -> str:
     return run_id
 
 
+# Not a run: the files every run shares (the base commit's check results, reposwarm/checks/baselines.py), under
+# home/shared and <prefix>/shared, beside runs/ (so no listing of runs sees it). No run may take this id: it is no
+# valid run id (check_run_id).
+SHARED = "_shared"
+
+
 def run_dir(run_id: str) -> Path:
-    """The run's local folder: home/runs/<run>."""
-    return home() / "runs" / check_run_id(run_id)
+    """The run's local folder: home/runs/<run> (home/shared for SHARED)."""
+    return home() / "shared" if run_id == SHARED else home() / "runs" / check_run_id(run_id)
 
 
 @dataclass(frozen=True)
@@ -68,7 +74,8 @@ class Location:
     prefix: str
 
     def key(self, run_id: str, relpath: str = "") -> str:
-        return "/".join(p for p in (self.prefix, "runs", run_id, relpath) if p)
+        where = ("shared",) if run_id == SHARED else ("runs", run_id)
+        return "/".join(p for p in (self.prefix, *where, relpath) if p)
 
     def __str__(self) -> str:
         return f"s3://{self.bucket}/{self.prefix}".rstrip("/")

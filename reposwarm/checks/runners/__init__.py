@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from xml.etree import ElementTree
 
@@ -62,14 +63,14 @@ def parse(runner: str, output: str, report: Path | None, cwd: Path) -> list[Case
     # A test is known by the same name on every checkout (the base commit and the merged tree are checked out in
     # different folders): node names a file that fails to load by its absolute path.
     root = str(cwd.resolve()) + "/"
-    cases = [Case(c.name.replace(root, ""), c.outcome, c.file.replace(root, "") if c.file else c.file, c.message)
+    cases = [replace(c, name=c.name.replace(root, ""), file=c.file.replace(root, "") if c.file else c.file)
              for c in cases]
     if runner == "node":  # node names a test file that failed to load by its path, as if it were a test
-        cases = [Case(c.name, outcome.ERROR, c.name, c.message)
+        cases = [replace(c, outcome=outcome.ERROR, file=c.name)
                  if c.outcome == outcome.FAILED and (cwd / c.name).is_file() else c for c in cases]
     # A failure with no file of its own (node, cargo and go name none) takes the first file of the tree its
     # message names (the stack or panic location): repairs go to the lanes that changed it.
-    cases = [Case(c.name, c.outcome, _named_file(c.message, cwd), c.message)
+    cases = [replace(c, file=_named_file(c.message, cwd))
              if not c.file and c.outcome in FAILING else c for c in cases]
     return _distinct(cases)
 
@@ -89,7 +90,7 @@ def _distinct(cases: list[Case]) -> list[Case]:
         while f"{c.name} #{seen[c.name]}" in taken:
             seen[c.name] += 1
         taken.add(f"{c.name} #{seen[c.name]}")
-        out.append(Case(f"{c.name} #{seen[c.name]}", c.outcome, c.file, c.message))
+        out.append(replace(c, name=f"{c.name} #{seen[c.name]}"))
     return out
 
 

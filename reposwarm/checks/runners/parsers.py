@@ -9,9 +9,10 @@ failed. Only passed, failed and xpassed tests ran.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from xml.etree import ElementTree
 
@@ -34,6 +35,21 @@ class Case:
     outcome: str  # one of OUTCOMES
     file: str | None = None
     message: str = ""
+    # seconds it took, as the runner's report says (JUnit `time`, go's Elapsed, jest's and mocha's duration);
+    # None where the runner tells none (unittest, cargo): what shards are balanced by (reposwarm/checks/shards.py)
+    duration_s: float | None = None
+
+
+def seconds(value: object, scale: float = 1.0) -> float | None:
+    """A report's time as seconds (`scale` 0.001 for milliseconds), or None when it gives none that makes sense.
+    (Maven Surefire writes "1,234.5".)"""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return None
+    try:
+        number = float(value.replace(",", "") if isinstance(value, str) else value)
+    except ValueError:
+        return None
+    return round(number * scale, 6) if math.isfinite(number) and number >= 0 else None
 
 
 def _cut(text: str) -> str:
@@ -77,7 +93,8 @@ def parse_junit(path: Path, cwd: Path) -> list[Case]:
             message = _cut(skipped.get("message") or "")
         # node's reporter names every case's class "test": no module to take a file from
         full = f"{classname}.{name}" if classname and classname != "test" else name
-        cases.append(Case(full, outcome, case.get("file") or guess_file(classname, cwd), message))
+        cases.append(Case(full, outcome, case.get("file") or guess_file(classname, cwd), message,
+                          seconds(case.get("time"))))
     return cases
 
 
@@ -103,8 +120,7 @@ def mark_xpassed(cases: list[Case], output: str) -> list[Case]:
             if pytest_junit_name(nodeid) in names:
                 xpassed.add(pytest_junit_name(nodeid))
                 break
-    return [Case(c.name, XPASSED, c.file, c.message) if c.name in xpassed and c.outcome == PASSED else c
-            for c in cases]
+    return [replace(c, outcome=XPASSED) if c.name in xpassed and c.outcome == PASSED else c for c in cases]
 
 
 # --- unittest -----------------------------------------------------------------------------------------------------
@@ -202,16 +218,17 @@ def parse_go(output: str) -> list[Case] | None:
             logs.setdefault(key, []).append(str(event.get("Output", "")))
         elif action in ("pass", "fail", "skip") and test:
             outcome = {"pass": PASSED, "fail": FAILED, "skip": SKIPPED}[action]
-            cases[key] = Case(key, outcome, None, _cut("".join(logs.get(key, []))) if action == "fail" else "")
+            cases[key] = Case(key, outcome, None, _cut("".join(logs.get(key, []))) if action == "fail" else "",
+                              seconds(event.get("Elapsed")))
         elif action == "fail" and not test and package and not any(
                 k.startswith(package + ".") and c.outcome == FAILED for k, c in cases.items()):
-            cases[key] = Case(key, ERROR, None, _cut("".join(logs.get(key, []))))
+            cases[key] = Case(key, ERROR, None, _cut("".join(logs.get(key, []))), seconds(event.get("Elapsed")))
     return list(cases.values()) if events else parse_go_text(output)
 
 
 # "--- PASS: TestAdd (0.00s)", indented for a subtest; "ok  \texample.com/calc\t0.01s", "FAIL\texample.com/calc
 # 0.01s", "FAIL\texample.com/broken [build failed]"
-_GO_VERDICT = re.compile(r"^\s*--- (PASS|FAIL|SKIP): (\S+) \(")
+_GO_VERDICT = re.compile(r"^\s*--- (PASS|FAIL|SKIP): (\S+) \((?:([\d.]+)s\))?")
 _GO_PACKAGE = re.compile(r"^(ok|FAIL)\s+(\S+)\s+(?:\d|\(cached\)|\[)")
 
 
@@ -221,18 +238,19 @@ def parse_go_text(output: str) -> list[Case] | None:
     if not re.search(r"^=== RUN ", output, re.M):
         return None
     cases: list[Case] = []
-    pending: list[tuple[str, str, str]] = []  # (test, outcome, log) until their package's line
+    pending: list[tuple[str, str, str, float | None]] = []  # (test, outcome, log, seconds) until their package's line
     log: list[str] = []
     for line in output.splitlines():
         verdict, package = _GO_VERDICT.match(line), _GO_PACKAGE.match(line)
         if verdict:
             outcome = {"PASS": PASSED, "FAIL": FAILED, "SKIP": SKIPPED}[verdict.group(1)]
-            pending.append((verdict.group(2), outcome, "\n".join(log) if outcome == FAILED else ""))
+            pending.append((verdict.group(2), outcome, "\n".join(log) if outcome == FAILED else "",
+                            seconds(verdict.group(3))))
             log = []
         elif package:
             name = package.group(2)
-            cases += [Case(f"{name}.{test}", outcome, None, _cut(text)) for test, outcome, text in pending]
-            if package.group(1) == "FAIL" and not any(o == FAILED for _, o, _ in pending):
+            cases += [Case(f"{name}.{test}", outcome, None, _cut(text), took) for test, outcome, text, took in pending]
+            if package.group(1) == "FAIL" and not any(o == FAILED for _, o, _, _ in pending):
                 cases.append(Case(name, ERROR, None, _cut("\n".join(log))))
             pending, log = [], []
         elif not line.startswith("=== "):
@@ -295,7 +313,7 @@ def parse_jest(text: str, cwd: Path) -> list[Case]:
             status = case.get("status")
             outcome = PASSED if status == "passed" else (FAILED if status == "failed" else SKIPPED)
             cases.append(Case(case.get("fullName") or case.get("title", "?"), outcome, rel,
-                              _cut("\n".join(case.get("failureMessages") or []))))
+                              _cut("\n".join(case.get("failureMessages") or [])), seconds(case.get("duration"), 0.001)))
         if not results and suite.get("status") == "failed":  # the file did not even load
             cases.append(Case(rel, ERROR, rel, _cut(suite.get("message", ""))))
     return cases
@@ -324,7 +342,7 @@ def parse_mocha(text: str, cwd: Path) -> list[Case]:
         seen.add((name, file))
         problem = failed.get((name, file))
         outcome = SKIPPED if (name, file) in pending else (FAILED if problem is not None else PASSED)
-        cases.append(Case(name, outcome, rel(file), _mocha_message(problem)))
+        cases.append(Case(name, outcome, rel(file), _mocha_message(problem), seconds(test.get("duration"), 0.001)))
     for (name, file), problem in failed.items():
         if (name, file) not in seen:  # a hook that failed: the tests it holds did not run
             cases.append(Case(name, ERROR, rel(file), _mocha_message(problem)))
