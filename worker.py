@@ -23,6 +23,7 @@ from pydantic import ValidationError
 from temporalio.client import Client
 from temporalio.worker import PollerBehaviorAutoscaling, UnsandboxedWorkflowRunner, Worker
 
+from activities.checking import plan_check
 from activities.converge import resolve_conflict
 from activities.delivery import deliver
 from activities.failure_ledger import FailureLedgerInterceptor
@@ -57,7 +58,7 @@ HEARTBEAT_THROTTLE = timedelta(seconds=1)
 ACTIVITIES: list[Callable[..., Any]] = [prepare_run, look_at_base, create_lane_worktree, checkpoint_lane, describe_lane, merge_lane, deliver,
               model_turn, plan_round, warm_prefix, run_tool, validate, resolve_conflict, attribute_failures,
               rollback_integration, publish_review, prepare_trial_clone, score_trial, vet_trial, start_lanes, ended_lanes,
-              propose_lanes, check_proposal_edit]
+              propose_lanes, check_proposal_edit, plan_check]
 
 
 class Workers:

@@ -16,12 +16,14 @@ from temporalio.exceptions import ApplicationError
 from activities.repo import synced
 from reposwarm import gitcmd
 from reposwarm.agent.paths import PathPolicy
-from reposwarm.checks import test_changes, test_trees, verdicts
+from reposwarm.checks import plans, runners, test_changes, test_trees, verdicts
 from reposwarm.checks.runner import load_cases, run_profile, save_baseline
 from reposwarm.checks.sandbox import SandboxUnavailable
 from reposwarm.contracts import (
     AttributeInput,
     Attribution,
+    CheckProfile,
+    CommandResult,
     RollbackInput,
     RollbackResult,
     TestChangeKind,
@@ -33,7 +35,7 @@ from reposwarm.runs import ledger
 from reposwarm.runs.store import Store, run_dir
 
 
-def _checkout(repo_path: str, path: Path, ref: str) -> None:
+def checkout(repo_path: str, path: Path, ref: str) -> None:
     """A clean detached worktree at `ref`, recycled when it exists (cheaper than remove + add). One a killed git
     left unusable (its index.lock) is made again: nothing in it is kept."""
     if (path / ".git").exists() and not gitcmd.healthy_worktree(path):
@@ -60,16 +62,25 @@ def _clean(path: Path) -> None:
 
 @activity.defn
 async def validate(req: ValidateInput) -> TestReport:
-    """Run the check profile on a clean checkout of `ref`; keep the validated state under a ref of the run."""
+    """Run the check profile (or the part of it `req.part` names: reposwarm/checks/plans.py) on a clean checkout
+    of `ref`; keep the validated state under a ref of the run."""
     slug = re.sub(r"[^a-z0-9]+", "-", req.label.lower()).strip("-") or "check"
-    path = run_dir(req.run_id) / ("baseline" if slug == "baseline" else "validate")
+    path = run_dir(req.run_id) / ("baseline" if slug == "baseline" else _checkout_name(req))
     repo = await asyncio.to_thread(synced, req.repo_path, req.run_id)
-    await asyncio.to_thread(_checkout, str(repo.path), path, req.ref)
+    await asyncio.to_thread(checkout, str(repo.path), path, req.ref)
     store = Store(req.run_id)
+    ran = await asyncio.to_thread(plans.part_profile, req.profile, req.part, path) if req.part is not None else None
+    profile = ran.profile if ran is not None else req.profile
     try:
-        # (the baseline runs on the run's base commit alone, the user's code: round 1, workflows/validation.py;
-        # only it fills the host's shared caches and setup entries, never a tree a lane wrote)
-        report = await run_profile(req.profile, path, store, scope="base" if slug == "baseline" else "")
+        if ran is not None and not ran.targets:  # (nothing of the profile left in this part on this tree)
+            report = verdicts.settle(TestReport(passed=True))
+        else:
+            # (the baseline runs on the run's base commit alone, the user's code: round 1, workflows/validation.py;
+            # only it fills the host's shared caches and setup entries, never a tree a lane wrote)
+            # (a base commit's results are kept per command and environment, and reused by every later run)
+            kept = slug == "baseline" and re.fullmatch(r"[0-9a-f]{40}", req.ref) is not None
+            report = await run_profile(profile, path, store, scope="base" if slug == "baseline" else "",
+                                       cached_at=req.ref if kept else "")
     except SandboxUnavailable as err:
         # Not a passing fault: retrying cannot help until bubblewrap is installed (or the sandbox switched off).
         raise ApplicationError(str(err), type="SandboxUnavailable", non_retryable=True) from None
@@ -77,10 +88,19 @@ async def validate(req: ValidateInput) -> TestReport:
         # The checkout is throwaway: whatever the checks wrote in it (the only place they could) goes.
         await asyncio.to_thread(_clean, path)
     report = report.model_copy(update={"ref": req.ref})
-    if req.baseline is not None:
-        report = verdicts.judge(report, req.baseline, lambda result: load_cases(store, result))
+    if req.baseline is not None and report.commands:
+        def cases(result: CommandResult) -> list[runners.Case] | None:
+            return load_cases(store, result)
+
+        base: TestReport = req.baseline
+        loader: verdicts.CaseLoader = cases
+        if ran is not None and len(report.commands) == len(ran.targets):  # (a failed setup step ran no command)
+            base, loader = plans.narrowed(req.baseline, ran, report.commands, cases)
+        report = verdicts.judge(report, base, loader)
         if req.baseline.ref and slug != "baseline":
-            report = await _judge_tests(req, req.baseline, repo, store, report)
+            report = await _judge_tests(req, base, loader, profile, repo, store, report)
+    if req.part is not None:
+        report = report.model_copy(update={"selection": req.part.label, "skipped": req.part.skipped})
     if slug == "baseline":
         # the lanes' run_checks tell their own failures from the base commit's by this
         save_baseline(req.run_id, report)
@@ -101,8 +121,14 @@ async def validate(req: ValidateInput) -> TestReport:
     return report
 
 
-async def _judge_tests(req: ValidateInput, baseline: TestReport, repo: Repository, store: Store,
-                       report: TestReport) -> TestReport:
+def _checkout_name(req: ValidateInput) -> str:
+    """The checkout a check's part runs in: shards of one check run side by side on a host."""
+    shard = req.part.shard[0] if req.part is not None else 1
+    return "validate" if shard == 1 else f"validate-{shard}"
+
+
+async def _judge_tests(req: ValidateInput, baseline: TestReport, cases: verdicts.CaseLoader, profile: CheckProfile,
+                       repo: Repository, store: Store, report: TestReport) -> TestReport:
     """The test changes of the merged tree: lost tests (already found by the judge), the base commit's tests run
     against the merged code (rewritten ones), changed test configuration; each with its lanes, their reason and
     the diff. The second run costs a run of the profile, and happens only when a test path changed."""
@@ -112,11 +138,11 @@ async def _judge_tests(req: ValidateInput, baseline: TestReport, repo: Repositor
     update: dict[str, object] = {}
     if paths:
         # Same sandbox, same profile, a checkout of its own: the merged tree with the tests as the base has them.
-        path = run_dir(req.run_id) / "validate-base-tests"
-        await asyncio.to_thread(_checkout, str(repo.path), path, req.ref)
+        path = run_dir(req.run_id) / f"{_checkout_name(req)}-base-tests"
+        await asyncio.to_thread(checkout, str(repo.path), path, req.ref)
         try:
             await asyncio.to_thread(test_trees.base_tests_tree, g, path, base, paths)
-            base_tests = await run_profile(req.profile, path, store)
+            base_tests = await run_profile(profile, path, store)
         except SandboxUnavailable as err:
             raise ApplicationError(str(err), type="SandboxUnavailable", non_retryable=True) from None
         finally:
@@ -128,11 +154,11 @@ async def _judge_tests(req: ValidateInput, baseline: TestReport, repo: Repositor
                    for c in changes]
         for cmd in report.commands:
             base_cmd, bt_cmd = by_argv.get(tuple(cmd.argv)), ran_by_argv.get(tuple(cmd.argv))
-            cases = [load_cases(store, r) if r is not None else None for r in (base_cmd, cmd, bt_cmd)]
-            if cases[0] is None or cases[1] is None or cases[2] is None:
+            three = [cases(r) if r is not None else None for r in (base_cmd, cmd, bt_cmd)]
+            if three[0] is None or three[1] is None or three[2] is None:
                 continue  # no per-test results on one of the three: the judge has said so already
             command = " ".join(cmd.argv)
-            found = test_changes.rewritten(cases[0], cases[1], cases[2], base_tests.failures, command)
+            found = test_changes.rewritten(three[0], three[1], three[2], base_tests.failures, command)
             changes += test_changes.capped(found, TestChangeKind.rewritten, command)
     changes += test_changes.reconfigured(config)
     if not changes:

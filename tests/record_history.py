@@ -23,6 +23,8 @@ folders recorded before them) each dispatch was a workflow of its own (`api.r1`,
               planning call), then an approval
     budget    two lanes on the Anthropic wire (a fake server): one call writes their shared prompt prefix first;
               a lane pauses at its token budget and the `budget` Update raises it; it finishes; an approval
+    selected  only the tests a lane's change affects run (red, repaired, green), then the remainder as two
+              shards in parallel; the whole profile at review; an approval (tests/record_checks.py)
 
 Re-record only when a workflow change is meant to be incompatible with runs already in flight (and say so in
 the commit), into a new folder: never rewrite an earlier version's folder.
@@ -58,6 +60,7 @@ from tests.helpers import (  # noqa: E402
     wait_for_phase,
     write_yaml,
 )
+from tests.record_checks import selected  # noqa: E402
 from worker import make_worker  # noqa: E402
 from workflows.swarm import SwarmWorkflow  # noqa: E402
 
@@ -384,7 +387,8 @@ async def budget(client: Client, tmp: Path) -> str:
 
 # On the shared dev server, run side by side; `can` on a dev server of its own.
 SCENARIOS: dict[str, Scenario] = {"happy": happy, "repair": repair, "converge": converge, "expire": expire,
-                                  "moving": moving, "replan": replan, "proposal": proposal, "budget": budget}
+                                  "moving": moving, "replan": replan, "proposal": proposal, "budget": budget,
+                                  "selected": selected}
 CAN_SCENARIOS: dict[str, Scenario] = {"can": can}
 
 

@@ -34,6 +34,9 @@ FIRST_RETRY = timedelta(seconds=1)
 # Git and file activities: quick and idempotent (prepare, worktrees, checkpoints, merges, publishing...).
 GIT: dict[str, Any] = dict(start_to_close_timeout=timedelta(minutes=5), heartbeat_timeout=HEARTBEAT,
                            retry_policy=RetryPolicy(maximum_attempts=5))
+# Planning a check (activities/checking.py): a checkout and the import graph, cold on a large repository.
+CHECK_PLAN: dict[str, Any] = dict(start_to_close_timeout=timedelta(minutes=15), heartbeat_timeout=HEARTBEAT,
+                                  retry_policy=RetryPolicy(maximum_attempts=3))
 # A model call (a lane's turn, a planning round): rate limits and 5xx answers are retried, honouring Retry-After.
 MODEL: dict[str, Any] = dict(start_to_close_timeout=timedelta(minutes=10), heartbeat_timeout=HEARTBEAT,
                              retry_policy=RetryPolicy(initial_interval=FIRST_RETRY, maximum_attempts=6))

@@ -396,6 +396,8 @@ class SwarmWorkflow(Proposals, Budgets):
                 self._status.integration_sha = reviewed
                 self._status.base_moved += (f"; the refreshed tree failed its checks, so the reviewed state "
                                             f"{reviewed[:12]} is delivered: merge {req.base_branch} into it yourself")
+        if self._gate_state is not None:  # (full_at: delivery: the tests the approved check did not run)
+            await self._gate_state.before_delivery(self._status.round)
         self._phase(Phase.delivering, f"delivering {branch}")
         delivered = await workflow.execute_activity(
             deliver, DeliverInput(run_id=req.run_id, repo_path=req.repo_path,

@@ -26,13 +26,17 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
+    from activities.checking import plan_check
     from activities.validate import attribute_failures, rollback_integration, validate
     from reposwarm.checks import test_changes
-    from reposwarm.checks.verdicts import against_baseline, change_counts, why_failed
+    from reposwarm.checks.shards import merge
+    from reposwarm.checks.verdicts import against_baseline, change_counts, settle, why_failed
     from reposwarm.contracts import (
         AttributeInput,
+        CheckPart,
         CheckProfile,
         LaneResult,
+        PlanCheckInput,
         RollbackInput,
         SwarmRequest,
         SwarmStatus,
@@ -68,7 +72,7 @@ class Gate:
         self.baseline = asyncio.create_task(self._validate(self.last_green, "baseline"))
 
     async def _validate(self, ref: str, label: str, baseline: TestReport | None = None,
-                        lanes: bool = False) -> TestReport:
+                        lanes: bool = False, part: CheckPart | None = None) -> TestReport:
         opts = options.validation(self.profile)
         extra: dict[str, dict[str, list[str]]] = {}
         if lanes:
@@ -78,8 +82,46 @@ class Gate:
         return await workflow.execute_activity(
             validate, ValidateInput(run_id=self.req.run_id, repo_path=self.req.repo_path, ref=ref,
                                     profile_name=self.profile_name, profile=self.profile, label=label,
-                                    baseline=baseline, **extra),
+                                    baseline=baseline, part=part, **extra),
             **opts)
+
+    async def _planned(self, label: str, baseline: TestReport, lanes: bool, scope: str) -> TestReport:
+        """The check as plan_check splits it (reposwarm/checks/plans.py): its parts in parallel, merged per test."""
+        ref = self.status.integration_sha
+        made = await workflow.execute_activity(
+            plan_check, PlanCheckInput(run_id=self.req.run_id, repo_path=self.req.repo_path, ref=ref,
+                                       since=baseline.ref, profile=self.profile, scope=scope),
+            **options.CHECK_PLAN)
+        if not made.parts:  # nothing of the profile to run for these changes
+            return settle(TestReport(passed=True, ref=ref, selection=made.label or f"{scope}: nothing to run",
+                                     skipped=made.skipped))
+        count = len(made.parts)
+        reports = await asyncio.gather(*[
+            self._validate(ref, label if count == 1 else f"{label} shard {p.shard[0]} of {count}", baseline, lanes,
+                           p) for p in made.parts])
+        return reports[0] if count == 1 else merge(list(reports))
+
+    async def with_remainder(self, label: str, baseline: TestReport, selected: TestReport) -> TestReport:
+        """The selected check and the tests it did not run, as one report of the whole profile."""
+        rest = await self._planned(f"{label} remainder", baseline, False, "remainder")
+        return merge([selected, rest], label=f"whole profile: {selected.selection}; then {rest.selection}")
+
+    async def before_delivery(self, round_no: int) -> None:
+        """`full_at: delivery`: the tests the approved check did not run, run now; red, nothing is delivered."""
+        report, baseline = self.status.test_report, await self.baseline if self.baseline is not None else None
+        if self.profile.full_at != "delivery" or report is None or not report.selection or baseline is None \
+                or report.selection.startswith("whole profile") or not workflow.patched("full-at-delivery"):
+            return
+        self.checks += 1
+        label = f"round {round_no} check {self.checks}"
+        whole = await self.with_remainder(label, baseline, report)
+        self.history.append(f"{label} at {self.status.integration_sha[:12]} before delivery: {whole.verdict_of} "
+                            f"({whole.selection})")
+        self.status.test_report = whole
+        if whole.verdict_of != Verdict.passed and report.verdict_of == Verdict.passed:  # (red was approved as red)
+            raise ApplicationError(f"the whole profile did not pass before delivery (full_at: delivery): "
+                                   f"{checks_line(whole)}; nothing delivered, the branches are kept",
+                                   non_retryable=True)
 
     def touched(self) -> dict[str, list[str]]:
         """The files each lane changed, in every round so far: the merged tree holds all of them."""
@@ -107,7 +149,13 @@ class Gate:
             # the activity judges the merged tree against the baseline per test (reposwarm/checks/verdicts.py),
             # and (since "test-changes") the lanes' test changes, with the base commit's tests as the reference
             lanes = baseline is not None and workflow.patched("test-changes")
-            report = await self._validate(self.status.integration_sha, label, baseline, lanes)
+            if baseline is not None and baseline.ref and workflow.patched("selected-checks"):
+                # only the tests the run's changes affect, in parts; then the rest before the review (CheckProfile)
+                report = await self._planned(label, baseline, lanes, "affected")
+                if report.selection and report.verdict_of == Verdict.passed and self.profile.full_at == "review":
+                    report = await self.with_remainder(label, baseline, report)
+            else:
+                report = await self._validate(self.status.integration_sha, label, baseline, lanes)
         else:  # runs started before: their histories hold unjudged reports
             report = against_baseline(await self._validate(self.status.integration_sha, label), baseline)
         verdict = report.verdict_of
@@ -116,7 +164,8 @@ class Gate:
             f"{verdict}: {', '.join(change_counts(report))}" if verdict == Verdict.passed_with_test_changes
             else f"{verdict}, red: {len(report.failures)} new failure(s)" if report.failures
             else f"{verdict}, red: {'; '.join(report.problems)[:300]}")
-        extra = [f"{len(report.pre_existing)} pre-existing"] if report.pre_existing else []
+        extra = [report.selection] if report.selection else []  # (a selected check says so wherever it is shown)
+        extra += [f"{len(report.pre_existing)} pre-existing"] if report.pre_existing else []
         extra += [f"{len(report.fixed)} fixed"] if report.fixed else []
         extra += [f"{report.tests_run} tests ran, {report.base_tests_run} on the base"] \
             if report.tests_run is not None and report.base_tests_run is not None else []
@@ -235,4 +284,5 @@ def checks_line(report: TestReport | None) -> str:
     if verdict == Verdict.passed_with_test_changes:
         return f"checks {verdict} ({', '.join(change_counts(report))}): see Test changes in the review"
     why = why_failed(report)
-    return f"checks {verdict}" + (f": {why[:300]}" if why else "")
+    ran = f" ({report.selection[:200]})" if report.selection else ""
+    return f"checks {verdict}{ran}" + (f": {why[:300]}" if why else "")

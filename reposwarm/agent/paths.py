@@ -55,6 +55,9 @@ def _spec(patterns: list[str]) -> pathspec.PathSpec:
     return pathspec.PathSpec.from_lines("gitignore", anchored)
 
 
+spec = _spec  # (a check command's `when:` globs match changed paths as a lane's slice matches its paths)
+
+
 def _short(path: str) -> str:
     return repr(path) if len(path) <= 80 else f"{path[:60]!r}... ({len(path)} characters)"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 import json
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -66,15 +66,18 @@ class DeleteFileArgs(_Args):
 
 
 class RunChecksArgs(_Args):
-    """Run the configured check commands in the lane's worktree; with `tests`, only those tests (in seconds), judged
-    against the same tests on the base commit."""
+    """Run the configured check commands in the lane's worktree: the tests your change affects (scope), or with
+    `tests` only those (in seconds), judged against the same tests on the base commit."""
 
     profile: str | None = None
     tests: list[str] | None = Field(default=None, max_length=200, description=(
         "only these tests, as their runner names them: pytest files or node ids (tests/test_x.py::test_a), unittest "
         "dotted ids, node/jest/vitest test files (jest, vitest: also FILE::TEST NAME), go packages (./pkg/...) or "
-        "tests (TestName, pkg/path.TestName), cargo filters (tests::adds) or CRATE::FILTER; omit for the whole "
-        "profile"))
+        "tests (TestName, pkg/path.TestName), cargo filters (tests::adds) or CRATE::FILTER; omit for the tests "
+        "your change affects"))
+    scope: Literal["affected", "all"] = Field(default="affected", description=(
+        "without tests: `affected` (default) runs only the tests that import, directly or not, a file you changed "
+        "(the whole command where that cannot be told); `all` runs every test of the profile"))
 
 
 MAX_COMMAND_CHARS = 65_536  # a longer command belongs in a script (write_file, then run it)

@@ -8,12 +8,12 @@ what the caller shows the model.
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections.abc import Callable
 from typing import Any
 
 from reposwarm import gitcmd
+from reposwarm.agent import checking as lane_checks
 from reposwarm.agent import shell as lane_shell
 from reposwarm.agent.paths import PathPolicy, ToolRefused
 from reposwarm.agent.slice import revert_outside_slice
@@ -30,11 +30,7 @@ from reposwarm.agent.specs import (
     WriteFileArgs,
     parse_args,
 )
-from reposwarm.checks import runners, sandbox, verdicts
-from reposwarm.checks.runner import load_cases, run_profile
-from reposwarm.checks.runners import select
-from reposwarm.checks.sandbox import SandboxUnavailable
-from reposwarm.contracts import CheckProfile, CommandResult, FileEdit, TestReport
+from reposwarm.contracts import CheckProfile, FileEdit, TestReport
 from reposwarm.runs.store import Store
 from reposwarm.runs.store import home as reposwarm_home
 
@@ -222,62 +218,10 @@ class Toolbox:
             configured = ", ".join(sorted(self.check_profiles)) or "none"
             raise ToolRefused(f"run_checks runs only configured check profiles; {name!r} is not one "
                               f"(configured: {configured})")
-        plan = self._targeted(a.tests, profile, name) if a.tests else None
-        if plan is not None:  # only the commands that select the named tests, each running only those
-            profile = profile.model_copy(update={"commands": [t.argv for t in plan.targets]})
-        try:
-            # Tools run in the worker's thread pool; the checks get an event loop of their own.
-            # (their git view holds only what this lane may read: no other lane's branch, none of HEAD's other paths)
-            readable = (*self.policy.allowed_patterns, *self.policy.read_only_patterns)
-            report = asyncio.run(run_profile(profile, self.policy.root, self.store, readable=readable,
-                                             scope=f"lane:{self.store.run_id}/{self.policy.root.name}"
-                                             if self.store is not None else ""))
-        except SandboxUnavailable as err:
-            raise ToolRefused(str(err)) from None
         baseline = self.baseline() if self.baseline is not None else None
-
-        def cases(result: CommandResult) -> list[runners.Case] | None:
-            return load_cases(self.store, result)
-
-        if plan is None or len(report.commands) != len(plan.targets):  # (a failed setup step ran no command)
-            report = verdicts.judge(report, baseline, cases)
-        else:  # against the same tests of the base commit's run, and never called a run of the whole profile
-            narrowed, narrowed_cases = select.narrow(baseline, plan.targets, report.commands, cases) \
-                if baseline is not None else (None, cases)
-            report = verdicts.judge(report, narrowed, narrowed_cases)
-            missing = [f"`{n}`: no test the targeted run reported matches it (misnamed? gone?)"
-                       for n in select.unmatched(plan.targets, report.commands, cases)]
-            report = verdicts.settle(report.model_copy(update={"problems": [*report.problems, *missing]}))
-        note = "" if plan is None else select.described(
-            list(dict.fromkeys(n for t in plan.targets for n in t.names)), report.tests_run)
-        lines = [f"checks {verdicts.summary(report, note)}, in {report.duration_s:.1f}s"]
-        if plan is not None:
-            judged = ", judged against the same tests on the base commit" if baseline is not None else ""
-            lines.append(f"targeted run: only the tests named ran{judged} (run_checks without tests runs the whole "
-                         "profile, as the gate does)")
-            lines += [f"skipped for this targeted run: `{c}`: {why}" for c, why in plan.skipped]
-            lines += [f"not run: `{n}`: {why}" for n, why in plan.unclaimed]
-        if baseline is None and self.baseline is not None:
-            lines.append("(the base commit's results are not in yet: failures are not told apart from ones the "
-                         "base commit has too)")
-        if report.unsandboxed:
-            lines.append(f"warning: {sandbox.OFF_WARNING}")
-        lines += [f"problem: {p}" for p in report.problems]
-        lines += [f"dependencies: {line}" for line in report.setup]  # the profile's setup step: ran, or restored
-        # (the gate says the same of these, and sends lost tests back first: reposwarm/checks/test_changes.py)
-        lines += [f"test change ({c.kind}): {c.test}: {c.detail}" for c in report.test_changes[:20]]
-        lines += [f"failing (new): {f.name}" + (f" ({f.file})" if f.file else "") for f in report.failures]
-        lines += [f"failing on the base commit too: {f.name}" for f in report.pre_existing[:10]]
-        if len(report.pre_existing) > 10:
-            lines.append(f"... and {len(report.pre_existing) - 10} more failing on the base commit too")
-        lines += [f"fixed (failing on the base commit): {f.name}" for f in report.fixed[:10]]
-        lines += [f"flaky (failed, then passed on a re-run): {f.name}" for f in report.flaky]
-        for result in report.commands:
-            state = ("timed out" if result.timed_out else "ended at its output cap" if result.exit_code is None
-                     else f"exit {result.exit_code}")
-            lines.append(f"$ {' '.join(result.argv)}  ({state}; full log {result.log_ref})\n"
-                         f"{result.output_tail[-3000:]}")
-        text = _cap("\n".join(lines))
+        said = lane_checks.run(a, profile, name, self.policy, self.store, baseline,
+                               waiting=baseline is None and self.baseline is not None)
+        text = _cap(said)
         undone = self.undone = self._contain_checks()
         if undone:  # (after the cap, which must not cut it)
             more = f"; and {len(undone) - 20} more" if len(undone) > 20 else ""
@@ -295,19 +239,6 @@ class Toolbox:
             contain=self._contain_checks)
         self.edits, self.undone = ran.edits, ran.undone
         return ran.text
-
-    def _targeted(self, tests: list[str], profile: CheckProfile, name: str) -> select.Plan:
-        """What a targeted run of `tests` runs, or a refusal the model reads: names that are no plain selector,
-        or a profile none of whose commands can select them."""
-        why = select.refusal(tests, self.policy.root)
-        if why:
-            raise ToolRefused(why)
-        plan = select.plan(profile.commands, tests, self.policy.root)
-        if not plan.targets:
-            said = [f"`{c}`: {w}" for c, w in plan.skipped] + [f"`{n}`: {w}" for n, w in plan.unclaimed[:5]]
-            raise ToolRefused(f"run_checks refused: no command of profile {name!r} can run only the tests named ("
-                              + "; ".join(said)[:2000] + "); run_checks without tests runs the whole profile")
-        return plan
 
     def _contain_checks(self) -> list[str]:
         """Undo what the checks changed outside the lane's writable paths (the sandbox lets them write the whole

@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from reposwarm import gitcmd
-from reposwarm.checks import runners, sandbox, setup
+from reposwarm.checks import baselines, runners, sandbox, setup
 from reposwarm.checks.sandbox import caches
 from reposwarm.contracts import CheckProfile, CommandResult, TestFailure, TestReport
 from reposwarm.runs import ledger, objects
@@ -185,28 +185,42 @@ async def prepared_tree(profile: CheckProfile, cwd: Path, store: Store | None, *
 
 
 async def run_profile(profile: CheckProfile, cwd: Path, store: Store | None, *, rerun: bool = True,
-                      readable: tuple[str, ...] | None = None, scope: str = "") -> TestReport:
+                      readable: tuple[str, ...] | None = None, scope: str = "", cached_at: str = "") -> TestReport:
     """Run each command in `cwd`, the one tree they may write; a failing one runs once more, and what passes the
     second time is flaky. `readable`: the paths (a lane's) the commands' git view holds; None: the whole commit.
-    `scope`: whose language caches the commands use (reposwarm/checks/sandbox/caches.py)."""
+    `scope`: whose language caches the commands use (reposwarm/checks/sandbox/caches.py). `cached_at`: `cwd` is a
+    clean checkout of this commit, and a command's results there are kept and reused, by every run on every host
+    sharing the object store, for as long as its environment is the same (reposwarm/checks/baselines.py)."""
     started = time.monotonic()
-    results: list[CommandResult] = []
-    failures: list[TestFailure] = []
-    flaky: list[TestFailure] = []
-    async with prepared_tree(profile, cwd, store, readable=readable, scope=scope, reports=True) as (tree, deps):
-        if deps.failed is not None:
-            return TestReport(passed=False, commands=[deps.failed], failures=[f for f in [deps.failure] if f],
-                              setup=deps.lines,
-                              problems=[deps.failed.reason], duration_s=round(time.monotonic() - started, 3),
-                              unsandboxed=not deps.failed.sandboxed)
-        for argv in profile.commands:
-            result, failed, flakes = await _counted(argv, tree, profile, started, store, rerun)
-            results.append(result)
-            failures += failed
-            flaky += flakes
+    env = await asyncio.to_thread(baselines.environment, profile) if cached_at else ""
+    keys = {i: baselines.key(cached_at, argv, env) for i, argv in enumerate(profile.commands)} if cached_at else {}
+    hits = {i: hit for i, k in keys.items() if (hit := await asyncio.to_thread(baselines.load, k)) is not None}
+    done: dict[int, tuple[CommandResult, list[TestFailure], list[TestFailure]]] = {
+        i: (await asyncio.to_thread(baselines.adopt, hit, store), hit.failures, hit.flaky) for i, hit in hits.items()}
+    lines = [f"`{' '.join(profile.commands[i])}`: its results on {cached_at[:12]} reused (same commit and environment)"
+             for i in sorted(hits)]
+    misses = [i for i in range(len(profile.commands)) if i not in done]
+    if misses:
+        async with prepared_tree(profile, cwd, store, readable=readable, scope=scope, reports=True) as (tree, deps):
+            if deps.failed is not None:
+                return TestReport(passed=False, commands=[deps.failed], failures=[f for f in [deps.failure] if f],
+                                  setup=deps.lines,
+                                  problems=[deps.failed.reason], duration_s=round(time.monotonic() - started, 3),
+                                  unsandboxed=not deps.failed.sandboxed)
+            lines = deps.lines + lines
+            for i in misses:
+                done[i] = await _counted(profile.commands[i], tree, profile, started, store, rerun)
+                if cached_at:
+                    result, failed, flakes = done[i]
+                    await asyncio.to_thread(baselines.keep, keys[i], baselines.Cached(
+                        result, load_cases(store, result), failed, flakes))
+    results = [done[i][0] for i in range(len(profile.commands))]
+    failures = [f for i in range(len(profile.commands)) for f in done[i][1]]
+    flaky = [f for i in range(len(profile.commands)) for f in done[i][2]]
+    deps_lines = lines
     counted = [r.tests_run for r in results if r.tests_run is not None]
     # (the gate's judge keeps these problems beside its own: reposwarm/checks/verdicts.py)
     problems = [p for p in map(runners.not_fully_judged, results) if p]
-    return TestReport(passed=not failures and not problems, failures=failures, flaky=flaky, setup=deps.lines,
+    return TestReport(passed=not failures and not problems, failures=failures, flaky=flaky, setup=deps_lines,
                       duration_s=round(time.monotonic() - started, 3), commands=results, problems=problems,
                       unsandboxed=any(not r.sandboxed for r in results), tests_run=sum(counted) if counted else None)

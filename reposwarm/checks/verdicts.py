@@ -121,6 +121,8 @@ def why_failed(report: TestReport) -> str:
 def summary(report: TestReport, note: str = "") -> str:
     """One line, starting with the verdict word: what a lane, a reviewer, status and watch read first. `note`:
     said first after it, in its parentheses (a targeted run says so: "PASSED (targeted: 2 tests of ...)")."""
+    # (a check that ran only some tests says so first: never shown as a run of the whole profile)
+    note = "; ".join(said for said in (report.selection, note) if said)
     parts = [f"{len(report.failures)} new failure(s)"] if report.failures else []
     parts += [f"tests {', '.join(change_counts(report))}"] if report.test_changes else []
     parts += [f"{len(report.pre_existing)} pre-existing"] if report.pre_existing else []

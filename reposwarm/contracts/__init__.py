@@ -28,6 +28,7 @@ its model accepts the old shape too (a `model_validator(mode="before")`).
 from reposwarm.contracts.base import Contract, Usage
 from reposwarm.contracts.config import (
     CheckProfile,
+    CommandRule,
     DeliveryConfig,
     HelperRole,
     LanesFile,
@@ -120,7 +121,10 @@ from reposwarm.contracts.turns import (
 from reposwarm.contracts.validation import (
     AttributeInput,
     Attribution,
+    CheckPart,
+    CheckPlan,
     CommandResult,
+    PlanCheckInput,
     RollbackInput,
     RollbackResult,
     TestChange,
@@ -142,7 +146,7 @@ __all__ = [
     "SwarmResume", "SwarmStatus", "TestChange", "TestChangeKind", "TestFailure", "TestReport", "ToolCall", "ToolInput", "ToolOutcome",
     "TrialBatchRequest", "TrialBatchResult", "TrialClone", "TrialCloneInput", "TrialOutcome", "TrialScore",
     "TrialSpec", "TrialVetInput", "TrialVetting", "Usage", "Verdict",
-    "ValidateInput", "ValidationConfig",
+    "ValidateInput", "ValidationConfig", "CheckPart", "CheckPlan", "PlanCheckInput", "CommandRule",
     "LaneProposal", "LanesDecision", "LanesReceipt", "PackageInfo", "ProposalCheck", "ProposeInput",
     "ProposeOptions", "ProposeOutcome", "RepoLayout",
 ]

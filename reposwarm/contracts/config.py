@@ -52,10 +52,27 @@ LOCK_FILES = ("package-lock.json", "npm-shrinkwrap.json", "pnpm-lock.yaml", "yar
               "Gemfile.lock", "composer.lock")
 
 
+class CommandRule(Contract):
+    """What a command of a profile says besides its argv (a mapping entry of `commands`: run, when, shards)."""
+
+    # Globs (as a lane's slice takes them): the command runs only when the changes touch one; [] always runs.
+    when: list[str] = []
+    shards: int = Field(default=1, gt=0, le=64)  # its tests split over this many activities, on any worker host
+
+
 class CheckProfile(Contract):
     """A validation profile: argv lists run in the sandbox (reposwarm/checks/sandbox.py), with its limits."""
 
     commands: list[list[str]] = Field(min_length=1)
+    # Per command (" ".join(argv)): its `when:` and `shards:` (reposwarm/checks/plans.py); absent: runs always, whole.
+    rules: dict[str, CommandRule] = {}
+    # The tests a change can affect (reposwarm/checks/affected.py): "affected" runs only those where that can be
+    # told soundly (else the whole command, saying why); "all" runs every test every time.
+    selection: Literal["affected", "all"] = "affected"
+    # Who tells which tests a change affects: reposwarm's import graph, or the repository's own build tool.
+    selector: Literal["graph", "bazel", "nx", "turbo", "pants", "go"] = "graph"
+    # When the tests a selected check did not run, run: once before the review, before delivery, or never.
+    full_at: Literal["review", "delivery", "never"] = "review"
     timeout_s: float = Field(default=600, gt=0)
     # What the sandboxed commands may see and use; everything else is denied.
     env: dict[str, str] = {}  # variables the commands see, besides PATH, HOME (private), locale and CI=true
@@ -93,6 +110,39 @@ class CheckProfile(Contract):
                 raise ValueError(f"{path!r} is not a path inside the repository (like node_modules or "
                                  "package-lock.json)")
         return [posixpath.normpath(p) for p in paths]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _command_entries(cls, data: object) -> object:
+        """`commands:` entries may be mappings ({run: [...], when: [...], shards: N}): their argv in `commands`,
+        the rest in `rules`, keyed by the command line."""
+        if not isinstance(data, dict) or not isinstance(data.get("commands"), list):
+            return data
+        commands: list[object] = []
+        rules = dict(data.get("rules") or {})
+        for entry in data["commands"]:
+            if isinstance(entry, dict):
+                unknown = sorted(set(entry) - {"run", "when", "shards"})
+                if unknown or not isinstance(entry.get("run"), list):
+                    raise ValueError("a command is an argv list, or a mapping with `run:` (the argv list) and "
+                                     "optionally `when:` (globs) and `shards:` (a count)"
+                                     + (f"; unknown key(s): {', '.join(map(str, unknown))}" if unknown else ""))
+                commands.append(entry["run"])
+                if all(isinstance(a, str) for a in entry["run"]):
+                    rules[" ".join(entry["run"])] = {k: v for k, v in entry.items() if k != "run"}
+            else:
+                commands.append(entry)
+        return {**data, "commands": commands, "rules": rules}
+
+    def rule(self, argv: list[str]) -> CommandRule:
+        return self.rules.get(" ".join(argv)) or CommandRule()
+
+    @model_validator(mode="after")
+    def _rules_name_commands(self) -> CheckProfile:
+        lines = {" ".join(argv) for argv in self.commands}
+        if stray := sorted(set(self.rules) - lines):
+            raise ValueError(f"rules for commands the profile does not run: {', '.join(map(repr, stray))}")
+        return self
 
     @field_validator("commands", "setup")
     @classmethod

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import model_validator
 
@@ -94,6 +94,10 @@ class TestReport(Contract):
     base_tests_paths: int = 0
     # What the setup step did for this tree, one line each (reposwarm/checks/setup.py): ran, restored, failed.
     setup: list[str] = []
+    # Not the whole profile (reposwarm/checks/plans.py): what ran, in words ("affected: 14 test files of 1,600,
+    # from 3 changed files"); "": every test of every command. Said wherever the verdict is.
+    selection: str = ""
+    skipped: list[str] = []  # "`command`: why" for each command this check did not run (when:, nothing affected)
 
     @property
     def verdict_of(self) -> Verdict:
@@ -101,6 +105,37 @@ class TestReport(Contract):
         if self.verdict is not None:
             return self.verdict
         return Verdict.passed if self.passed else Verdict.failed
+
+
+class CheckPart(Contract):
+    """What one validate activity runs of its profile (reposwarm/checks/plans.py): some commands whole, some only
+    the tests they select (their runner's selector), the rest not at all."""
+
+    whole: list[str] = []  # command lines run whole
+    names: dict[str, list[str]] = {}  # command line -> the tests it runs (files, ./go/packages, crates)
+    label: str = ""  # what the check says it ran: "affected: ...", "the remainder: ...", "" the whole profile
+    shard: tuple[int, int] = (1, 1)  # this part is shard i of n
+    skipped: list[str] = []  # "`command`: why" not run by this part
+
+
+class CheckPlan(Contract):
+    """What plan_check answers: the parts (one per shard) a check runs as separate activities."""
+
+    parts: list[CheckPart]
+    changed: list[str] = []  # the files the check's changes touch (capped)
+    changed_count: int = 0
+    fallback: str = ""  # why a selected check runs some command whole ("" when none had to)
+    label: str = ""  # as CheckPart.label, also when there is no part to run
+    skipped: list[str] = []  # as CheckPart.skipped
+
+
+class PlanCheckInput(Contract):
+    run_id: str
+    repo_path: str
+    ref: str  # the tree checked
+    since: str = ""  # the changes are those from here to `ref` ("" none known: every command whole)
+    profile: CheckProfile
+    scope: Literal["all", "affected", "remainder"] = "affected"
 
 
 class ValidateInput(Contract):
@@ -115,6 +150,7 @@ class ValidateInput(Contract):
     # (its goal, its finish summary), which may say why a test had to change.
     touched: dict[str, list[str]] = {}
     statements: dict[str, list[str]] = {}
+    part: CheckPart | None = None  # only these commands and tests (reposwarm/checks/plans.py); None: the profile
 
 
 class AttributeInput(Contract):

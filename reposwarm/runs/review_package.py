@@ -303,6 +303,11 @@ def _checks(pkg: ReviewPackage, report: TestReport) -> list[str]:
     if report.verdict_of == Verdict.passed_with_test_changes:
         out += ["The checks pass only with the test changes listed under **Test changes** above: approve only if "
                 "each is right.", ""]
+    if report.selection and not report.selection.startswith("whole profile"):
+        out += [f"**Not the whole profile**: {report.selection}. The tests the changes do not reach did not run "
+                "(reposwarm/checks/plans.py; `full_at` in the profile says when they do).", ""]
+    out += [f"- not run: {line}" for line in report.skipped]
+    out += [""] if report.skipped else []
     if report.base_tests_s is not None:
         out += [f"Test paths changed ({report.base_tests_paths}), so the base commit's tests also ran against the "
                 f"merged code: a second run of the profile, {report.base_tests_s:.1f}s.", ""]

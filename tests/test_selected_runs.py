@@ -1,0 +1,58 @@
+"""Checks at monorepo scale (issue 37), end to end on the real dev server: a lane breaking an import is caught with
+selection on, the repair is checked the same way, and the tests the change does not reach run once before the
+review, as two shards in parallel (tests/record_checks.py is the run; the `selected` history replays it)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from reposwarm.contracts import Phase, ValidateInput, Verdict
+from reposwarm.runs.review_package import render_review, render_status
+from tests import record_checks
+from tests.helpers import wait_for_phase
+
+pytestmark = pytest.mark.usefixtures("worker")
+
+
+async def validate_inputs(client, run_id: str) -> list[ValidateInput]:
+    found = []
+    async for event in client.get_workflow_handle(run_id).fetch_history_events():
+        attrs = event.activity_task_scheduled_event_attributes
+        if event.HasField("activity_task_scheduled_event_attributes") and attrs.activity_type.name == "validate":
+            found.append((await client.data_converter.decode(attrs.input.payloads, [ValidateInput]))[0])
+    return found
+
+
+async def test_a_broken_import_is_caught_by_the_selected_check_and_the_rest_runs_sharded(client, tmp_path: Path):
+    run_id = await record_checks.start(client, tmp_path)
+    try:
+        status = await wait_for_phase(client, run_id, Phase.review, timeout=240)
+        history = status.review.validations
+        # check 1: only svc_a's test ran (the change reaches nothing else), and it caught the broken import
+        assert "FAILED, red: 1 new failure" in history[0], history
+        assert "(affected: 1 of 3 python test files, from 1 changed file" in history[0], history
+        assert any(s.lane == "a" and s.attempt == 2 for s in status.lanes), status.lanes  # sent back to its lane
+        # check 2: the repair passes the selected tests, then the remainder makes it the whole profile
+        assert "PASSED, green (whole profile: affected: 1 of 3 python test files" in history[1], history
+        assert "then the remainder: 2 of 3 python test files the selected check did not run" in history[1], history
+        report = status.review.test_report
+        assert report.verdict == Verdict.passed and report.tests_run == 3 and report.base_tests_run == 3, report
+        assert report.skipped and "when: paths (docs/**)" in report.skipped[0], report.skipped
+        # what ran where: the baseline whole, each selected check one part, the remainder two shards side by side
+        inputs = await validate_inputs(client, run_id)
+        labels = [i.label for i in inputs]
+        assert labels == ["baseline", "round 1 check 1", "round 1 check 2", "round 1 check 2 remainder shard 1 of 2",
+                          "round 1 check 2 remainder shard 2 of 2"], labels
+        pytest_line = " ".join(record_checks.PYTEST)
+        assert inputs[1].part.names == {pytest_line: ["svc_a/tests/test_a.py"]}, inputs[1].part
+        shards = [set(i.part.names[pytest_line]) for i in inputs[3:]]
+        assert shards[0] | shards[1] == {"svc_b/tests/test_b.py", "svc_c/tests/test_c.py"} and not shards[0] & \
+            shards[1], shards
+        review = render_review(status.review)
+        assert "**PASSED**" in review and "whole profile" in review and "Not the whole profile" not in review
+        assert "- not run: `" in review and "docs/**" in review, review
+        assert "checks: PASSED (whole profile" in render_status(status)
+    finally:
+        await client.get_workflow_handle(run_id).terminate("test done")
