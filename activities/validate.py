@@ -16,12 +16,14 @@ from temporalio.exceptions import ApplicationError
 from activities.repo import synced
 from reposwarm import gitcmd
 from reposwarm.agent.paths import PathPolicy
-from reposwarm.checks import plans, runners, test_changes, test_trees, verdicts
-from reposwarm.checks.runner import load_cases, run_profile, save_baseline
+from reposwarm.checks import plans, runners, test_changes, test_trees, toolselect, verdicts
+from reposwarm.checks.runner import load_cases, prepared_tree, run_profile, save_baseline
+from reposwarm.checks.runners import select
 from reposwarm.checks.sandbox import SandboxUnavailable
 from reposwarm.contracts import (
     AttributeInput,
     Attribution,
+    CheckPart,
     CheckProfile,
     CommandResult,
     RollbackInput,
@@ -70,6 +72,9 @@ async def validate(req: ValidateInput) -> TestReport:
     await asyncio.to_thread(checkout, str(repo.path), path, req.ref)
     store = Store(req.run_id)
     ran = await asyncio.to_thread(plans.part_profile, req.profile, req.part, path) if req.part is not None else None
+    notes: list[str] = []
+    if ran is not None and req.part is not None and req.part.tool:
+        ran, notes = await _by_build_tool(req.profile, req.part, ran, path, store)
     profile = ran.profile if ran is not None else req.profile
     try:
         if ran is not None and not ran.targets:  # (nothing of the profile left in this part on this tree)
@@ -100,7 +105,8 @@ async def validate(req: ValidateInput) -> TestReport:
         if req.baseline.ref and slug != "baseline":
             report = await _judge_tests(req, base, loader, profile, repo, store, report)
     if req.part is not None:
-        report = report.model_copy(update={"selection": req.part.label, "skipped": req.part.skipped})
+        label = "; ".join([req.part.label, *notes]) if notes else req.part.label
+        report = report.model_copy(update={"selection": label, "skipped": req.part.skipped})
     if slug == "baseline":
         # the lanes' run_checks tell their own failures from the base commit's by this
         save_baseline(req.run_id, report)
@@ -119,6 +125,29 @@ async def validate(req: ValidateInput) -> TestReport:
                            test_changes=[f"{c.kind}: {c.test}" for c in report.test_changes],
                            base_tests_s=report.base_tests_s)
     return report
+
+
+async def _by_build_tool(profile: CheckProfile, part: CheckPart, ran: plans.Ran, path: Path,
+                         store: Store) -> tuple[plans.Ran, list[str]]:
+    """The commands `selector:` names narrowed by the repository's own build tool, in this tree's sandbox: to
+    what it says is affected, dropped when nothing is, whole when it cannot tell (each said)."""
+    commands: list[list[str]] = []
+    targets: list[select.Target | None] = []
+    notes: list[str] = []
+    async with prepared_tree(profile, path, store, readable=None, scope="", reports=False) as (tree, _):
+        for argv, target in zip(ran.profile.commands, ran.targets, strict=True):
+            if target is None and " ".join(argv) in part.tool:
+                chosen = await toolselect.select(profile.selector, argv, part.changed, part.since, tree, profile,
+                                                 store)
+                notes.append(chosen.note)
+                if chosen.argv is None:
+                    continue
+                argv = chosen.argv
+            commands.append(argv)
+            targets.append(target)
+    if not commands:
+        return plans.Ran(profile, []), notes
+    return plans.Ran(ran.profile.model_copy(update={"commands": commands}), targets), notes
 
 
 def _checkout_name(req: ValidateInput) -> str:

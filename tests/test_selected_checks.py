@@ -177,3 +177,21 @@ async def test_the_base_commit_s_results_are_kept_and_reused_by_another_run(repo
     # another environment is another baseline: run again
     other = await baseline(repo, run_id(), prof.model_copy(update={"env": {"SOME_FLAG": "1"}}), base_sha)
     assert not any("reused" in line for line in other.setup), other.setup
+
+
+async def test_selector_go_asks_go_itself_in_the_sandbox_and_the_check_says_so(tmp_path):
+    from tests.test_toolselect import GO, HAS_GO, MODULE
+
+    if not HAS_GO:
+        pytest.skip("go is not installed")
+    repo, rid = make_repo(tmp_path / "mod", MODULE), run_id()
+    prof = profile(commands=[GO], selector="go")
+    base = await baseline(repo, rid, prof, git(repo, "rev-parse", "HEAD").strip())
+    head = commit(repo, {"lib/lib.go": "package lib\n\nfunc Add(a, b int) int { return b + a }\n"}, "lib: add")
+    report, [part] = await check(repo, rid, prof, head, base)
+    assert part.tool == [" ".join(GO)] and part.changed == ["lib/lib.go"], part
+    assert report.verdict == Verdict.passed, report
+    assert "go: 2 of 3 packages affected" in report.selection, report.selection
+    [ran] = report.commands
+    assert ran.argv[:5] == ["go", "test", "-count=1", "-v", "example.com/m/app"], ran.argv
+    assert "example.com/m/other" not in ran.output_tail and "--- PASS: TestSum" in ran.output_tail

@@ -151,7 +151,7 @@ def test_names_no_command_selects_are_said_and_a_run_none_can_select_is_refused(
         lane.check(["TestFoo", "pkg/path.TestBar"])
     message = str(refused.value)
     assert message.startswith("run_checks refused: no command of profile 'default' can run only the tests named")
-    assert "`TestFoo`" in message and "run_checks without tests runs the whole profile" in message
+    assert "`TestFoo`" in message and "run_checks without tests runs the tests your change affects" in message
     assert "\n" not in message
 
 

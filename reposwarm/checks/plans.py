@@ -89,6 +89,12 @@ def plan(root: Path, ref: str, since: str, profile: CheckProfile, scope: str, du
         if not selective and rule.shards <= 1:
             entries.append(_Entry(argv, None))
             continue
+        if selective and profile.selector != "graph":  # the repository's own build tool says, in the sandbox
+            if scope == "remainder":
+                skipped.append(f"`{line}`: {profile.selector} chose what ran of it in the selected check")
+            else:
+                entries.append(_Entry(argv, None, "tool"))
+            continue
         kind, why = selectable(argv, root)
         if not kind:
             if scope == "remainder":
@@ -122,7 +128,7 @@ def plan(root: Path, ref: str, since: str, profile: CheckProfile, scope: str, du
             continue
         entries.append(_Entry(argv, mine, kind))
     label = _label(scope, selective, entries, chosen, changed, whole_why)
-    parts = _sharded(entries, profile, durations, label, skipped, single)
+    parts = _sharded(entries, profile, durations, label, skipped, single, changed or [], since)
     shown = (changed or [])[:MAX_CHANGED_SHOWN]
     if not parts and selective:
         label = ("the remainder: nothing the selected check did not run" if scope == "remainder" else
@@ -136,6 +142,9 @@ def _label(scope: str, selective: bool, entries: list[_Entry], chosen: affected.
     """What the check says it ran, beside its verdict; "" for the whole profile."""
     if not selective:
         return ""
+    tools = [e for e in entries if e.kind == "tool"]
+    if tools:
+        return f"affected, as the build tool says: {_count(len(changed or []), 'changed file')}"
     ran: dict[str, set[str]] = {}
     for e in entries:
         if e.names is not None:
@@ -152,7 +161,7 @@ def _label(scope: str, selective: bool, entries: list[_Entry], chosen: affected.
 
 
 def _sharded(entries: list[_Entry], profile: CheckProfile, durations: Durations, label: str,
-             skipped: list[str], single: bool) -> list[CheckPart]:
+             skipped: list[str], single: bool, changed: list[str], since: str) -> list[CheckPart]:
     from reposwarm.checks import shards  # (the durations' balance: reposwarm/checks/shards.py)
 
     groups: dict[int, list[list[str]]] = {}
@@ -175,8 +184,10 @@ def _sharded(entries: list[_Entry], profile: CheckProfile, durations: Durations,
                     whole.append(line)
                 else:
                     names[line] = e.names
+        tool = [" ".join(e.argv) for e in entries if e.kind == "tool"] if k == 0 else []
         parts.append(CheckPart(whole=whole, names=names, label=label, shard=(k + 1, count),
-                               skipped=skipped if k == 0 else []))
+                               skipped=skipped if k == 0 else [], tool=tool, changed=changed if tool else [],
+                               since=since if tool else ""))
     return parts
 
 

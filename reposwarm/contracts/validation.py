@@ -116,6 +116,11 @@ class CheckPart(Contract):
     label: str = ""  # what the check says it ran: "affected: ...", "the remainder: ...", "" the whole profile
     shard: tuple[int, int] = (1, 1)  # this part is shard i of n
     skipped: list[str] = []  # "`command`: why" not run by this part
+    # `selector: bazel|nx|turbo|pants|go`: the command lines the repository's own build tool narrows, in the
+    # part's sandbox, from the files changed since `since` (reposwarm/checks/toolselect.py)
+    tool: list[str] = []
+    changed: list[str] = []
+    since: str = ""
 
 
 class CheckPlan(Contract):
