@@ -195,3 +195,36 @@ async def test_selector_go_asks_go_itself_in_the_sandbox_and_the_check_says_so(t
     [ran] = report.commands
     assert ran.argv[:5] == ["go", "test", "-count=1", "-v", "example.com/m/app"], ran.argv
     assert "example.com/m/other" not in ran.output_tail and "--- PASS: TestSum" in ran.output_tail
+
+
+def test_a_lane_s_run_checks_runs_what_its_change_affects_unless_it_asks_for_all(tmp_path):
+    import asyncio
+
+    from reposwarm.agent.paths import PathPolicy
+    from reposwarm.agent.specs import RunChecksArgs
+    from reposwarm.agent.tools import Toolbox
+    from reposwarm.checks.runner import run_profile
+    from reposwarm.runs.store import Store
+
+    base = make_repo(tmp_path / "base", FILES)
+    lane = tmp_path / "lane"
+    git(base, "worktree", "add", "-q", str(lane))
+    prof, store = profile(), Store(run_id())
+    report = asyncio.run(run_profile(prof, base, store, scope="base"))
+    baseline = report.model_copy(update={"ref": git(base, "rev-parse", "HEAD").strip()})
+    tools = Toolbox(PathPolicy(lane, ["svc_a/**"]), store=store, check_profiles={"default": prof},
+                    baseline=lambda: baseline)
+    (lane / "svc_a" / "core.py").write_text("from common.util import double\n\n\ndef quad(x):\n    return 5 * x\n")
+    out = tools.run_checks(RunChecksArgs())  # (uncommitted: a lane's edit of this turn)
+    first = out.splitlines()[0]
+    assert first.startswith("checks FAILED (affected: 1 of 3 python test files, from 1 changed file; 1 new "), out
+    assert "failing (new):" in out and "test_quad" in out and "svc_b" not in out.split("$ ", 1)[1], out
+    assert "scope \"all\" runs every test" in out
+    whole = tools.run_checks(RunChecksArgs(scope="all"))
+    assert whole.splitlines()[0].startswith("checks FAILED (") and "4 tests ran" in whole.splitlines()[0], whole
+    assert "affected" not in whole.splitlines()[0]
+    # a change no test reaches runs nothing, and says so
+    (lane / "svc_a" / "core.py").write_text(FILES["svc_a/core.py"])
+    (lane / "svc_a" / "notes.py").write_text("NOTE = 1\n")
+    quiet = tools.run_checks(RunChecksArgs())
+    assert quiet.startswith("checks PASSED (affected: no test, from 1 changed file): no test to run"), quiet
