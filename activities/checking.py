@@ -23,8 +23,9 @@ async def plan_check(req: PlanCheckInput) -> CheckPlan:
     path = run_dir(req.run_id) / "validate"
     await asyncio.to_thread(checkout, str(repo.path), path, req.ref)
     env = baselines.environment(req.profile)
-    made = await asyncio.to_thread(plans.plan, path, req.ref, req.since, req.profile, req.scope,
-                                   lambda argv: baselines.last_durations(argv, env))
+    made = await asyncio.to_thread(lambda: plans.plan(path, req.ref, req.since, req.profile, req.scope,
+                                                      lambda argv: baselines.last_durations(argv, env),
+                                                      single=req.single))
     ledger.record_activity(req.run_id, "check_plan", ref=req.ref, since=req.since, scope=req.scope,
                            parts=len(made.parts), label=made.parts[0].label if made.parts else "",
                            changed=made.changed_count, fallback=made.fallback,

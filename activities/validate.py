@@ -16,7 +16,8 @@ from temporalio.exceptions import ApplicationError
 from activities.repo import synced
 from reposwarm import gitcmd
 from reposwarm.agent.paths import PathPolicy
-from reposwarm.checks import plans, runners, test_changes, test_trees, toolselect, verdicts
+from reposwarm.checks import baselines, plans, runners, test_changes, test_trees, toolselect, verdicts
+from reposwarm.checks.rebased import rebased
 from reposwarm.checks.runner import load_cases, prepared_tree, run_profile, save_baseline
 from reposwarm.checks.runners import select
 from reposwarm.checks.sandbox import SandboxUnavailable
@@ -93,6 +94,8 @@ async def validate(req: ValidateInput) -> TestReport:
         # The checkout is throwaway: whatever the checks wrote in it (the only place they could) goes.
         await asyncio.to_thread(_clean, path)
     report = report.model_copy(update={"ref": req.ref})
+    if req.moved_from is not None and ran is not None:
+        return await _moved_base(req, req.moved_from, ran, report, repo, path, store)
     if req.baseline is not None and report.commands:
         def cases(result: CommandResult) -> list[runners.Case] | None:
             return load_cases(store, result)
@@ -148,6 +151,35 @@ async def _by_build_tool(profile: CheckProfile, part: CheckPart, ran: plans.Ran,
     if not commands:
         return plans.Ran(profile, []), notes
     return plans.Ran(ran.profile.model_copy(update={"commands": commands}), targets), notes
+
+
+async def _moved_base(req: ValidateInput, old: TestReport, ran: plans.Ran, report: TestReport, repo: Repository,
+                      path: Path, store: Store) -> TestReport:
+    """The new base's baseline: the old one, with the tests its new commits affect run again on it (or, when
+    that cannot be merged per test, the whole profile on it); kept for the lanes and for every later run."""
+    def cases(result: CommandResult) -> list[runners.Case] | None:
+        return load_cases(store, result)
+
+    new = rebased(old, ran, report, cases, store, req.ref)
+    if new is None:
+        await asyncio.to_thread(checkout, str(repo.path), path, req.ref)
+        try:
+            new = (await run_profile(req.profile, path, store, scope="base", cached_at=req.ref)).model_copy(
+                update={"ref": req.ref})
+        finally:
+            await asyncio.to_thread(_clean, path)
+    else:
+        env = await asyncio.to_thread(baselines.environment, req.profile)
+        for result in new.commands:  # (per command, as run_profile keeps a base commit's results)
+            line = " ".join(result.argv)
+            await asyncio.to_thread(baselines.keep, baselines.key(req.ref, result.argv, env), baselines.Cached(
+                result, cases(result), [f for f in new.failures if f.command == line],
+                [f for f in new.flaky if f.command == line]))
+    save_baseline(req.run_id, new)
+    ledger.record_activity(req.run_id, "validation", ref=req.ref, label=req.label, profile=req.profile_name,
+                           passed=new.passed, moved_from=old.ref, tests_run=new.tests_run,
+                           rerun=report.tests_run, duration_s=report.duration_s)
+    return new
 
 
 def _checkout_name(req: ValidateInput) -> str:

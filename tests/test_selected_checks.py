@@ -228,3 +228,30 @@ def test_a_lane_s_run_checks_runs_what_its_change_affects_unless_it_asks_for_all
     (lane / "svc_a" / "notes.py").write_text("NOTE = 1\n")
     quiet = tools.run_checks(RunChecksArgs())
     assert quiet.startswith("checks PASSED (affected: no test, from 1 changed file): no test to run"), quiet
+
+
+async def test_a_moved_base_runs_again_only_what_its_new_commits_affect(repo):
+    rid, prof = run_id(), profile()
+    old = await baseline(repo, rid, prof, git(repo, "rev-parse", "HEAD").strip())
+    # a teammate's commit lands on the base: it breaks svc_b (not the swarm's doing)
+    moved = commit(repo, {"svc_b/core.py": "def hello(name):\n    return 'bye'\n"}, "teammate: svc_b")
+    env = ActivityEnvironment()
+    made = await env.run(plan_check, PlanCheckInput(run_id=rid, repo_path=str(repo), ref=moved, since=old.ref,
+                                                    profile=prof, single=True))
+    [part] = made.parts
+    new = await env.run(validate, ValidateInput(run_id=rid, repo_path=str(repo), ref=moved, profile_name="default",
+                                                profile=prof, label="baseline moved", part=part, moved_from=old))
+    assert new.ref == moved and new.tests_run == 4, new  # every test has a result on the new base
+    assert [f.name.rsplit(".", 1)[-1].rsplit("::", 1)[-1] for f in new.failures] == ["test_hello"], new.failures
+    assert "1 failed" in new.commands[0].output_tail and "passed" not in new.commands[0].output_tail  # only svc_b ran
+    assert any("only the tests its new commits affect ran again" in line for line in new.setup), new.setup
+    # the swarm's change on the moved base: the teammate's break is the base's, never blamed on the swarm
+    head = commit(repo, {"svc_a/core.py": "from common.util import double\n\n\ndef quad(x):\n    return 4 * x\n"},
+                  "lane: quad")
+    report, _ = await check(repo, rid, prof, head, new)
+    rest, _ = await check(repo, rid, prof, head, new, scope="remainder", label="round 1 check 1 rest")
+    whole = shards.merge([report, rest])
+    assert whole.verdict == Verdict.passed and not whole.failures and len(whole.pre_existing) == 1, whole
+    # kept for the next run on this base: the rebased results are reused, not run again
+    again = await baseline(repo, run_id(), prof, moved)
+    assert any("reused" in line for line in again.setup) and again.tests_run == 4, again.setup

@@ -383,7 +383,10 @@ class SwarmWorkflow(Proposals, Budgets):
         """The base's new commits merged into the integration branch (workflows/base.py); True when it moved."""
         if self._base is None or not self._base.tracking or not workflow.patched("moving-base"):
             return False
-        return await self._base.refresh(round_no, plan.interface_contract)
+        moved = await self._base.refresh(round_no, plan.interface_contract)
+        if moved and self._gate_state is not None:  # (the checks judge against the base they merged)
+            await self._gate_state.moved_base(self._base.head)
+        return moved
 
     async def _deliver(self, req: SwarmRequest, plan: Plan | None) -> SwarmResult:
         branch = _swarm_branch(req)

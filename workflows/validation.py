@@ -106,6 +106,25 @@ class Gate:
         rest = await self._planned(f"{label} remainder", baseline, False, "remainder")
         return merge([selected, rest], label=f"whole profile: {selected.selection}; then {rest.selection}")
 
+    async def moved_base(self, head: str) -> None:
+        """The base moved to `head`: its baseline is the old one with only what the new commits affect run again
+        on it (reposwarm/checks/rebased.py), so the checks that follow judge against the base they merged."""
+        old = await self.baseline if self.baseline is not None else None
+        if old is None or not old.ref or old.ref == head or not workflow.patched("moved-baseline"):
+            return
+        made = await workflow.execute_activity(
+            plan_check, PlanCheckInput(run_id=self.req.run_id, repo_path=self.req.repo_path, ref=head, since=old.ref,
+                                       profile=self.profile, scope="affected", single=True), **options.CHECK_PLAN)
+        part = made.parts[0] if made.parts else CheckPart(label=made.label, skipped=made.skipped)
+        new = await workflow.execute_activity(
+            validate, ValidateInput(run_id=self.req.run_id, repo_path=self.req.repo_path, ref=head,
+                                    profile_name=self.profile_name, profile=self.profile, label="baseline moved",
+                                    part=part, moved_from=old), **options.validation(self.profile))
+        self.baseline = asyncio.get_running_loop().create_future()
+        self.baseline.set_result(new)
+        self.history.append(f"the base moved from {old.ref[:12]} to {head[:12]}: its results from the old base's, "
+                            f"with {part.label or 'the whole profile'} run again on the new one")
+
     async def before_delivery(self, round_no: int) -> None:
         """`full_at: delivery`: the tests the approved check did not run, run now; red, nothing is delivered."""
         report, baseline = self.status.test_report, await self.baseline if self.baseline is not None else None

@@ -141,6 +141,7 @@ class PlanCheckInput(Contract):
     since: str = ""  # the changes are those from here to `ref` ("" none known: every command whole)
     profile: CheckProfile
     scope: Literal["all", "affected", "remainder"] = "affected"
+    single: bool = False  # one part, whatever the commands' shards
 
 
 class ValidateInput(Contract):
@@ -156,6 +157,9 @@ class ValidateInput(Contract):
     touched: dict[str, list[str]] = {}
     statements: dict[str, list[str]] = {}
     part: CheckPart | None = None  # only these commands and tests (reposwarm/checks/plans.py); None: the profile
+    # The base moved (reposwarm/checks/rebased.py): the old base's baseline, which the part's run on `ref` (the new
+    # base) updates per test into `ref`'s baseline.
+    moved_from: TestReport | None = None
 
 
 class AttributeInput(Contract):
