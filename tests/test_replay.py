@@ -44,7 +44,7 @@ from workflows.swarm import SwarmWorkflow
 # One folder per recorded version: every earlier version's runs must still replay on today's code.
 HISTORIES = sorted((Path(__file__).parent / "histories").glob("*/*.json"))
 SCENARIOS = ("happy", "repair", "converge", "can", "expire", "moving", "replan", "proposal",
-             "budget")  # tests/record_history.py
+             "budget", "selected")  # tests/record_history.py
 # Scenario folders recorded before warm lanes: each dispatch of a lane was a workflow of its own.
 COLD_LANES = {"2026-11-30-anywhere"}
 NAME = re.compile(r"^(?P<scenario>[a-z_]+)\.(?P<workflow>.+?)(?:\.run(?P<run>\d+))?$")
@@ -440,7 +440,26 @@ def check_budget(runs: Runs, warm: bool) -> None:
     assert result(swarm)["delivered_branch"]
 
 
-CHECKS = {"budget": check_budget, "happy": check_happy, "repair": check_repair, "converge": check_converge, "can": check_can,
+def check_selected(runs: Runs, warm: bool) -> None:
+    [swarm] = runs["swarm"]
+    # the baseline; the selected red check and its repair's green one; the remainder's two shards; the approval
+    order(swarm, "validate", "plan_check", "validate", "attribute_failures", "lane:a.r1.a2", "done:a.r1.a2",
+          "plan_check", "validate", "plan_check", "validate", "validate", "publish_review", "decision", "deliver")
+    checks = [i for n, i in activities(swarm) if n == "validate"]
+    assert [c["label"] for c in checks] == ["baseline", "round 1 check 1", "round 1 check 2",
+                                            "round 1 check 2 remainder shard 1 of 2",
+                                            "round 1 check 2 remainder shard 2 of 2"]
+    assert all(c["part"] for c in checks[1:]) and not checks[0].get("part")
+    # the two shards ran side by side: both scheduled before either completed
+    shard_ids = [e.event_id for e in of(swarm, E.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED)
+                 if e.activity_task_scheduled_event_attributes.activity_type.name == "validate"][-2:]
+    first_done = min(e.event_id for e in of(swarm, E.EVENT_TYPE_ACTIVITY_TASK_COMPLETED)
+                     if e.activity_task_completed_event_attributes.scheduled_event_id in shard_ids)
+    assert max(shard_ids) < first_done
+    assert result(swarm)["delivered_branch"]
+
+
+CHECKS = {"selected": check_selected, "budget": check_budget, "happy": check_happy, "repair": check_repair, "converge": check_converge, "can": check_can,
           "expire": check_expire, "moving": check_moving, "replan": check_replan, "proposal": check_proposal}
 assert set(CHECKS) == set(SCENARIOS)
 
