@@ -126,7 +126,8 @@ async def validate(req: ValidateInput) -> TestReport:
                            tests_run=report.tests_run, base_tests_run=report.base_tests_run,
                            problems=report.problems, verdict=report.verdict_of.value,
                            test_changes=[f"{c.kind}: {c.test}" for c in report.test_changes],
-                           base_tests_s=report.base_tests_s)
+                           base_tests_s=report.base_tests_s, selection=report.selection,
+                           check=re.sub(r"( remainder)?( shard \d+ of \d+)?$", "", req.label))
     return report
 
 

@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 
 from reposwarm.contracts import Phase, ValidateInput, Verdict
+from reposwarm.runs import ledger, metrics
+from reposwarm.runs.metrics import from_status
 from reposwarm.runs.review_package import render_review, render_status
 from tests import record_checks
 from tests.helpers import wait_for_phase
@@ -54,5 +56,8 @@ async def test_a_broken_import_is_caught_by_the_selected_check_and_the_rest_runs
         assert "**PASSED**" in review and "whole profile" in review and "Not the whole profile" not in review
         assert "- not run: `" in review and "docs/**" in review, review
         assert "checks: PASSED (whole profile" in render_status(status)
+        # report and report --home say the same of the check (its parts, from the ledger, are one check)
+        served, hosted = from_status(status, 1.0).last_check, metrics.report(run_id, ledger.read(run_id)).last_check
+        assert served is not None and served == hosted, (served, hosted)
     finally:
         await client.get_workflow_handle(run_id).terminate("test done")

@@ -66,6 +66,7 @@ class CheckFigures(BaseModel):
     problems: list[str] = []
     verdict: str = ""  # PASSED, PASSED WITH TEST CHANGES, FAILED ("" from a ledger written before verdicts)
     test_changes: list[str] = []  # "lost: tests.test_calc.test_add", one per lost, rewritten or reconfigured test
+    selection: str = ""  # what ran when not every test did ("affected: 2 of 40 python test files, ..."; docs/scale.md)
 
 
 class RunReport(BaseModel):
@@ -103,12 +104,30 @@ def _pooled(rounds: list[RoundFigures]) -> float | None:
     return round(sum(r.busy_s for r in rounds) / span, 3) if span > 0 else None
 
 
+def _joined(a: CheckFigures, b: CheckFigures) -> CheckFigures:
+    """Two parts of one check as the gate merges them (reposwarm/checks/shards.py merge)."""
+    def plus(x: int | None, y: int | None) -> int | None:
+        return None if x is None and y is None else (x or 0) + (y or 0)
+
+    order = ("PASSED", "PASSED WITH TEST CHANGES", "FAILED")
+    verdict = max(a.verdict, b.verdict, key=lambda v: order.index(v) if v in order else -1)
+    return CheckFigures(passed=a.passed and b.passed, tests_run=plus(a.tests_run, b.tests_run),
+                        base_tests_run=plus(a.base_tests_run, b.base_tests_run),
+                        new_failures=a.new_failures + b.new_failures, pre_existing=a.pre_existing + b.pre_existing,
+                        fixed=a.fixed + b.fixed, flaky=a.flaky + b.flaky,
+                        problems=list(dict.fromkeys(a.problems + b.problems)), verdict=verdict,
+                        test_changes=list(dict.fromkeys(a.test_changes + b.test_changes)),
+                        selection=a.selection if a.selection in (b.selection, f"whole profile: {b.selection}")
+                        or a.selection.endswith(f"; then {b.selection}") else
+                        f"whole profile: {a.selection}; then {b.selection}")
+
+
 def check_figures(report: TestReport) -> CheckFigures:
     return CheckFigures(passed=report.passed, tests_run=report.tests_run, base_tests_run=report.base_tests_run,
                         new_failures=len(report.failures), pre_existing=len(report.pre_existing),
                         fixed=len(report.fixed), flaky=len(report.flaky), problems=report.problems,
                         verdict=report.verdict_of.value,
-                        test_changes=[f"{c.kind}: {c.test}" for c in report.test_changes])
+                        test_changes=[f"{c.kind}: {c.test}" for c in report.test_changes], selection=report.selection)
 
 
 def from_status(status: SwarmStatus, elapsed_s: float) -> RunReport:
@@ -166,6 +185,7 @@ def report(run_id: str, lines: list[dict[str, Any]]) -> RunReport:
     first_merge: dict[str, bool] = {}
     changesets = resolutions = validations = 0
     last_check: CheckFigures | None = None
+    last_check_of = ""
     retries_by_activity: dict[str, int] = defaultdict(int)
 
     def lane(name: str) -> LaneFigures:
@@ -201,13 +221,18 @@ def report(run_id: str, lines: list[dict[str, Any]]) -> RunReport:
         elif event == "resolution":
             resolutions += 1
             changesets += bool(e.get("resolved"))
-        elif event == "validation" and e.get("label") != "baseline":
-            validations += 1
-            last_check = CheckFigures(
+        elif event == "validation" and e.get("label") != "baseline" and not e.get("moved_from"):
+            one = CheckFigures(
                 passed=bool(e.get("passed")), tests_run=e.get("tests_run"), base_tests_run=e.get("base_tests_run"),
                 new_failures=len(e.get("failures") or []), pre_existing=len(e.get("pre_existing") or []),
                 fixed=len(e.get("fixed") or []), flaky=len(e.get("flaky") or []), problems=e.get("problems") or [],
-                verdict=e.get("verdict") or "", test_changes=e.get("test_changes") or [])
+                verdict=e.get("verdict") or "", test_changes=e.get("test_changes") or [],
+                selection=e.get("selection") or "")
+            # (a check's parts, its shards and its remainder, are one check: docs/scale.md)
+            same = last_check is not None and e.get("check") and e.get("check") == last_check_of
+            validations += not same
+            last_check = _joined(last_check, one) if same and last_check is not None else one
+            last_check_of = e.get("check") or ""
     for key, n in retries_by_activity.items():
         lane_name = next((e.get("lane") or e.get("agent") for e in lines
                           if f"{e.get('workflow_id')}/{e.get('activity_id')}" == key), None)
@@ -294,7 +319,8 @@ def render(r: RunReport) -> str:
     if (c := r.last_check) is not None:
         ran = "" if c.tests_run is None else f"; tests run {c.base_tests_run if c.base_tests_run is not None else '?'}" \
             f" on the base -> {c.tests_run} merged"
-        out += ["", f"last check: {c.verdict or ('PASSED' if c.passed else 'FAILED')}: {c.new_failures} new failure(s), "
+        said = f" ({c.selection})" if c.selection else ""
+        out += ["", f"last check: {c.verdict or ('PASSED' if c.passed else 'FAILED')}{said}: {c.new_failures} new failure(s), "
                     f"{c.pre_existing} pre-existing, {c.fixed} fixed, {c.flaky} flaky{ran}",
                 *[f"  problem: {p}" for p in c.problems], *[f"  test change: {t}" for t in c.test_changes]]
     if r.source == "server":

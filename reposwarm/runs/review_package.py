@@ -85,7 +85,9 @@ def verdict_line(pkg: ReviewPackage, prog: str = "reposwarm") -> str:
     verdict = report.verdict_of
     flag = {Verdict.failed: " --accept-red", Verdict.passed_with_test_changes: " --accept-test-changes"}.get(verdict, "")
     anyway = " anyway" if verdict == Verdict.failed else ""
-    return (f"Verdict: checks {verdict}, {what}{rolled} — approve{anyway}: {prog} approve {run}{flag}, "
+    some = " (not the whole profile: see Checks)" if report.selection and not report.selection.startswith(
+        "whole profile") else ""
+    return (f"Verdict: checks {verdict}{some}, {what}{rolled} — approve{anyway}: {prog} approve {run}{flag}, "
             f"or {reject}")
 
 
@@ -305,7 +307,7 @@ def _checks(pkg: ReviewPackage, report: TestReport) -> list[str]:
                 "each is right.", ""]
     if report.selection and not report.selection.startswith("whole profile"):
         out += [f"**Not the whole profile**: {report.selection}. The tests the changes do not reach did not run "
-                "(reposwarm/checks/plans.py; `full_at` in the profile says when they do).", ""]
+                "(the profile's `full_at` says when they do: docs/scale.md).", ""]
     out += [f"- not run: {line}" for line in report.skipped]
     out += [""] if report.skipped else []
     if report.base_tests_s is not None:
