@@ -61,3 +61,44 @@ async def test_a_broken_import_is_caught_by_the_selected_check_and_the_rest_runs
         assert served is not None and served == hosted, (served, hosted)
     finally:
         await client.get_workflow_handle(run_id).terminate("test done")
+
+
+async def test_full_at_delivery_runs_the_rest_after_approval_and_a_hidden_break_is_not_delivered(client, tmp_path):
+    from reposwarm.contracts import ReviewDecision
+    from tests.helpers import finish, make_repo, start_run, turn, write_yaml
+    from workflows.swarm import SwarmWorkflow
+
+    # svc_c's test reads svc_a's code by a path it builds: no import the graph could follow
+    files = {**record_checks.FILES, "svc_c/tests/test_c.py": (
+        "def test_svc_a_keeps_its_double():\n    assert 'double(' in open('svc_a/' + 'co' + 're.py').read()\n")}
+    repo = make_repo(tmp_path / "repo", files)
+    lanes = write_yaml(tmp_path / "lanes.yaml", {
+        "swarm": {"lanes": {"a": {"allowed_paths": ["svc_a/"]}}},
+        "validation": {"profiles": {"default": {"timeout_s": 120, "full_at": "delivery",
+                                                "commands": [record_checks.PYTEST]}}}})
+    quad = "def quad(x):\n    return 4 * x\n"  # svc_a's tests pass; the hidden reader's does not
+    script = write_yaml(tmp_path / "replay.yaml", {"version": 1, "lanes": {"a": {1: [
+        turn(("a1", "write_file", {"path": "svc_a/core.py", "content": quad, "reason": "quad without double"})),
+        finish("a2", "quad is 4x")]}}})
+    plan = write_yaml(tmp_path / "plan.yaml", {"interface_contract": "svc_a keeps quad.", "lanes": [
+        {"lane": "a", "goal": "Make quad simpler."}]})
+    run_id = await start_run(client, repo, lanes, script, plan=plan)
+    handle = client.get_workflow_handle_for(SwarmWorkflow.run, run_id)
+    try:
+        status = await wait_for_phase(client, run_id, Phase.review, timeout=240)
+        report = status.review.test_report
+        assert report.verdict == Verdict.passed and report.tests_run == 1, report  # svc_a's test alone
+        review = render_review(status.review)
+        assert "(not the whole profile: see Checks)" in review and "**Not the whole profile**" in review, review
+        await handle.execute_update(SwarmWorkflow.review, ReviewDecision(approve=True, reviewer="ana"))
+        with pytest.raises(Exception) as ended:
+            await handle.result()
+        assert "the whole profile did not pass before delivery (full_at: delivery)" in str(ended.value.cause), \
+            ended.value.cause
+        final = await handle.query(SwarmWorkflow.status)
+        assert not final.delivered_branch and "test_svc_a_keeps_its_double" in str(final.test_report.failures)
+    finally:
+        try:
+            await handle.terminate("test done")
+        except Exception:
+            pass
