@@ -95,6 +95,10 @@ typecheck: venv
 #   bench_cache.py  prompt caching: billed input cost with caching against without, per provider, on the demo and a
 #                   replayed 4-lane attrs change: bench/results_cache.json, and cache_cost_ratio merged into
 #                   bench/results.json (so it runs after bench_swarm.py, which writes that file anew)
+#   bench_checks.py checks at scale on the 4M-line monorepo with tests (gen_monorepo.py --tests): the whole suite, the
+#                   tests a three-service change affects, those in 2 shards on one host and on two (pinned to a core
+#                   each), injected breaks caught: bench/results_checks.json, and validation_* merged into
+#                   bench/results.json (after bench_swarm.py); --quick (the default when CI=true)
 bench: venv
 	$(PY) bench/bench_index.py $(BENCH_ARGS)
 	$(PY) bench/bench_swarm.py $(BENCH_SWARM_ARGS)
@@ -104,6 +108,7 @@ bench: venv
 	$(PY) bench/bench_cli.py
 	$(PY) bench/bench_propose.py
 	$(PY) bench/bench_cache.py
+	$(PY) bench/bench_checks.py $(BENCH_CHECKS_ARGS)
 
 # record this version's workflow histories into tests/histories/$(VERSION)/ (keep the older folders)
 record-history: venv

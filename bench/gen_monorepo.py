@@ -7,18 +7,29 @@ functions of other files of the service and of a shared library, imports).
 
     python bench/gen_monorepo.py OUT --lines 1000000            # ~200 services
     python bench/gen_monorepo.py OUT --services 800 --files-per-service 25 --lines-per-file 200   # ~4M lines
+
+With --tests (bench/bench_checks.py), also a shared library of small modules in Python (libs/common/common/) and
+JavaScript (libs/common-js/), each Python and TypeScript service importing --shared-imports of them at random,
+and a real test file per service asserting on their return values: pytest (services/<svc>/tests/, importing the
+service's core.py, its shared modules and its generated code) and node --test (services/<svc>/test/, importing
+services/<svc>/lib.mjs: node 20 runs no .ts). Each test file also spends --test-cost-ms of CPU time, so that a
+suite's time is its tests'. Go services get none (compiling hundreds of packages would dominate). Without
+--tests the tree is byte for byte what it was before --tests existed.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import math
 import os
 import random
+import re
 import subprocess
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 NOUNS = ("account invoice order ledger payment customer report session token cache queue event metric user "
@@ -194,8 +205,10 @@ LIBS = {
 RENDER = {"python": _py_file, "go": _go_file, "typescript": _ts_file}
 
 
-def generate(out: Path, services: int, files_per_service: int, lines_per_file: int, seed: int = 7) -> int:
-    """Write the tree under `out` and commit it; returns the number of lines written."""
+def generate(out: Path, services: int, files_per_service: int, lines_per_file: int, seed: int = 7,
+             tests: TestOptions | None = None) -> int:
+    """Write the tree under `out` and commit it; returns the number of lines written. With `tests`, the same tree
+    (its Python modules made importable) plus a shared library and a test file per Python and TypeScript service."""
     rng = random.Random(seed)
     out.mkdir(parents=True, exist_ok=True)
     total = 0
@@ -203,6 +216,7 @@ def generate(out: Path, services: int, files_per_service: int, lines_per_file: i
         (out / path).parent.mkdir(parents=True, exist_ok=True)
         (out / path).write_text(text)
         total += text.count("\n")
+    tested: list[tuple[str, str, str, str]] = []  # (service, language, its first module, that module's function)
     for s in range(services):
         lang = LANGS[s % len(LANGS)]
         svc = f"{rng.choice(NOUNS)}{rng.choice(NOUNS)}{s:04d}"
@@ -214,17 +228,241 @@ def generate(out: Path, services: int, files_per_service: int, lines_per_file: i
         ext = {"python": ".py", "go": ".go", "typescript": ".ts"}[lang]
         for i, mod in enumerate(mods):
             j = (i + 1) % len(mods)
+            if tests is not None and lang == "python" and j == 0:
+                j = i  # (the last module imports none: the service's import cycle would fail at import time)
             text = RENDER[lang](rng, svc, mod, names[i], (mods[j], names[j]), lines_per_file)
+            if tests is not None and lang == "python":
+                text = _importable(text, svc, mod, names[i])
             (folder / f"{mod}{ext}").write_text(text)
             total += text.count("\n")
         if lang == "python":
             (folder / "__init__.py").write_text("")
+        if tests is not None and lang != "go":
+            tested.append((svc, lang, mods[0], names[0].funcs[0]))
+    if tests is not None:
+        total += _write_tests(out, tested, tests, seed)
     env = {**os.environ, **GIT_ENV}
     subprocess.run(["git", "init", "-q", "-b", "main", str(out)], check=True, env=env)
     subprocess.run(["git", "-C", str(out), "add", "-A"], check=True, env=env)
     subprocess.run(["git", "-C", str(out), "-c", "commit.gpgsign=false", "commit", "-q", "-m", "generated monorepo"],
                    check=True, env=env)
     return total
+
+
+# --- tests (--tests) -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TestOptions:
+    """What --tests adds: shared modules per language, how many of them each service imports, and the CPU time
+    each test file spends (so that a suite's time is its tests', not the runners' start-up)."""
+
+    __test__ = False  # (not a pytest test class)
+    shared_modules: int = 100
+    imports: int = 2
+    cost_ms: int = 400
+
+
+def _importable(text: str, svc: str, mod: str, names: Names) -> str:
+    """A generated Python module importable as its service's other modules import it: the self-import of the
+    cycle's last module made a comment (same line count), and the first class and function the previous module
+    imports defined, should the file have none (a file of few units may lack a class)."""
+    text = text.replace(f"from services.{svc}.{mod} import {names.types[0]}, {names.funcs[0]}\n",
+                        "# (the last module of the service: it imports none of the others)\n")
+    if not re.search(rf"^class {names.types[0]}\b", text, re.M):
+        text += f'\n\nclass {names.types[0]}:\n    """(imported by the service\'s other module)"""\n'
+    if not re.search(rf"^def {names.funcs[0]}\(", text, re.M):
+        text += f"\n\ndef {names.funcs[0]}(item_id: int) -> int:\n    return 0\n"
+    return text
+
+
+def _digest(svc: str, rounds: int = 1000) -> str:
+    """What a test's workload checks: `rounds` SHA-256 of the service's name, chained."""
+    h = svc.encode()
+    for _ in range(rounds):
+        h = hashlib.sha256(h).digest()
+    return h.hex()
+
+
+PY_SHARED = '''"""Shared helpers: {noun} (generated for the checks benchmark)."""
+
+from __future__ import annotations
+
+SCALE = {scale}
+OFFSET = {offset}
+
+
+def value(x: int) -> int:
+    """The {noun} figure of x."""
+    return (x * SCALE + OFFSET) % 1009
+
+
+def label(x: int) -> str:
+    return f"{noun}-{{value(x)}}"
+'''
+JS_SHARED = '''// Shared helpers: {noun} (generated for the checks benchmark).
+export const SCALE = {scale};
+export const OFFSET = {offset};
+
+export function value(x) {{
+  return (x * SCALE + OFFSET) % 1009;
+}}
+
+export function label(x) {{
+  return `{noun}-${{value(x)}}`;
+}}
+'''
+PY_CORE = '''"""{svc} core: what the service computes from its shared helpers (generated for the checks benchmark)."""
+
+from __future__ import annotations
+
+from libs.common.common import {a}, {b}
+from services.{svc}.{mod} import {func}
+
+BASE = {base}
+
+
+def compute(x: int) -> int:
+    """The service's figure for x: its base and what its shared helpers make of x."""
+    return BASE + {a}.value(x) + 2 * {b}.value(x + 1) + {func}(x % 7)
+
+
+def describe(x: int) -> str:
+    return f"{svc}:{{compute(x)}}"
+'''
+PY_TEST = '''"""Tests of {svc}: its core, the shared helpers it uses and the generated code under them."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+
+from libs.common.common import {a}, {b}
+from services.{svc} import core
+from services.{svc}.{mod} import {func}
+
+COST_S = {cost}  # this file's fixed share of CPU time (gen_monorepo.py --test-cost-ms)
+
+
+def test_compute() -> None:
+    assert core.compute(3) == {c3}
+    assert core.describe(10) == "{svc}:{c10}"
+
+
+def test_shared_helpers() -> None:
+    assert {a}.value(5) == {a5}
+    assert {b}.label(2) == "{b_label}"
+
+
+def test_generated_code() -> None:
+    assert {func}(6) == 0
+
+
+def test_workload() -> None:
+    """A hash chain checked against its known end, again and again until COST_S of CPU time is used."""
+    started, rounds = time.process_time(), 0
+    while rounds == 0 or time.process_time() - started < COST_S:
+        digest = b"{svc}"
+        for _ in range(1000):
+            digest = hashlib.sha256(digest).digest()
+        assert digest.hex() == "{digest}"
+        rounds += 1
+'''
+JS_LIB = '''// {svc}: what the service computes from its shared helpers, in plain JavaScript beside its TypeScript
+// (node 20 runs no .ts). Generated for the checks benchmark.
+import * as {ja} from "../../libs/common-js/{a}.mjs";
+import * as {jb} from "../../libs/common-js/{b}.mjs";
+
+export const BASE = {base};
+
+export function compute(x) {{
+  return BASE + {ja}.value(x) + 2 * {jb}.value(x + 1);
+}}
+
+export function describe(x) {{
+  return `{svc}:${{compute(x)}}`;
+}}
+'''
+JS_TEST = '''// Tests of {svc}: its lib and the shared helpers it uses.
+import test from "node:test";
+import assert from "node:assert/strict";
+import {{ createHash }} from "node:crypto";
+
+import {{ compute, describe }} from "../lib.mjs";
+import * as {ja} from "../../../libs/common-js/{a}.mjs";
+import * as {jb} from "../../../libs/common-js/{b}.mjs";
+
+const COST_MS = {cost_ms}; // this file's fixed share of CPU time (gen_monorepo.py --test-cost-ms)
+
+test("compute", () => {{
+  assert.equal(compute(3), {c3});
+  assert.equal(describe(10), "{svc}:{c10}");
+}});
+
+test("shared helpers", () => {{
+  assert.equal({ja}.value(5), {a5});
+  assert.equal({jb}.label(2), "{b_label}");
+}});
+
+test("workload", () => {{
+  // a hash chain checked against its known end, again and again until COST_MS of CPU time is used
+  const start = process.cpuUsage();
+  const used = () => {{ const u = process.cpuUsage(start); return (u.user + u.system) / 1000; }};
+  let rounds = 0;
+  while (rounds === 0 || used() < COST_MS) {{
+    let digest = Buffer.from("{svc}");
+    for (let i = 0; i < 1000; i++) digest = createHash("sha256").update(digest).digest();
+    assert.equal(digest.toString("hex"), "{digest}");
+    rounds++;
+  }}
+}});
+'''
+TEST_ROOT = {
+    "pytest.ini": "[pytest]\npythonpath = .\ntestpaths = services\n",
+    "package.json": '{\n  "name": "mono",\n  "private": true,\n  "scripts": {"test": "node --test"}\n}\n',
+    "libs/__init__.py": "", "libs/common/__init__.py": "", "libs/common/common/__init__.py": "",
+}
+
+
+def _write_tests(out: Path, tested: list[tuple[str, str, str, str]], opts: TestOptions, seed: int) -> int:
+    """The shared library (Python and JavaScript), each tested service's code importing `opts.imports` of its
+    modules at random, and its test file; returns the lines written."""
+    rng = random.Random(f"tests-{seed}")  # (its own sequence: the services' names and code stay as without tests)
+    files = dict(TEST_ROOT)
+    shared: dict[str, dict[str, tuple[int, int]]] = {"python": {}, "typescript": {}}
+    for lang, folder, template in (("python", "libs/common/common", PY_SHARED),
+                                   ("typescript", "libs/common-js", JS_SHARED)):
+        for i in range(opts.shared_modules):
+            noun, scale, offset = rng.choice(NOUNS), rng.randint(3, 97), rng.randint(0, 999)
+            shared[lang][f"{noun}_{i:03d}"] = (scale, offset)
+            files[f"{folder}/{noun}_{i:03d}{'.py' if lang == 'python' else '.mjs'}"] = template.format(
+                noun=noun, scale=scale, offset=offset)
+    for svc, lang, mod, func in tested:
+        pool = sorted(shared[lang])
+        a, b = rng.sample(pool, 2) if opts.imports >= 2 and len(pool) > 1 else [rng.choice(pool)] * 2
+        base = rng.randint(100, 999)
+
+        def value(m: str, x: int, lang: str = lang) -> int:
+            scale, offset = shared[lang][m]
+            return (x * scale + offset) % 1009
+
+        def compute(x: int, a: str = a, b: str = b, base: int = base, lang: str = lang) -> int:
+            return base + value(a, x, lang) + 2 * value(b, x + 1, lang)
+
+        fields = dict(svc=svc, a=a, b=b, mod=mod, func=func, base=base, c3=compute(3), c10=compute(10),
+                      a5=value(a, 5), b_label=f"{b.rsplit('_', 1)[0]}-{value(b, 2)}", digest=_digest(svc),
+                      cost=opts.cost_ms / 1000, cost_ms=opts.cost_ms, ja=_camel(a.split("_"), False),
+                      jb=_camel(b.split("_"), False))
+        if lang == "python":
+            files[f"services/{svc}/core.py"] = PY_CORE.format(**fields)
+            files[f"services/{svc}/tests/test_{svc}.py"] = PY_TEST.format(**fields)
+        else:
+            files[f"services/{svc}/lib.mjs"] = JS_LIB.format(**fields)
+            files[f"services/{svc}/test/{svc}.test.mjs"] = JS_TEST.format(**fields)
+    for path, text in files.items():
+        (out / path).parent.mkdir(parents=True, exist_ok=True)
+        (out / path).write_text(text)
+    return sum(text.count("\n") for text in files.values())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -235,6 +473,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--files-per-service", type=int, default=25)
     parser.add_argument("--lines-per-file", type=int, default=200)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--tests", action="store_true", help="a shared library and tests (pytest, node --test)")
+    parser.add_argument("--shared-modules", type=int, default=TestOptions.shared_modules, help="per language")
+    parser.add_argument("--shared-imports", type=int, default=TestOptions.imports, help="per service (1 or 2)")
+    parser.add_argument("--test-cost-ms", type=int, default=TestOptions.cost_ms, help="CPU time of each test file")
     args = parser.parse_args(argv)
     if args.out.exists() and any(args.out.iterdir()):
         print(f"error: {args.out} exists and is not empty", file=sys.stderr)
@@ -243,7 +485,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.lines:
         services = max(1, math.ceil(args.lines / (args.files_per_service * args.lines_per_file)))
     started = time.perf_counter()
-    lines = generate(args.out, services, args.files_per_service, args.lines_per_file, args.seed)
+    tests = TestOptions(args.shared_modules, args.shared_imports, args.test_cost_ms) if args.tests else None
+    lines = generate(args.out, services, args.files_per_service, args.lines_per_file, args.seed, tests)
     print(f"{args.out}: {services} services, {services * args.files_per_service} files, {lines} lines "
           f"in {time.perf_counter() - started:.1f}s")
     return 0
