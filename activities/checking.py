@@ -27,7 +27,7 @@ async def plan_check(req: PlanCheckInput) -> CheckPlan:
                                                       lambda argv: baselines.last_durations(argv, env),
                                                       single=req.single))
     ledger.record_activity(req.run_id, "check_plan", ref=req.ref, since=req.since, scope=req.scope,
-                           parts=len(made.parts), label=made.parts[0].label if made.parts else "",
+                           parts=len(made.parts), said=made.label,
                            changed=made.changed_count, fallback=made.fallback,
                            skipped=made.parts[0].skipped if made.parts else [])
     return made

@@ -172,7 +172,8 @@ async def test_a_flaky_test_is_flaky_by_itself_next_to_a_real_failure_in_the_sam
     # passed on the re-run is flaky and the other is a new failure.
     files = {"calc/index.js": "exports.add = (a, b) => a + b;\nexports.mul = (a, b) => a * b;\n",
              "test/calc.test.js": TESTS_JS.replace("// fails on the base commit: mul is off by one there\n", ""),
-             "test/flaky.test.js": FLAKY_JS}
+             # (it loads calc too: a change to calc reaches both tests, which run in the one command)
+             "test/flaky.test.js": "require('../calc');\n" + FLAKY_JS}
     status, report, review = await run_to_review(client, tmp_path, files, [["node", "--test"]], [
         edit("calc/index.js", "a + b", "a - b"), finish("f1", "add reworked")])
     assert not report.passed, report

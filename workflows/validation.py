@@ -30,7 +30,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.validate import attribute_failures, rollback_integration, validate
     from reposwarm.checks import test_changes
     from reposwarm.checks.shards import merge
-    from reposwarm.checks.verdicts import against_baseline, change_counts, settle, why_failed
+    from reposwarm.checks.verdicts import against_baseline, change_counts, selected, settle, why_failed
     from reposwarm.contracts import (
         AttributeInput,
         CheckPart,
@@ -128,8 +128,8 @@ class Gate:
     async def before_delivery(self, round_no: int) -> None:
         """`full_at: delivery`: the tests the approved check did not run, run now; red, nothing is delivered."""
         report, baseline = self.status.test_report, await self.baseline if self.baseline is not None else None
-        if self.profile.full_at != "delivery" or report is None or not report.selection or baseline is None \
-                or report.selection.startswith("whole profile") or not workflow.patched("full-at-delivery"):
+        if self.profile.full_at != "delivery" or report is None or not selected(report) or baseline is None \
+                or not workflow.patched("full-at-delivery"):
             return
         self.checks += 1
         label = f"round {round_no} check {self.checks}"
@@ -171,7 +171,7 @@ class Gate:
             if baseline is not None and baseline.ref and workflow.patched("selected-checks"):
                 # only the tests the run's changes affect, in parts; then the rest before the review (CheckProfile)
                 report = await self._planned(label, baseline, lanes, "affected")
-                if report.selection and report.verdict_of == Verdict.passed and self.profile.full_at == "review":
+                if selected(report) and report.verdict_of == Verdict.passed and self.profile.full_at == "review":
                     report = await self.with_remainder(label, baseline, report)
             else:
                 report = await self._validate(self.status.integration_sha, label, baseline, lanes)

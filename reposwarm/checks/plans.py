@@ -65,6 +65,29 @@ def claimed(argv: list[str], names: list[str], root: Path) -> list[str]:
     return sorted({n for t in found.targets for n in t.names})
 
 
+def _deleted_test(path: str, kind: str, root: Path) -> bool:
+    """A test file of this kind the changes deleted (or renamed): its tests are lost unless the whole command runs."""
+    if (root / path).exists() or (root / path).is_symlink():
+        return False
+    return affected.test_kind(path) == kind or (kind == "go" and path.endswith("_test.go")) or (
+        kind == "cargo" and path.endswith(".rs"))
+
+
+def _selected(argv: list[str], kind: str, chosen: affected.Affected, every: dict[str, list[str]], root: Path,
+              changed: list[str]) -> tuple[list[str] | None, str]:
+    """The affected tests this command runs; None (and why, "" when it need not be said) for the whole command:
+    the graph cannot see through a change, a test file of its was deleted, or every test of it is affected."""
+    if chosen.names is None:
+        return None, chosen.fallback
+    gone = [p for p in changed if _deleted_test(p, kind, root)]
+    if gone:
+        return None, f"{gone[0]} was deleted or renamed: the whole command runs, so a lost test is seen"
+    mine = claimed(argv, chosen.names.get(kind, []), root)
+    if mine and set(mine) == set(claimed(argv, every.get(kind, []), root)):
+        return None, ""  # (every test of it is affected: the command as it is)
+    return mine, ""
+
+
 def _count(n: int, what: str) -> str:
     return f"{n:,} {what}{'' if n == 1 else 's'}"
 
@@ -101,21 +124,22 @@ def plan(root: Path, ref: str, since: str, profile: CheckProfile, scope: str, du
                 skipped.append(f"`{line}`: ran whole in the selected check ({why})")
             else:
                 entries.append(_Entry(argv, None))
-                whole_why += [f"`{line}` whole: {why}"] if selective else []
+                # (a command that is no test runner reposwarm knows is not one a selection narrows: not said)
+                whole_why += [f"`{line}` whole: {why}"] if selective and not why.startswith("no test runner") else []
             continue
         if selective:
             chosen = chosen or affected.affected(root, ref, changed or [], worktree=worktree)
-            if chosen.names is None:
+            every = every or affected.all_tests(root, ref)
+            names, why = _selected(argv, kind, chosen, every, root, changed or [])
+            if names is None:  # the whole command: in the selected check, never in the remainder
                 if scope == "remainder":
-                    skipped.append(f"`{line}`: ran whole in the selected check ({chosen.fallback})")
+                    skipped.append(f"`{line}`: ran whole in the selected check ({why})")
                 else:
                     entries.append(_Entry(argv, None))
-                    whole_why.append(f"`{line}` whole: {chosen.fallback}")
+                    whole_why += [f"`{line}` whole: {why}"] if why else []
                 continue
-            names = chosen.names.get(kind, [])
             if scope == "remainder":
-                every = every or affected.all_tests(root, ref)
-                picked = set(claimed(argv, names, root))
+                picked = set(names)
                 names = [n for n in every.get(kind, []) if n not in picked]
         else:
             every = every or affected.all_tests(root, ref)
@@ -127,7 +151,7 @@ def plan(root: Path, ref: str, since: str, profile: CheckProfile, scope: str, du
                                             else "no test of it is known to reposwarm's selection"))
             continue
         entries.append(_Entry(argv, mine, kind))
-    label = _label(scope, selective, entries, chosen, changed, whole_why)
+    label = _label(scope, selective, entries, chosen, changed, whole_why, skipped)
     parts = _sharded(entries, profile, durations, label, skipped, single, changed or [], since)
     shown = (changed or [])[:MAX_CHANGED_SHOWN]
     if not parts and selective:
@@ -138,10 +162,12 @@ def plan(root: Path, ref: str, since: str, profile: CheckProfile, scope: str, du
 
 
 def _label(scope: str, selective: bool, entries: list[_Entry], chosen: affected.Affected | None,
-           changed: list[str] | None, whole_why: list[str]) -> str:
-    """What the check says it ran, beside its verdict; "" for the whole profile."""
+           changed: list[str] | None, whole_why: list[str], skipped: list[str]) -> str:
+    """What the check says it ran, beside its verdict; "" (or "whole profile: why") for the whole profile."""
     if not selective:
         return ""
+    if entries and all(e.names is None and e.kind != "tool" for e in entries) and not skipped:
+        return f"whole profile: {'; '.join(whole_why)}" if whole_why else ""
     tools = [e for e in entries if e.kind == "tool"]
     if tools:
         return f"affected, as the build tool says: {_count(len(changed or []), 'changed file')}"

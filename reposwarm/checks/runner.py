@@ -192,16 +192,26 @@ async def run_profile(profile: CheckProfile, cwd: Path, store: Store | None, *, 
     clean checkout of this commit, and a command's results there are kept and reused, by every run on every host
     sharing the object store, for as long as its environment is the same (reposwarm/checks/baselines.py)."""
     started = time.monotonic()
-    env = await asyncio.to_thread(baselines.environment, profile) if cached_at else ""
-    keys = {i: baselines.key(cached_at, argv, env) for i, argv in enumerate(profile.commands)} if cached_at else {}
-    hits = {i: hit for i, k in keys.items() if (hit := await asyncio.to_thread(baselines.load, k)) is not None}
-    done: dict[int, tuple[CommandResult, list[TestFailure], list[TestFailure]]] = {
-        i: (await asyncio.to_thread(baselines.adopt, hit, store), hit.failures, hit.flaky) for i, hit in hits.items()}
-    lines = [f"`{' '.join(profile.commands[i])}`: its results on {cached_at[:12]} reused (same commit and environment)"
-             for i in sorted(hits)]
-    misses = [i for i in range(len(profile.commands)) if i not in done]
-    if misses:
-        async with prepared_tree(profile, cwd, store, readable=readable, scope=scope, reports=True) as (tree, deps):
+    done: dict[int, tuple[CommandResult, list[TestFailure], list[TestFailure]]] = {}
+    lines: list[str] = []
+    async with contextlib.AsyncExitStack() as stack:
+        prepared: tuple[sandbox.Tree, setup.Prepared] | None = None
+        if profile.setup or not cached_at:  # (first: lanes wait on a baseline's setup only once it has begun)
+            prepared = await stack.enter_async_context(
+                prepared_tree(profile, cwd, store, readable=readable, scope=scope, reports=True))
+        env = await asyncio.to_thread(baselines.environment, profile) if cached_at else ""
+        keys = {i: baselines.key(cached_at, argv, env) for i, argv in enumerate(profile.commands)} if cached_at else {}
+        for i, k in keys.items():
+            if (hit := await asyncio.to_thread(baselines.load, k)) is not None:
+                done[i] = (await asyncio.to_thread(baselines.adopt, hit, store), hit.failures, hit.flaky)
+                lines.append(f"`{' '.join(profile.commands[i])}`: its results on {cached_at[:12]} reused (same "
+                             "commit and environment)")
+        misses = [i for i in range(len(profile.commands)) if i not in done]
+        if misses and prepared is None:
+            prepared = await stack.enter_async_context(
+                prepared_tree(profile, cwd, store, readable=readable, scope=scope, reports=True))
+        if prepared is not None:
+            tree, deps = prepared
             if deps.failed is not None:
                 return TestReport(passed=False, commands=[deps.failed], failures=[f for f in [deps.failure] if f],
                                   setup=deps.lines,
@@ -217,10 +227,9 @@ async def run_profile(profile: CheckProfile, cwd: Path, store: Store | None, *, 
     results = [done[i][0] for i in range(len(profile.commands))]
     failures = [f for i in range(len(profile.commands)) for f in done[i][1]]
     flaky = [f for i in range(len(profile.commands)) for f in done[i][2]]
-    deps_lines = lines
     counted = [r.tests_run for r in results if r.tests_run is not None]
     # (the gate's judge keeps these problems beside its own: reposwarm/checks/verdicts.py)
     problems = [p for p in map(runners.not_fully_judged, results) if p]
-    return TestReport(passed=not failures and not problems, failures=failures, flaky=flaky, setup=deps_lines,
+    return TestReport(passed=not failures and not problems, failures=failures, flaky=flaky, setup=lines,
                       duration_s=round(time.monotonic() - started, 3), commands=results, problems=problems,
                       unsandboxed=any(not r.sandboxed for r in results), tests_run=sum(counted) if counted else None)

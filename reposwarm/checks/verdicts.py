@@ -92,6 +92,12 @@ def judge(report: TestReport, baseline: TestReport | None, cases: CaseLoader) ->
         "base_tests_run": baseline.tests_run}))
 
 
+def selected(report: TestReport) -> bool:
+    """Whether only some of the profile's tests ran (docs/scale.md): said with the verdict, and never taken as a
+    run of the whole profile."""
+    return bool(report.selection) and not report.selection.startswith("whole profile")
+
+
 def settle(report: TestReport) -> TestReport:
     """The verdict from what the report holds; `passed` only for a plain PASSED."""
     if report.failures or report.problems:

@@ -85,8 +85,7 @@ def verdict_line(pkg: ReviewPackage, prog: str = "reposwarm") -> str:
     verdict = report.verdict_of
     flag = {Verdict.failed: " --accept-red", Verdict.passed_with_test_changes: " --accept-test-changes"}.get(verdict, "")
     anyway = " anyway" if verdict == Verdict.failed else ""
-    some = " (not the whole profile: see Checks)" if report.selection and not report.selection.startswith(
-        "whole profile") else ""
+    some = " (not the whole profile: see Checks)" if verdicts.selected(report) else ""
     return (f"Verdict: checks {verdict}{some}, {what}{rolled} — approve{anyway}: {prog} approve {run}{flag}, "
             f"or {reject}")
 
@@ -305,7 +304,7 @@ def _checks(pkg: ReviewPackage, report: TestReport) -> list[str]:
     if report.verdict_of == Verdict.passed_with_test_changes:
         out += ["The checks pass only with the test changes listed under **Test changes** above: approve only if "
                 "each is right.", ""]
-    if report.selection and not report.selection.startswith("whole profile"):
+    if verdicts.selected(report):
         out += [f"**Not the whole profile**: {report.selection}. The tests the changes do not reach did not run "
                 "(the profile's `full_at` says when they do: docs/scale.md).", ""]
     out += [f"- not run: {line}" for line in report.skipped]
