@@ -255,3 +255,15 @@ async def test_a_moved_base_runs_again_only_what_its_new_commits_affect(repo):
     # kept for the next run on this base: the rebased results are reused, not run again
     again = await baseline(repo, run_id(), prof, moved)
     assert any("reused" in line for line in again.setup) and again.tests_run == 4, again.setup
+
+
+async def test_a_deleted_test_file_runs_the_whole_command_so_its_lost_tests_are_seen(repo):
+    rid, prof = run_id(), profile()
+    base = await baseline(repo, rid, prof, git(repo, "rev-parse", "HEAD").strip())
+    git(repo, "rm", "-q", "svc_b/tests/test_b.py")
+    head = commit(repo, {"svc_a/core.py": "from common.util import double\n\n\ndef quad(x):\n    return 4 * x\n"},
+                  "svc_a changed, svc_b's test gone")
+    report, [part] = await check(repo, rid, prof, head, base)
+    assert part.whole == [" ".join(PYTEST)] and "svc_b/tests/test_b.py was deleted" in part.label, part
+    assert report.verdict == Verdict.passed_with_test_changes and not report.passed, report
+    assert [c.kind.value for c in report.test_changes] == ["lost"], report.test_changes
