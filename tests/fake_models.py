@@ -50,6 +50,7 @@ class FakeModelServer:
     answered: list[dict[str, Any]] = field(default_factory=list)  # the requests answered 200, in order
     refused: int = 0  # requests answered 503 during the outage
     outage_page: str = ""  # the 503's body as a proxy in front of the provider sends it (HTML), instead of JSON
+    outage_retry_after: str = ""  # the 503's Retry-After header during the outage, if any
     warmed: int = 0  # the calls that only wrote the shared prefix to the cache (scheduler's warm_prefix)
     caching: AnthropicCache | OpenAICache | None = None  # usage from a fake prompt cache instead of the script
 
@@ -76,9 +77,11 @@ class FakeModelServer:
                                       {"retry-after": "1"})
                 if server.in_outage():
                     server.refused += 1
+                    after = {"retry-after": server.outage_retry_after} if server.outage_retry_after else {}
                     if server.outage_page:
-                        return self._send_text(503, server.outage_page, "text/html")
-                    return self._send(503, {"error": {"type": "overloaded_error", "message": "down for a while"}})
+                        return self._send_text(503, server.outage_page, "text/html", after)
+                    return self._send(503, {"error": {"type": "overloaded_error", "message": "down for a while"}},
+                                      after)
                 if server.caching is not None:
                     return self._cached(body)
                 if server.delay_s:

@@ -65,8 +65,8 @@ WAIT_LIMIT_S = max(RECOVERY_LIMIT_S, float(os.environ.get("FAULTS_WAIT_S") or RE
 TRIGGER_LIMIT_S = 120.0  # the fault's moment must come within this long after the run starts
 LANE_CHECK_S = 1.0  # the run_checks tool's profile command sleeps this long in a lane worktree
 VALIDATION_S = 2.0  # the validation profile's command sleeps this long on the merged tree (not on the baseline)
-SERVER_DOWN_S = {"server": 3.0, "server_long": 30.0}  # how long the dev server stays dead
-MARK_POLL_S = 0.01  # CheckMarks reads /proc this often
+SERVER_DOWN_S = {"server": 3.0, "server_long": 20.0}  # dead this long (server_long: past the SDK's 10 s of retries)
+MARK_POLL_S = 0.05  # CheckMarks reads /proc this often (every process's name: at 0.01 s, a sixth of a core)
 MARK_LINGER_S = 0.3  # a check stays this long after saying "end", for CheckMarks to see it
 
 FILES = {

@@ -22,13 +22,19 @@ from workflows.swarm import SwarmWorkflow
 
 pytestmark = pytest.mark.timeout(240)
 
+# The waits a command makes for a worker that has just stopped (it still counts as polling for a minute), made
+# shorter where a test waits them out: the same answer comes after them, sooner. Their defaults are 8 s for a query
+# and 20 s for a decision (reposwarm/cli/answers.py QUERY_TIMEOUT_S, reposwarm/cli/runs.py NOT_AFTER_S).
+QUERY_WAIT_S, DECISION_WAIT_S = 2, 3
+SHORT_WAITS = {"REPOSWARM_QUERY_TIMEOUT_S": str(QUERY_WAIT_S), "REPOSWARM_DECISION_WAIT_S": str(DECISION_WAIT_S)}
 
-def cli(address: str, queue: str, home: Path, *args: str, timeout: float = 60,
-        console_script: bool = False) -> tuple[subprocess.CompletedProcess[str], float]:
+
+def cli(address: str, queue: str, home: Path, *args: str, timeout: float = 60, console_script: bool = False,
+        extra_env: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess[str], float]:
     """The CLI as a user runs it, from another folder and with its own (empty) home; returns it and its seconds."""
     home.mkdir(parents=True, exist_ok=True)
     env = {"PATH": "/usr/bin:/bin", "TEMPORAL_ADDRESS": address, "REPOSWARM_TASK_QUEUE": queue,
-           "REPOSWARM_HOME": str(home), "HOME": str(home), "REPOSWARM_REVIEWER": "ana"}
+           "REPOSWARM_HOME": str(home), "HOME": str(home), "REPOSWARM_REVIEWER": "ana", **(extra_env or {})}
     argv = [str(Path(sys.executable).parent / "reposwarm")] if console_script else [sys.executable,
                                                                                     str(ROOT / "starter.py")]
     began = time.monotonic()
@@ -176,13 +182,15 @@ async def test_an_abandoned_approval_never_applies_later_and_a_queued_one_says_s
     worker.stop()
 
     # A running run with no worker answers from its record, and says so.
-    status, seconds = cli(temporal_address, queue, home, "status", run_id)
+    status, seconds = cli(temporal_address, queue, home, "status", run_id, extra_env=SHORT_WAITS)
     assert status.returncode == 0 and "review" in status.stdout and "record on the Temporal server" in status.stdout
+    assert f"waiting up to {QUERY_WAIT_S} s for a worker to answer" in status.stderr, status.stderr
     # The worker just left, so the server still lists its poller: the approval is sent as an Update, and no worker
-    # takes it. The command gives up in about 20 s, saying the decision expired and will not apply later.
-    approved, seconds = cli(temporal_address, queue, home, "approve", run_id)
-    assert approved.returncode == 2 and seconds < 40
+    # takes it. The command gives up after its wait, saying the decision expired and will not apply later.
+    approved, seconds = cli(temporal_address, queue, home, "approve", run_id, extra_env=SHORT_WAITS)
+    assert approved.returncode == 2 and DECISION_WAIT_S <= seconds < DECISION_WAIT_S + 20, (seconds, approved.stderr)
     assert "expired" in approved.stderr and "will not apply later" in approved.stderr
+    assert f"not taken within {DECISION_WAIT_S} s" in approved.stderr, approved.stderr
     worker = WorkerProcess(temporal_address, queue, tmp_path / "worker-home").start()
     try:
         await worker.ready()

@@ -24,6 +24,7 @@ from reposwarm.runs.metrics import from_status
 from reposwarm.runs.review_package import render_review, render_status
 from tests.helpers import finish, make_repo, start_run, turn, wait_for_phase, write_yaml
 from tests.test_gaming import BROKEN, CALC, PY_FILES, SKIPPED_ADD, TEST_ADD
+from tests.test_validation import QUICK
 
 pytestmark = pytest.mark.usefixtures("worker")
 
@@ -34,7 +35,7 @@ def lanes_yaml(tmp_path: Path) -> Path:
                   "lanes": {"core": {"allowed_paths": ["calc/"]}, "tests": {"allowed_paths": ["tests/"],
                                                                            "depends_on": ["core"]}}},
         "validation": {"profiles": {"default": {"commands": [[sys.executable, "-m", "pytest", "-q", "tests"]],
-                                                "timeout_s": 120}}}})
+                                                "timeout_s": 120, "env": QUICK}}}})
 
 
 def plan_yaml(tmp_path: Path, core_goal: str, tests_goal: str) -> Path:

@@ -1,16 +1,17 @@
 """A model provider's outage in the middle of a run (issue 19): the run waits it out and delivers.
 
-The fake OpenAI-wire server answers 503 to every request for OUTAGE_S (110 s) once the run is under way: well past
-the old retry budget, which gave up after about a minute (every lane failed), and past one retry interval at the
-policy's one-minute cap. The run waits, says "waiting for openai since ..." once for the run, and ends delivered
-with every lane merged and no completed turn asked twice. A failure that is not an outage (an unknown model: 404)
-still fails a lane at once, with its message.
+The fake OpenAI-wire server answers 503 to every request for OUTAGE_S (70 s) once the run is under way, saying
+Retry-After: 5 as a proxy in front of a provider down for maintenance does: past the old retry budget, which gave up
+after six attempts (here 25 s; about a minute where no Retry-After is said), so every lane failed. The run waits,
+says "waiting for openai since ..." once for the run, and ends delivered with every lane merged and no completed turn
+asked twice. A failure that is not an outage (an unknown model: 404) still fails a lane at once, with its message.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import re
 import subprocess
 import sys
 import time
@@ -25,11 +26,15 @@ from tests.fake_models import FakeModelServer
 from tests.helpers import ROOT, WorkerProcess, finish, git, make_repo, turn, write_yaml
 from workflows.swarm import SwarmWorkflow
 
-# Past the old budget (6 attempts from 2 s: about 62 s) and the mid-outage look at about 72 s, with 40 s to spare;
-# each lane's retries come 1, 3, 7, 15, 31, 63 and 123 s into it (backoff from 1 s, doubling, capped at 60 s:
-# workflows/options.py model), so the attempt at 123 s, after a capped interval, is the first to find it over.
-# (180 s waited for the one at 183 s too, a minute more for nothing the test looks at.)
-OUTAGE_S = 110
+# Each lane's retries come every RETRY_AFTER_S (the provider's Retry-After overrides the policy's backoff:
+# reposwarm/models/outage.py), so the first attempt after the outage finds it over within RETRY_AFTER_S, where the
+# policy's own backoff (1, 3, 7, 15, 31, 63, 123 s into it) would wait for the attempt at 123 s. The outage still
+# outlasts the old budget however it counted: 6 attempts, 25 s apart by Retry-After, 62 s by its backoff from 2 s
+# (a call that gave up there would leave its lane failed at review, and the run still saying it waits); the
+# mid-outage look comes at about 45 s, past the sixth attempt, with 25 s to spare.
+OUTAGE_S = 70
+RETRY_AFTER_S = 5
+LOOK_S = 45
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -84,7 +89,8 @@ async def test_a_provider_outage_past_the_old_retry_budget_mid_run_ends_delivere
                                                                                   tmp_path):
     queue = f"outage-{uuid.uuid4().hex[:6]}"
     repo, lanes, plan, script = setup(tmp_path)
-    with FakeModelServer("openai", script, outage_after=2, outage_s=OUTAGE_S, outage_page=PROXY_PAGE) as fake:
+    with FakeModelServer("openai", script, outage_after=2, outage_s=OUTAGE_S, outage_page=PROXY_PAGE,
+                         outage_retry_after=str(RETRY_AFTER_S)) as fake:
         worker = WorkerProcess(temporal_address, queue, tmp_path / "home",
                                env={"OPENAI_BASE_URL": fake.base_url, "OPENAI_API_KEY": "test-key"}).start()
         try:
@@ -100,11 +106,13 @@ async def test_a_provider_outage_past_the_old_retry_budget_mid_run_ends_delivere
             while not fake.refused or not (await handle.query(SwarmWorkflow.status)).provider_wait:
                 assert time.monotonic() < deadline, "the run never said it was waiting for the provider"
                 await asyncio.sleep(1)
-            await asyncio.sleep(70)  # past the old retry budget (6 attempts from 2 s: about a minute)
+            await asyncio.sleep(LOOK_S)  # past the old retry budget (6 attempts)
             status = await handle.query(SwarmWorkflow.status)
             assert fake.in_outage(), "the outage was over before the mid-outage look"
             assert status.provider_wait.startswith("waiting for openai since ")
-            assert "503" in status.provider_wait and "retry " in status.provider_wait
+            assert "503" in status.provider_wait and f"next in {RETRY_AFTER_S} s" in status.provider_wait
+            retry = re.search(r"\(retry (\d+),", status.provider_wait)
+            assert retry and int(retry[1]) > 6, status.provider_wait  # more attempts than the old budget had
             # the proxy's HTML page is its title on one line, in status and in the Web UI's details alike
             assert "503 Service Temporarily Unavailable" in status.provider_wait, status.provider_wait
             assert "<" not in status.provider_wait and "\n" not in status.provider_wait, status.provider_wait

@@ -43,7 +43,17 @@ from workflows.memo import REVIEW_MEMO, STATUS_MEMO
 # here), which a command that only asks a question should not wait for.
 STATUS_QUERY = "status"  # SwarmWorkflow.status
 
-QUERY_TIMEOUT_S = 8  # a running worker answers in milliseconds; with none, the server would wait 30 s
+
+def _query_timeout_s() -> float:
+    """8 s, or REPOSWARM_QUERY_TIMEOUT_S (at least 1 s; a value that is no number of seconds leaves the 8 s)."""
+    try:
+        value = max(1.0, float(os.environ.get("REPOSWARM_QUERY_TIMEOUT_S") or 8))
+    except ValueError:
+        return 8
+    return int(value) if value.is_integer() else value
+
+
+QUERY_TIMEOUT_S = _query_timeout_s()  # a running worker answers in milliseconds; with none, the server would wait 30 s
 POLL_FRESH_S = 75  # a live worker's long poll reaches the server at least once a minute
 
 

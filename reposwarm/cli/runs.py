@@ -202,6 +202,15 @@ async def start(client: Client, req: SwarmRequest) -> None:
 NOT_AFTER_S = 20  # a decision no worker takes within this is refused by the run if it arrives later
 
 
+def not_after_s() -> float:
+    """How long a decision waits for a worker to take it: NOT_AFTER_S, or REPOSWARM_DECISION_WAIT_S (at least 1 s)."""
+    text = os.environ.get("REPOSWARM_DECISION_WAIT_S", "").strip()
+    try:
+        return max(1.0, float(text)) if text else NOT_AFTER_S
+    except ValueError:
+        raise UserError(f"REPOSWARM_DECISION_WAIT_S={text!r} is not a number of seconds") from None
+
+
 async def decide(client: Client, run_id: str, decision: ReviewDecision, *, queue_it: bool = False,
                  wait: bool = True) -> str:
     """Send a review decision and say what became of it. With a worker, an Update: taken or refused, and never
@@ -240,11 +249,12 @@ async def decide(client: Client, run_id: str, decision: ReviewDecision, *, queue
                 f"applies when a worker on task queue {v.queue!r} takes it (start one: {worker_hint()}); "
                 f"{prog()} status {run_id} shows when it is taken")
     polled = await last_poll(client, v.queue)
-    deadline = datetime.now(UTC) + timedelta(seconds=NOT_AFTER_S)
+    wait_s = not_after_s()
+    deadline = datetime.now(UTC) + timedelta(seconds=wait_s)
     decision = decision.model_copy(update={"not_after": deadline.isoformat()})
     last = f"last polled at {polled:%H:%M:%S} UTC" if polled else "polled a moment ago"
     def timed_out() -> Exception:
-        return NoWorker(v.queue, f"the {word} was not taken within {NOT_AFTER_S} s; it expired at "
+        return NoWorker(v.queue, f"the {word} was not taken within {wait_s:g} s; it expired at "
                                  f"{deadline:%H:%M:%S} UTC and will not apply later")
 
     with update_failures(run_id, timed_out, "review refused"):
@@ -252,8 +262,8 @@ async def decide(client: Client, run_id: str, decision: ReviewDecision, *, queue
                             f"{deadline:%H:%M:%S} UTC: {prog()} status {run_id}"):
             update = await said_if_slow(
                 handle.start_update(swarm_workflow().review, decision, wait_for_stage=WorkflowUpdateStage.ACCEPTED),
-                f"waiting up to {NOT_AFTER_S} s for a worker to take the {word} (task queue {v.queue!r} was {last}; "
-                f"a worker stopped since then still counts for a minute) ...", timeout_s=NOT_AFTER_S + 2)
+                f"waiting up to {wait_s:g} s for a worker to take the {word} (task queue {v.queue!r} was {last}; "
+                f"a worker stopped since then still counts for a minute) ...", timeout_s=wait_s + 2)
         with if_interrupted(f"the {word} was taken by the run: {prog()} status {run_id}"):
             receipt = await said_if_slow(update.result(), f"the {word} was taken; waiting for the run to act on it ...")
     if not decision.approve:
