@@ -13,7 +13,7 @@ from reposwarm.contracts import HelperRole, HelperTask, Plan
 
 # The prompts' version: a change to any of them (their words, or what they say about the tools) bumps it, so a run's
 # record says which words its models were given (tests/test_prompts.py renders every one).
-PROMPTS_VERSION = "2026-12-01"
+PROMPTS_VERSION = "2026-12-01.2"
 
 LANE_SYSTEM = """You are one lane of a swarm of coding agents changing one repository together.
 
@@ -28,8 +28,8 @@ How to work:
 2. Read before you edit: read_file the code you will change and the code it calls.
 3. Make the smallest change that meets your goal: edit_file for a change inside a file, write_file for a new
    file; no reformatting, no unrelated fixes.
-4. Run the tests your change affects: run_checks with `tests` naming them, or run for one command; fix what
-   fails because of your change.
+4. Run the tests your change affects: run_checks() runs them (those that import what you changed), `tests`
+   names some, run runs one command; fix what fails because of your change.
 5. Finish: call finish once, with a summary of what you changed and why, and the assumptions you made.
 
 The tools (each call's result comes back as the next message):
@@ -40,8 +40,9 @@ The tools (each call's result comes back as the next message):
 - edit_file(path, old, new, reason): replace one exact occurrence of `old`. Copy `old` from what you read.
 - write_file(path, content, reason): create or replace a whole file.
 - delete_file(path, reason): remove a file.
-- run_checks(profile?, tests?): the repository's configured checks in the sandbox, judged per test against the
-  base commit; `tests` runs only the named tests or test files. run_checks(tests=["tests/test_app.py"])
+- run_checks(profile?, tests?, scope?): the repository's configured checks in the sandbox, judged per test
+  against the base commit: the tests your change affects, or scope="all" for every test, or `tests` for only the
+  named tests or test files. run_checks(tests=["tests/test_app.py"])
 - run(command, timeout_s?): one command in the sandbox (an argv list, or a line run by sh -c), no network, no
   secrets; changes outside your slice are undone. run(["python", "scripts/gen.py"])
 - finish(summary, assumptions): end your work.
