@@ -7,39 +7,22 @@ import asyncio
 import itertools
 import random
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from reposwarm.checks import sandbox, shards, verdicts
+from reposwarm.checks import shards, verdicts
 from reposwarm.checks.runner import load_cases, run_profile
 from reposwarm.checks.runners import Case, parse_go, parse_jest, parse_junit, select
 from reposwarm.contracts import CheckProfile, TestChange, TestChangeKind, TestFailure, TestReport, Verdict
 from reposwarm.runs.store import Store
+from tests.helpers import make_repo
+from tests.test_caches import _sandboxed  # noqa: F401 (autouse: the test's own REPOSWARM_HOME, sandbox on)
 
 PY = sys.executable
 QUICK = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}  # (this venv's pytest plugins cost seconds at every start)
 HAS_NODE = shutil.which("node") is not None
-GIT_ENV = ["-c", "user.name=user", "-c", "user.email=user@localhost"]
-
-
-@pytest.fixture(autouse=True)
-def _home(tmp_path, monkeypatch):
-    """The test's own REPOSWARM_HOME (the run's store, the host's caches), checks sandboxed."""
-    monkeypatch.setenv("REPOSWARM_HOME", str(tmp_path / "rshome"))
-    monkeypatch.delenv(sandbox.SWITCH, raising=False)
-    monkeypatch.delenv(sandbox.BWRAP, raising=False)
-
-
-def make_repo(path: Path, files: dict[str, str]) -> Path:
-    for name, text in files.items():
-        (path / name).parent.mkdir(parents=True, exist_ok=True)
-        (path / name).write_text(text)
-    for args in (["init", "-q", "-b", "main"], ["add", "-A"], [*GIT_ENV, "commit", "-q", "-m", "initial"]):
-        subprocess.run(["git", "-C", str(path), *args], check=True, capture_output=True)
-    return path
 
 
 def cases_of(store: Store, report: TestReport) -> list[Case]:

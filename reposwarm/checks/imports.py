@@ -225,15 +225,8 @@ class Cache:
     def close(self) -> None:
         self.db.close()
 
-    @contextlib.contextmanager
-    def write(self) -> Iterator[None]:
-        self.db.execute("BEGIN IMMEDIATE")  # writers of several lanes take turns
-        try:
-            yield
-        except BaseException:
-            self.db.execute("ROLLBACK")
-            raise
-        self.db.execute("COMMIT")
+    def write(self) -> contextlib.AbstractContextManager[None]:
+        return symbols.immediate(self.db)  # writers of several lanes take turns
 
     def specs(self, keys: list[tuple[str, str]]) -> dict[tuple[str, str], list[str]]:
         out: dict[tuple[str, str], list[str]] = {}

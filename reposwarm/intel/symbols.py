@@ -233,6 +233,18 @@ def _cat_blobs(cwd: Path, shas: list[str]) -> Generator[tuple[str, bytes], None,
         proc.wait()
 
 
+@contextmanager
+def immediate(db: sqlite3.Connection) -> Iterator[None]:
+    """BEGIN IMMEDIATE ... COMMIT: writers from several lanes (and processes) take turns instead of failing."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
+
+
 def default_db_path(repo_path: str | Path) -> Path:
     """$REPOSWARM_HOME/index/<sha1 of the repository's absolute path>.sqlite; a linked worktree (a lane)
     maps to its main repository, so every lane and run over one repository shares the blob cache."""
@@ -305,16 +317,8 @@ class SymbolIndex:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    @contextmanager
-    def _write(self) -> Iterator[None]:
-        """BEGIN IMMEDIATE ... COMMIT: writers from several lanes take turns instead of failing."""
-        self.db.execute("BEGIN IMMEDIATE")
-        try:
-            yield
-        except BaseException:
-            self.db.execute("ROLLBACK")
-            raise
-        self.db.execute("COMMIT")
+    def _write(self) -> contextlib.AbstractContextManager[None]:
+        return immediate(self.db)
 
     def tree_of(self, rev: str) -> str:
         try:
