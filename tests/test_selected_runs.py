@@ -74,7 +74,7 @@ async def test_full_at_delivery_runs_the_rest_after_approval_and_a_hidden_break_
     repo = make_repo(tmp_path / "repo", files)
     lanes = write_yaml(tmp_path / "lanes.yaml", {
         "swarm": {"lanes": {"a": {"allowed_paths": ["svc_a/"]}}},
-        "validation": {"profiles": {"default": {"timeout_s": 120, "full_at": "delivery",
+        "validation": {"profiles": {"default": {"timeout_s": 120, "full_at": "delivery", "env": record_checks.QUICK,
                                                 "commands": [record_checks.PYTEST]}}}})
     quad = "def quad(x):\n    return 4 * x\n"  # svc_a's tests pass; the hidden reader's does not
     script = write_yaml(tmp_path / "replay.yaml", {"version": 1, "lanes": {"a": {1: [
