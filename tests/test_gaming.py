@@ -98,7 +98,8 @@ async def gate(tmp_path: Path, base_files: dict[str, str], command: list[str], m
     base = git(repo, "rev-parse", "HEAD")
     head = commit(repo, {**merged.core, **merged.tests}, "the lanes' work, merged")
     run_id = f"gaming-{uuid.uuid4().hex[:8]}"
-    profile = CheckProfile(commands=[command], timeout_s=120)
+    # (without this venv's pytest plugins, which cost 1.5 s of CPU at every start)
+    profile = CheckProfile(commands=[command], timeout_s=120, env={"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
     env = ActivityEnvironment()
 
     async def check(ref: str, label: str, baseline: TestReport | None = None) -> TestReport:

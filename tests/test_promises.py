@@ -63,7 +63,8 @@ async def test_a_red_check_goes_back_only_to_the_lane_that_broke_it(client, tmp_
     lanes = write_yaml(tmp_path / "lanes.yaml", {
         "swarm": {"max_parallel": 2, "max_helper_loops": 3, "max_consecutive_test_fails": 3, "lanes": {
             "calc": {"allowed_paths": ["calc/"]}, "util": {"allowed_paths": ["util/"]}}},
-        "validation": {"profiles": {"default": {"commands": [PYTEST_CMD], "timeout_s": 120}}}})
+        "validation": {"profiles": {"default": {"commands": [PYTEST_CMD], "timeout_s": 120,
+                                                "env": {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}}}}})
     plan = write_yaml(tmp_path / "plan.yaml", {"interface_contract": "calc.ops keeps add and mul; util.text shout.",
                                                "lanes": [{"lane": "calc", "goal": "Add sub(a, b) to calc/ops.py."},
                                                          {"lane": "util", "goal": "Document shout."}]})
@@ -153,7 +154,8 @@ async def test_on_red_fail_ends_the_run_failed_after_the_rollback(client, tmp_pa
     base = git(repo, "rev-parse", "HEAD")
     lanes = write_yaml(tmp_path / "lanes.yaml", {
         "swarm": {"on_red": "fail", "max_consecutive_test_fails": 1, "lanes": {"calc": {"allowed_paths": ["calc/"]}}},
-        "validation": {"profiles": {"default": {"commands": [PYTEST_CMD], "timeout_s": 120}}}})
+        "validation": {"profiles": {"default": {"commands": [PYTEST_CMD], "timeout_s": 120,
+                                                "env": {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}}}}})
     plan = write_yaml(tmp_path / "plan.yaml", {"interface_contract": "calc.ops keeps add and mul.",
                                                "lanes": [{"lane": "calc", "goal": "Add sub(a, b) to calc/ops.py."}]})
     script = write_yaml(tmp_path / "replay.yaml", {"version": 1, "lanes": {"calc": {

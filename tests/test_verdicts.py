@@ -86,7 +86,8 @@ def lanes_yaml(tmp_path: Path, commands: list[list[str]]) -> Path:
     return write_yaml(tmp_path / "lanes.yaml", {
         "swarm": {"max_helper_loops": 1, "max_consecutive_test_fails": 3,
                   "lanes": {"calc": {"allowed_paths": ["calc/"]}}},
-        "validation": {"profiles": {"default": {"commands": commands, "timeout_s": 120}}}})
+        "validation": {"profiles": {"default": {"commands": commands, "timeout_s": 120,
+                                                "env": {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}}}}})
 
 
 def plan_yaml(tmp_path: Path) -> Path:
