@@ -76,8 +76,7 @@ def profile(shards: int) -> CheckProfile:
 
 def bench_repo(args: argparse.Namespace) -> Path:
     opts = TestOptions(args.shared_modules, 2, args.test_cost_ms)
-    repo = Path(args.cache_dir) / (f"mono-tests-{args.services}x25x200-m{opts.shared_modules}-c{opts.cost_ms}"
-                                   f"-s{args.seed}")
+    repo = Path(args.cache_dir) / f"mono-tests-{args.services}-m{opts.shared_modules}-c{opts.cost_ms}-s{args.seed}"
     if not (repo / ".git").exists():
         shutil.rmtree(repo, ignore_errors=True)
         started = time.perf_counter()
@@ -253,24 +252,25 @@ class Hosts:
         self.address, self.queue, self.tmp, self.cores, self.env = address, queue, tmp, cores, env
         self.running: dict[int, hb.PinnedWorker] = {}
         self.pids: dict[int, str] = {}  # pid -> "host N", for the histories' worker identities
-        # host -> the cgroup its worker (and every check it starts) is counted in: the CPU a check really had
-        self.groups: dict[int, hb.CpuCgroup] = {}
+        self.groups: dict[int, hb.CpuCgroup] = {}  # host -> the cgroup its worker and its checks are counted in
 
-    async def serve(self, *hosts: int) -> None:
-        """Exactly these hosts (1-based) running, the others stopped."""
-        for h in [h for h in self.running if h not in hosts]:
+    async def serve(self, *hosts: int, fresh: bool = False) -> None:
+        """Exactly these hosts (1-based) running, the others stopped; `fresh`: all of them started anew, together
+        (their activity polls as old as each other's: the server hands a task to the longest waiting poll)."""
+        for h in [h for h in self.running if h not in hosts or fresh]:
             self.running.pop(h).stop()
         for h in [h for h in hosts if h not in self.running]:
-            w = hb.PinnedWorker(self.cores[h - 1], self.address, self.queue, self.tmp / f"host-{h}", env=self.env)
-            w.start()
+            self.running[h] = w = hb.PinnedWorker(self.cores[h - 1], self.address, self.queue, self.tmp / f"host-{h}",
+                                                  env=self.env).start()
             assert w.proc is not None
-            group = self.groups.get(h) or hb.CpuCgroup.make(f"reposwarm-bench-checks-{self.queue}-host{h}")
+            group = self.groups.get(h)  # (CpuCgroup.make removes the empty groups of stopped hosts: made anew)
+            group = group if group is not None and group.path.exists() else hb.CpuCgroup.make(f"{self.queue}-{h}")
             if group is not None:
                 group.add(w.proc.pid)  # (before it has started anything)
                 self.groups[h] = group
-            await w.ready()
             self.pids[w.proc.pid] = f"host {h}"
-            self.running[h] = w
+        for w in self.running.values():
+            await w.ready()
 
     def stop(self) -> None:
         for w in self.running.values():
@@ -288,7 +288,6 @@ class Checks:
 
     def __init__(self, client: Client, wf_queue: str, hosts: Hosts, url: str) -> None:
         self.client, self.wf_queue, self.hosts, self.url = client, wf_queue, hosts, url
-        self.runs: list[dict[str, Any]] = []
 
     async def run(self, what: str, ref: str, since: str, scope: str, shards: int = 1,
                   label: str = "check") -> dict[str, Any]:
@@ -298,8 +297,7 @@ class Checks:
         busy0, load0, cpu0 = hb.core_times(), os.getloadavg()[0], self.hosts.cpu_s()
         started = time.perf_counter()
         result = await self.client.execute_workflow(ChecksProbe.run, req, id=wf_id, task_queue=self.wf_queue)
-        elapsed = time.perf_counter() - started
-        busy1, cpu1 = hb.core_times(), self.hosts.cpu_s()
+        elapsed, busy1, cpu1 = time.perf_counter() - started, hb.core_times(), self.hosts.cpu_s()
         merged = result.merged
         where = await self.where(wf_id)
         row = {"what": what, "scope": scope, "shards": shards, "hosts": sorted(self.hosts.running),
@@ -312,38 +310,39 @@ class Checks:
                                for c in r.commands} for r in result.reports],
                "part_duration_s": [r.duration_s for r in result.reports], "ran_on": where,
                "load_average_1m": round(load0, 2),
-               # each host's CPU seconds over the check (its worker and its checks), against the time it took: a
-               # host that had its core to itself comes near 1.0 while it ran tests
+               # each host's CPU seconds over the check (its worker and checks): near elapsed_s on a core of its own
                "host_cpu_s": {f"host {h}": round(cpu1[h] - cpu0.get(h, 0.0), 2) for h in cpu1},
                "core_busy": {c: round((busy1[c][0] - busy0[c][0]) / max(1, busy1[c][1] - busy0[c][1]), 2)
                              for c in busy1 if c in busy0}}
-        self.runs.append(row)
         log(f"{what}: {row['elapsed_s']} s, {row['verdict']}, {row['parts']} part(s) on {where}; "
             f"{merged.tests_run} tests; {merged.selection or 'whole profile'}")
         return row
 
     async def where(self, wf_id: str) -> dict[str, list[str]]:
-        """Which host ran each activity of the check (its ActivityTaskStarted identity, pid@host)."""
+        """Each activity of the check: the host that ran it (its ActivityTaskStarted identity, pid@host) and its
+        seconds from that start to its completion ("host 1 9.2s")."""
         from temporalio.api.enums.v1 import EventType
 
-        names, out = {}, {}  # type: ignore[var-annotated]
+        names, started, out = {}, {}, {}  # type: ignore[var-annotated]
         async for e in self.client.get_workflow_handle(wf_id).fetch_history_events():
             if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
                 names[e.event_id] = e.activity_task_scheduled_event_attributes.activity_type.name
             elif e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
                 a = e.activity_task_started_event_attributes
                 pid = a.identity.split("@", 1)[0]
-                host = self.hosts.pids.get(int(pid) if pid.isdigit() else 0, a.identity)
-                out.setdefault(names.get(a.scheduled_event_id, "?"), []).append(host)
+                started[a.scheduled_event_id] = (self.hosts.pids.get(int(pid) if pid.isdigit() else 0, a.identity),
+                                                 e.event_time.ToDatetime())
+            elif e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+                sid = e.activity_task_completed_event_attributes.scheduled_event_id
+                host, t0 = started.get(sid, ("?", e.event_time.ToDatetime()))
+                secs = (e.event_time.ToDatetime() - t0).total_seconds()
+                out.setdefault(names.get(sid, "?"), []).append(f"{host} {secs:.1f}s")
         return out
-
-
-def median(rows: list[dict[str, Any]]) -> float | None:
-    return round(statistics.median(r["elapsed_s"] for r in rows), 2) if rows else None  # (None: no run)
 
 
 async def measure(args: argparse.Namespace, repo: Path, layout: Layout, shas: dict[str, str]) -> dict[str, Any]:
     sandbox_env, sandbox_note = hb.sandbox_state()
+    sandbox_env["REPOSWARM_CHECK_NICE"] = str(args.check_nice)
     tmp = Path(tempfile.mkdtemp(prefix="reposwarm-bench-checks-"))
     env = await start_dev_server(["--db-filename", str(tmp / "temporal.db")])
     hosts: Hosts | None = None
@@ -358,8 +357,7 @@ async def measure(args: argparse.Namespace, repo: Path, layout: Layout, shas: di
             checks = Checks(client, wf_queue, hosts, f"file://{repo}")
             base, change = shas["base"], shas["change"]
             runs: dict[str, list[dict[str, Any]]] = {}
-            log("warm-up on host 1: the whole profile on the base commit (as the gate's baseline), then the change "
-                "selected, unsharded and sharded")
+            log("warm-up on host 1: the whole profile on the base (as the gate's baseline), the change selected")
             await hosts.serve(1)
             warm = [await checks.run("warmup-base-full", base, "", "all", label="baseline"),
                     await checks.run("warmup-selected", change, base, "affected"),
@@ -381,10 +379,10 @@ async def measure(args: argparse.Namespace, repo: Path, layout: Layout, shas: di
                      await checks.run("warmup-host2-sharded", change, base, "affected", shards=2)]
             for i in range(args.repeats):  # interleaved: the machine's drift falls on both alike
                 for n in (1, 2):
-                    await hosts.serve(*range(1, n + 1))
+                    await hosts.serve(*range(1, n + 1), fresh=True)
                     runs.setdefault(f"sharded_{n}host", []).append(
                         await checks.run(f"sharded-{n}host-{i + 1}", change, base, "affected", 2))
-            return {"sandbox": sandbox_note, "warmup": warm, "runs": runs, "breaks": breaks, "all_runs": checks.runs}
+            return {"sandbox": sandbox_note, "warmup": warm, "runs": runs, "breaks": breaks}
     finally:
         if hosts is not None:
             hosts.stop()
@@ -398,7 +396,7 @@ async def measure(args: argparse.Namespace, repo: Path, layout: Layout, shas: di
 def summarize(args: argparse.Namespace, repo: Path, layout: Layout, shas: dict[str, str],
               measured: dict[str, Any], real: dict[str, bool]) -> dict[str, Any]:
     runs = measured["runs"]
-    med = {k: median(v) for k, v in runs.items()}
+    med = {k: round(statistics.median(r["elapsed_s"] for r in v), 2) if v else None for k, v in runs.items()}
     breaks = [{**b, "real": real[b["break"]]} for b in measured["breaks"]]
     out: dict[str, Any] = {
         "mode": "quick" if args.quick else "full",
@@ -407,12 +405,10 @@ def summarize(args: argparse.Namespace, repo: Path, layout: Layout, shas: dict[s
         "repository": {"path": str(repo), **layout.stats(), "services": args.services,
                        "shared_modules_per_language": args.shared_modules, "test_cost_ms": args.test_cost_ms},
         "change": {"commit": shas["change"], "files": layout.change, "what": layout.change_what},
-        "profile": {"commands": [PYTEST, NODE], "sharded": "shards: 2 on each command", "judged": "against no "
-                    "baseline (the base commit passes every test: warmup-base-full)"},
-        "hosts": "a `python worker.py` process with its own REPOSWARM_HOME, cloning the repository by file:// URL, "
-                 f"under `taskset -c <core>`: one core each (host 1 = core {args.cores[0]}, host 2 = core "
-                 f"{args.cores[1]}); the dev server and this process (the probe workflow) unpinned",
-        "sandbox": measured["sandbox"],
+        "profile": {"commands": [PYTEST, NODE], "sharded": "shards: 2 on each", "judged": "against no baseline"},
+        "hosts": f"`python worker.py`, a home each, one core each (taskset): host 1 = core {args.cores[0]}, host 2 = "
+                 f"core {args.cores[1]}; the dev server and the probe workflow's worker unpinned",
+        "sandbox": measured["sandbox"], "check_nice": args.check_nice,
         "validation_full_s": med["full"], "validation_selected_s": med["selected"],
         "validation_sharded_1host_s": med["sharded_1host"], "validation_sharded_2host_s": med["sharded_2host"],
         "selected_speedup": round(med["full"] / med["selected"], 1) if med["full"] and med["selected"] else None,
@@ -420,7 +416,9 @@ def summarize(args: argparse.Namespace, repo: Path, layout: Layout, shas: dict[s
         if med["sharded_1host"] and med["sharded_2host"] else None,
         "injected_breaks": len(breaks), "injected_breaks_caught": sum(b["caught"] for b in breaks),
         "breaks": breaks, "runs": runs, "warmup": measured["warmup"],
-        "repeats": {"full": args.full_repeats, "others": args.repeats},
+        # a shard goes to whichever host's poll the server hands it: the runs whose two shards both went to one host
+        "sharded_2host_on_one_host": sum(len({v.split()[1] for v in r["ran_on"]["validate"]}) < 2
+                                         for r in runs["sharded_2host"]),
     }
     out["targets"] = {k: {"target": t, "measured": out[k], "met": out[k] is not None and out[k] >= t}
                       for k, t in {**TARGETS, "injected_breaks_caught": len(breaks)}.items()}
@@ -462,6 +460,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, help="runs of each selected and sharded check (default 5)")
     parser.add_argument("--full-repeats", type=int, default=1, help="runs of the whole suite (default 1)")
     parser.add_argument("--cores", type=lambda s: [int(x) for x in s.split(",")], default=[0, 1])
+    parser.add_argument("--check-nice", type=int, default=0, help="the hosts' REPOSWARM_CHECK_NICE (default 0: on a "
+                        "machine others share, the product's 10 leaves the checks what the others' processes do not "
+                        "take; alone on a host it changes nothing)")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--cache-dir", default=os.path.join(tempfile.gettempdir(), "reposwarm-bench"))
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder (homes, worker logs)")
