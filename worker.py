@@ -48,6 +48,7 @@ from reposwarm.cli.common import UserError, said_if_slow, unreachable
 from reposwarm.client import affinity, connect, host_queue, serve_lanes, task_queue
 from reposwarm.config import ConfigError
 from workflows.lane import LaneWorkflow
+from workflows.options import checks_queue
 from workflows.swarm import SwarmWorkflow
 from workflows.trial import TrialWorkflow
 
@@ -140,7 +141,24 @@ def make_worker(client: Client, queue: str | None = None, *, serve: str = "all",
                  activity_executor=executor, max_concurrent_activities=concurrency,
                  interceptors=[HeartbeatInterceptor(), FailureLedgerInterceptor()],
                  max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE)
-    return Workers([shared, own])
+    # Checks on a queue of their own, as many at once as this host has check slots (REPOSWARM_CHECK_SLOTS, default
+    # the CPUs this process may use): a host busy with its slots does not poll, so a check's shards spread over the
+    # hosts (docs/scale.md). (validate stays on the shared queue too, for runs that scheduled it there.)
+    checks = Worker(client, task_queue=checks_queue(queue or task_queue()), activities=[validate],
+                    max_concurrent_activities=check_slots(),
+                    interceptors=[HeartbeatInterceptor(), FailureLedgerInterceptor()],
+                    max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE)
+    return Workers([shared, own, checks])
+
+
+def check_slots() -> int:
+    """How many checks this host runs at once: REPOSWARM_CHECK_SLOTS, else the CPUs this process may use."""
+    value = os.environ.get("REPOSWARM_CHECK_SLOTS", "").strip()
+    if value:
+        if not value.isdigit() or int(value) < 1:
+            raise UserError(f"REPOSWARM_CHECK_SLOTS={value!r}: a whole number of checks at once, 1 or more")
+        return int(value)
+    return max(1, len(os.sched_getaffinity(0)))
 
 
 def parser(prog: str = "worker.py") -> argparse.ArgumentParser:

@@ -102,3 +102,46 @@ async def test_full_at_delivery_runs_the_rest_after_approval_and_a_hidden_break_
             await handle.terminate("test done")
         except Exception:
             pass
+
+
+async def test_a_check_s_shards_spread_over_hosts_with_one_check_slot_each(client, tmp_path, monkeypatch):
+    import uuid
+
+    from temporalio.client import Client
+
+    from worker import make_worker
+
+    # two hosts of one check slot each on a queue of their own: a host busy with a shard does not poll for checks,
+    # so the other shard goes to the other host, and the two run at once
+    queue = f"slots-{uuid.uuid4().hex[:6]}"
+    monkeypatch.setenv("REPOSWARM_TASK_QUEUE", queue)
+    monkeypatch.setenv("REPOSWARM_CHECK_SLOTS", "1")
+    other = await Client.connect(client.service_client.config.target_host, namespace=client.namespace,
+                                 data_converter=client.data_converter, identity="host-2")  # (another host)
+    async with make_worker(client, queue), make_worker(other, queue):
+        run_id = await record_checks.start(client, tmp_path)
+        try:
+            await wait_for_phase(client, run_id, Phase.review, timeout=240)
+            scheduled, spans, hosts = {}, {}, {}
+            async for e in client.get_workflow_handle(run_id).fetch_history_events():
+                if e.HasField("activity_task_scheduled_event_attributes"):
+                    a = e.activity_task_scheduled_event_attributes
+                    if a.activity_type.name == "validate":
+                        assert a.task_queue.name == f"{queue}.checks", a.task_queue.name
+                        label = (await client.data_converter.decode(a.input.payloads, [ValidateInput]))[0].label
+                        scheduled[e.event_id] = label
+                if e.HasField("activity_task_started_event_attributes") and \
+                        e.activity_task_started_event_attributes.scheduled_event_id in scheduled:
+                    hosts[scheduled[e.activity_task_started_event_attributes.scheduled_event_id]] = \
+                        e.activity_task_started_event_attributes.identity
+                for field, at in (("activity_task_started_event_attributes", 0),
+                                  ("activity_task_completed_event_attributes", 1)):
+                    if e.HasField(field) and getattr(e, field).scheduled_event_id in scheduled:
+                        spans.setdefault(scheduled[getattr(e, field).scheduled_event_id], [0.0, 0.0])[at] = \
+                            e.event_time.ToDatetime().timestamp()
+            one, two = (spans[f"round 1 check 2 remainder shard {i} of 2"] for i in (1, 2))
+            assert one[0] < two[1] and two[0] < one[1], spans  # side by side
+            shard_hosts = {hosts[f"round 1 check 2 remainder shard {i} of 2"] for i in (1, 2)}
+            assert len(shard_hosts) == 2 and "host-2" in shard_hosts, hosts  # one on each host
+        finally:
+            await client.get_workflow_handle(run_id).terminate("test done")

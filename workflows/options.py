@@ -34,6 +34,12 @@ FIRST_RETRY = timedelta(seconds=1)
 # Git and file activities: quick and idempotent (prepare, worktrees, checkpoints, merges, publishing...).
 GIT: dict[str, Any] = dict(start_to_close_timeout=timedelta(minutes=5), heartbeat_timeout=HEARTBEAT,
                            retry_policy=RetryPolicy(maximum_attempts=5))
+def checks_queue(shared: str) -> str:
+    """Where checks (validate) go: each host takes only as many at once as its check slots (worker.py), so the
+    shards of a check spread over the hosts instead of queueing on the first to poll (docs/scale.md)."""
+    return f"{shared}.checks"
+
+
 # Planning a check (activities/checking.py): a checkout and the import graph, cold on a large repository.
 CHECK_PLAN: dict[str, Any] = dict(start_to_close_timeout=timedelta(minutes=15), heartbeat_timeout=HEARTBEAT,
                                   retry_policy=RetryPolicy(maximum_attempts=3))

@@ -73,7 +73,7 @@ class Gate:
 
     async def _validate(self, ref: str, label: str, baseline: TestReport | None = None,
                         lanes: bool = False, part: CheckPart | None = None) -> TestReport:
-        opts = options.validation(self.profile)
+        opts = self._check_options()
         extra: dict[str, dict[str, list[str]]] = {}
         if lanes:
             # the base commit's tests may run once more against the merged code: room for a second run
@@ -84,6 +84,12 @@ class Gate:
                                     profile_name=self.profile_name, profile=self.profile, label=label,
                                     baseline=baseline, part=part, **extra),
             **opts)
+
+    def _check_options(self) -> dict:
+        opts = options.validation(self.profile)
+        if workflow.patched("checks-queue"):  # (the hosts' check slots: a check's shards spread over the hosts)
+            opts["task_queue"] = options.checks_queue(workflow.info().task_queue)
+        return opts
 
     async def _planned(self, label: str, baseline: TestReport, lanes: bool, scope: str) -> TestReport:
         """The check as plan_check splits it (reposwarm/checks/plans.py): its parts in parallel, merged per test."""
@@ -119,7 +125,7 @@ class Gate:
         new = await workflow.execute_activity(
             validate, ValidateInput(run_id=self.req.run_id, repo_path=self.req.repo_path, ref=head,
                                     profile_name=self.profile_name, profile=self.profile, label="baseline moved",
-                                    part=part, moved_from=old), **options.validation(self.profile))
+                                    part=part, moved_from=old), **self._check_options())
         self.baseline = asyncio.get_running_loop().create_future()
         self.baseline.set_result(new)
         self.history.append(f"the base moved from {old.ref[:12]} to {head[:12]}: its results from the old base's, "
