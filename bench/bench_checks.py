@@ -2,7 +2,7 @@
 split over two worker hosts; and whether the selected run still catches injected breaks.
 
     python bench/bench_checks.py [--quick] [--services 800] [--test-cost-ms N] [--repeats 5] [--full-repeats 1]
-                                 [--cores 0,1] [--out bench/results_checks.json] [--results bench/results.json]
+        [--cores 0,1] [--out bench/results_checks.json] [--results bench/results.json]   (see --help)
 
 The repository: bench/gen_monorepo.py --tests, 800 services of 25 files of 200 lines (~4M lines; kept in
 $TMPDIR/reposwarm-bench), a pytest file per Python service and a node --test file per TypeScript one, each
@@ -12,20 +12,20 @@ the lib of a JavaScript one and a module deep in a third service's import chain 
 import; every test still passes). Each injected break is a commit of its own on top of it.
 
 Every check goes through reposwarm's own path, as the test gate runs it: bench/checks_probe.py's workflow runs
-plan_check, then each part's validate at once on the shared task queue, then merges the parts' reports. The
+plan_check, then each part's validate at once on the checks' queue (a host takes as many as its check slots: one
+per core it may use), then merges the parts' reports. The
 activities run on `python worker.py` hosts on a local Temporal dev server, each with a home of its own, cloning
 the repository from a file:// URL, pinned to ONE core (`taskset`, as bench/bench_hosts.py: host 1 = core 0,
 host 2 = core 1; the checks are the workers' children and inherit it; the workflow and the dev server unpinned).
 Checks are judged against no baseline: the base commit passes every test (the warm-up's first run says so).
 
-Measured, in seconds from the workflow's start to its result, the median of --repeats runs after a warm-up on
-each host (its clone, checkouts and symbol index made): validation_full_s (scope all, one part, one host),
-validation_selected_s (scope affected, one host, planning included), validation_sharded_1host_s and _2host_s
-(scope affected, `shards: 2` on each command; the second host started and stopped around its runs, interleaved
-with the one-host runs). A break is caught when the merged verdict is FAILED; each is also run directly (pytest,
-node --test), to show it is real. Writes bench/results_checks.json and merges the headline keys into
-bench/results.json (so it runs after bench_swarm.py, which writes that file anew). --quick (the default when
-CI=true): 30 services, 50 ms tests, one run of each, a smoke run of the whole path.
+Measured, seconds from the workflow's start to its result, the median of --repeats runs after a warm-up on each
+host (clone, checkouts, index): validation_full_s (scope all, one part, one host), validation_selected_s (scope
+affected, one host, planning included), validation_sharded_1host_s and _2host_s (scope affected, `shards: 2` on
+each command; the second host started and stopped around its runs, interleaved with the one-host runs). A break
+is caught when the merged verdict is FAILED; each is also run directly (pytest, node --test), to show it is real.
+Writes bench/results_checks.json and merges the headline keys into bench/results.json (so it runs after
+bench_swarm.py, which writes that file anew). --quick (the default when CI=true): 30 services, 50 ms tests.
 """
 
 from __future__ import annotations
@@ -85,9 +85,6 @@ def bench_repo(args: argparse.Namespace) -> Path:
     else:
         log(f"reusing {repo}")
     return repo
-
-
-# --- the repository: its layout, the change and the breaks -------------------------------------------------
 
 
 def _git(repo: Path, *args: str, stdin: str | None = None, env: dict[str, str] | None = None) -> str:
@@ -359,8 +356,9 @@ async def measure(args: argparse.Namespace, repo: Path, layout: Layout, shas: di
             runs: dict[str, list[dict[str, Any]]] = {}
             log("warm-up on host 1: the whole profile on the base (as the gate's baseline), the change selected")
             await hosts.serve(1)
-            warm = [await checks.run("warmup-base-full", base, "", "all", label="baseline"),
-                    await checks.run("warmup-selected", change, base, "affected"),
+            warm = [await checks.run("warmup-base-full", base, "", "all", label="baseline") if args.full_repeats
+                    else {"verdict": Verdict.passed.value, "what": "warmup-base-full skipped (--full-repeats 0)"}]
+            warm += [await checks.run("warmup-selected", change, base, "affected"),
                     await checks.run("warmup-sharded", change, base, "affected", shards=2)]
             if warm[0]["verdict"] != Verdict.passed.value:
                 raise SystemExit(f"bench_checks: the base commit does not pass its own tests: {warm[0]}")
@@ -458,7 +456,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shared-modules", type=int, help="shared modules per language (default 100; --quick: 10)")
     parser.add_argument("--test-cost-ms", type=int, help="CPU time of each test file (default 400; --quick: 50)")
     parser.add_argument("--repeats", type=int, help="runs of each selected and sharded check (default 5)")
-    parser.add_argument("--full-repeats", type=int, default=1, help="runs of the whole suite (default 1)")
+    parser.add_argument("--full-repeats", type=int, default=1, help="runs of the whole suite (default 1; 0: none, "
+                        "and no warm-up of it)")
     parser.add_argument("--cores", type=lambda s: [int(x) for x in s.split(",")], default=[0, 1])
     parser.add_argument("--check-nice", type=int, default=0, help="the hosts' REPOSWARM_CHECK_NICE (default 0: on a "
                         "machine others share, the product's 10 leaves the checks what the others' processes do not "

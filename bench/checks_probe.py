@@ -3,8 +3,9 @@
 merged per test (reposwarm/checks/shards.py merge).
 
 Bench code, not product code: a module of its own (not the bench's __main__) so that the workflow sandbox imports
-it like any workflow module. Its activities go to the shared task queue the `python worker.py` hosts serve (any
-host takes any part); the workflow itself runs in the bench's own worker, on a queue of its own.
+it like any workflow module. Its activities go to the task queues the `python worker.py` hosts serve, the parts to
+the checks' queue as the gate sends them (a host takes as many as its check slots: any host takes any part); the
+workflow itself runs in the bench's own worker, on a queue of its own.
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ class ChecksProbe:
                                         profile=req.profile, part=part,
                                         label=req.label if count == 1 else f"{req.label} shard {part.shard[0]} of "
                                                                            f"{count}"),
-                task_queue=req.queue, **options.validation(req.profile))
+                task_queue=options.checks_queue(req.queue), **options.validation(req.profile))
             for part in plan.parts]))
         if not reports:  # nothing of the profile to run for these changes: the gate calls that a pass
             merged = settle(TestReport(passed=True, ref=req.ref, selection=plan.label or "nothing to run",

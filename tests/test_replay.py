@@ -456,6 +456,8 @@ def check_selected(runs: Runs, warm: bool) -> None:
     first_done = min(e.event_id for e in of(swarm, E.EVENT_TYPE_ACTIVITY_TASK_COMPLETED)
                      if e.activity_task_completed_event_attributes.scheduled_event_id in shard_ids)
     assert max(shard_ids) < first_done
+    assert {e.activity_task_scheduled_event_attributes.task_queue.name.rsplit(".", 1)[-1] for e in of(
+        swarm, E.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED) if e.event_id in shard_ids} == {"checks"}  # (the check slots)
     assert result(swarm)["delivered_branch"]
 
 
