@@ -366,7 +366,7 @@ async def measure(args: argparse.Namespace, repo: Path, layout: Layout, shas: di
             runs["selected"] = [await checks.run(f"selected-{i + 1}", change, base, "affected")
                                 for i in range(args.repeats)]
             breaks = []
-            for name in layout.broken:
+            for name in layout.broken if args.breaks else []:
                 row = await checks.run(f"break-{name}", shas[f"break-{name}"], base, "affected")
                 breaks.append({"break": name, "what": layout.broken[name][0], "caught": row["verdict"] == "FAILED",
                                "expected_failing": layout.broken[name][2] or ["every pytest test"],
@@ -462,6 +462,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check-nice", type=int, default=0, help="the hosts' REPOSWARM_CHECK_NICE (default 0: on a "
                         "machine others share, the product's 10 leaves the checks what the others' processes do not "
                         "take; alone on a host it changes nothing)")
+    parser.add_argument("--no-breaks", dest="breaks", action="store_false", help="skip the injected breaks")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--cache-dir", default=os.path.join(tempfile.gettempdir(), "reposwarm-bench"))
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder (homes, worker logs)")
