@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 from tests.helpers import start_dev_server  # noqa: E402
 from worker import make_worker  # noqa: E402
 
-# Tests that wait out real timers for a minute or more (a provider outage, a decision's expiry): started first, so
+# Tests that wait out real timers (a provider outage, a decision's expiry): started first, so
 # that the other workers run the rest beside them, rather than one of them running alone at the end.
 FIRST = ("tests/test_outage.py::", "tests/test_anywhere.py::test_an_abandoned_approval")
 
