@@ -13,17 +13,18 @@ import; every test still passes). Each injected break is a commit of its own on 
 
 Every check goes through reposwarm's own path, as the test gate runs it: bench/checks_probe.py's workflow runs
 plan_check, then each part's validate at once on the checks' queue (a host takes as many as its check slots: one
-per core it may use), then merges the parts' reports. The
-activities run on `python worker.py` hosts on a local Temporal dev server, each with a home of its own, cloning
-the repository from a file:// URL, pinned to ONE core (`taskset`, as bench/bench_hosts.py: host 1 = core 0,
-host 2 = core 1; the checks are the workers' children and inherit it; the workflow and the dev server unpinned).
-Checks are judged against no baseline: the base commit passes every test (the warm-up's first run says so).
+per core it may use), then merges the parts' reports. The activities run on `python worker.py` hosts on a local
+Temporal dev server, each with a home of its own, cloning the repository from a file:// URL, pinned to ONE core
+(`taskset`, as bench/bench_hosts.py: host 1 = core 0, host 2 = core 1; the checks are the workers' children and
+inherit it; the workflow and the dev server unpinned). Checks are judged against no baseline: the base commit
+passes every test (the warm-up's first run says so).
 
 Measured, seconds from the workflow's start to its result, the median of --repeats runs after a warm-up on each
 host (clone, checkouts, index): validation_full_s (scope all, one part, one host), validation_selected_s (scope
 affected, one host, planning included), validation_sharded_1host_s and _2host_s (scope affected, `shards: 2` on
-each command; the second host started and stopped around its runs, interleaved with the one-host runs). A break
-is caught when the merged verdict is FAILED; each is also run directly (pytest, node --test), to show it is real.
+each command; the second host started, warmed by one uncounted check, and stopped around its runs, interleaved
+with the one-host runs). A break is caught when the merged verdict is FAILED; each is also run directly (pytest,
+node --test), to show it is real.
 Writes bench/results_checks.json and merges the headline keys into bench/results.json (so it runs after
 bench_swarm.py, which writes that file anew). --quick (the default when CI=true): 30 services, 50 ms tests.
 """
@@ -67,11 +68,6 @@ TARGETS = {"selected_speedup": 20.0, "sharded_speedup": 1.7}
 
 def log(msg: str) -> None:
     print(f"[bench_checks {time.strftime('%H:%M:%S')}] {msg}", flush=True)
-
-
-def profile(shards: int) -> CheckProfile:
-    commands: list[Any] = [PYTEST, NODE] if shards <= 1 else [{"run": c, "shards": shards} for c in (PYTEST, NODE)]
-    return CheckProfile.model_validate({"commands": commands, "timeout_s": 3600})
 
 
 def bench_repo(args: argparse.Namespace) -> Path:
@@ -251,12 +247,12 @@ class Hosts:
         self.pids: dict[int, str] = {}  # pid -> "host N", for the histories' worker identities
         self.groups: dict[int, hb.CpuCgroup] = {}  # host -> the cgroup its worker and its checks are counted in
 
-    async def serve(self, *hosts: int, fresh: bool = False) -> None:
-        """Exactly these hosts (1-based) running, the others stopped; `fresh`: all of them started anew, together
-        (their activity polls as old as each other's: the server hands a task to the longest waiting poll)."""
-        for h in [h for h in self.running if h not in hosts or fresh]:
+    async def serve(self, *hosts: int) -> bool:
+        """Exactly these hosts (1-based) running, the others stopped; whether one had to be started."""
+        for h in [h for h in self.running if h not in hosts]:
             self.running.pop(h).stop()
-        for h in [h for h in hosts if h not in self.running]:
+        new = [h for h in hosts if h not in self.running]
+        for h in new:
             self.running[h] = w = hb.PinnedWorker(self.cores[h - 1], self.address, self.queue, self.tmp / f"host-{h}",
                                                   env=self.env).start()
             assert w.proc is not None
@@ -268,6 +264,7 @@ class Hosts:
             self.pids[w.proc.pid] = f"host {h}"
         for w in self.running.values():
             await w.ready()
+        return bool(new)
 
     def stop(self) -> None:
         for w in self.running.values():
@@ -288,8 +285,10 @@ class Checks:
 
     async def run(self, what: str, ref: str, since: str, scope: str, shards: int = 1,
                   label: str = "check") -> dict[str, Any]:
-        req = ProbeCheck(run_id=RUN_ID, repo_path=self.url, ref=ref, since=since, profile=profile(shards),
-                         scope=scope, queue=self.hosts.queue, label=label)
+        commands = [PYTEST, NODE] if shards <= 1 else [{"run": c, "shards": shards} for c in (PYTEST, NODE)]
+        req = ProbeCheck(run_id=RUN_ID, repo_path=self.url, ref=ref, since=since, scope=scope, label=label,
+                         profile=CheckProfile.model_validate({"commands": commands, "timeout_s": 3600}),
+                         queue=self.hosts.queue)
         wf_id = f"bench-checks-{what}-{uuid.uuid4().hex[:8]}"
         busy0, load0, cpu0 = hb.core_times(), os.getloadavg()[0], self.hosts.cpu_s()
         started = time.perf_counter()
@@ -302,9 +301,8 @@ class Checks:
                "parts": len(result.plan.parts), "verdict": merged.verdict_of.value, "selection": merged.selection,
                "fallback": result.plan.fallback, "skipped": merged.skipped, "tests_run": merged.tests_run,
                "changed": result.plan.changed_count, "failures": [f.name for f in merged.failures][:20],
-               "problems": merged.problems[:5], "unsandboxed": merged.unsandboxed,
-               "part_tests": [{" ".join(c.argv[:4]) + (" ..." if len(c.argv) > 4 else ""): c.tests_run
-                               for c in r.commands} for r in result.reports],
+               "problems": merged.problems[:5], "unsandboxed": merged.unsandboxed, "part_tests": [
+                   {" ".join(c.argv[:4]) + " ...": c.tests_run for c in r.commands} for r in result.reports],
                "part_duration_s": [r.duration_s for r in result.reports], "ran_on": where,
                "load_average_1m": round(load0, 2),
                # each host's CPU seconds over the check (its worker and checks): near elapsed_s on a core of its own
@@ -377,7 +375,8 @@ async def measure(args: argparse.Namespace, repo: Path, layout: Layout, shas: di
                      await checks.run("warmup-host2-sharded", change, base, "affected", shards=2)]
             for i in range(args.repeats):  # interleaved: the machine's drift falls on both alike
                 for n in (1, 2):
-                    await hosts.serve(*range(1, n + 1), fresh=True)
+                    if await hosts.serve(*range(1, n + 1)):  # (re)started: a check first, not counted (cold worker)
+                        warm.append(await checks.run(f"warmup-sharded-{n}host-{i + 1}", change, base, "affected", 2))
                     runs.setdefault(f"sharded_{n}host", []).append(
                         await checks.run(f"sharded-{n}host-{i + 1}", change, base, "affected", 2))
             return {"sandbox": sandbox_note, "warmup": warm, "runs": runs, "breaks": breaks}
