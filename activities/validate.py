@@ -4,6 +4,7 @@ run once more with the base commit's versions of them (reposwarm/checks/test_cha
 from __future__ import annotations
 
 import asyncio
+import functools
 import posixpath
 import re
 import shutil
@@ -16,7 +17,7 @@ from temporalio.exceptions import ApplicationError
 from activities.repo import synced
 from reposwarm import gitcmd
 from reposwarm.agent.paths import PathPolicy
-from reposwarm.checks import baselines, plans, runners, test_changes, test_trees, toolselect, verdicts
+from reposwarm.checks import baselines, plans, test_changes, test_trees, toolselect, verdicts
 from reposwarm.checks.rebased import rebased
 from reposwarm.checks.runner import load_cases, prepared_tree, run_profile, save_baseline
 from reposwarm.checks.runners import select
@@ -26,7 +27,6 @@ from reposwarm.contracts import (
     Attribution,
     CheckPart,
     CheckProfile,
-    CommandResult,
     RollbackInput,
     RollbackResult,
     TestChangeKind,
@@ -97,9 +97,7 @@ async def validate(req: ValidateInput) -> TestReport:
     if req.moved_from is not None and ran is not None:
         return await _moved_base(req, req.moved_from, ran, report, repo, path, store)
     if req.baseline is not None and report.commands:
-        def cases(result: CommandResult) -> list[runners.Case] | None:
-            return load_cases(store, result)
-
+        cases = functools.partial(load_cases, store)
         base: TestReport = req.baseline
         loader: verdicts.CaseLoader = cases
         if ran is not None and len(report.commands) == len(ran.targets):  # (a failed setup step ran no command)
@@ -158,9 +156,7 @@ async def _moved_base(req: ValidateInput, old: TestReport, ran: plans.Ran, repor
                       path: Path, store: Store) -> TestReport:
     """The new base's baseline: the old one, with the tests its new commits affect run again on it (or, when
     that cannot be merged per test, the whole profile on it); kept for the lanes and for every later run."""
-    def cases(result: CommandResult) -> list[runners.Case] | None:
-        return load_cases(store, result)
-
+    cases = functools.partial(load_cases, store)
     new = rebased(old, ran, report, cases, store, req.ref)
     if new is None:
         await asyncio.to_thread(checkout, str(repo.path), path, req.ref)

@@ -269,3 +269,13 @@ async def test_a_deleted_test_file_runs_the_whole_command_so_its_lost_tests_are_
     assert part.whole == [" ".join(PYTEST)] and "svc_b/tests/test_b.py was deleted" in part.label, part
     assert report.verdict == Verdict.passed_with_test_changes and not report.passed, report
     assert [c.kind.value for c in report.test_changes] == ["lost"], report.test_changes
+
+
+async def test_a_test_file_named_like_an_option_runs_the_command_whole_never_as_an_argument(tmp_path):
+    repo, rid, prof = make_repo(tmp_path / "repo", FILES), run_id(), profile()
+    base = await baseline(repo, rid, prof, git(repo, "rev-parse", "HEAD").strip())
+    head = commit(repo, {"-pno:terminal_test.py": "def test_x():\n    assert True\n"}, "a test file named as an option")
+    report, [part] = await check(repo, rid, prof, head, base)
+    assert part.whole == [" ".join(PYTEST)] and part.names == {}, part
+    assert "is an option, not a test" in part.label and "the whole command runs" in part.label, part.label
+    assert all("-pno:terminal_test.py" not in c.argv for c in report.commands), report.commands

@@ -9,15 +9,16 @@ run of some tests is never told as a run of the whole profile, which the gate st
 from __future__ import annotations
 
 import asyncio
+import functools
 from dataclasses import dataclass, field
 
 from reposwarm.agent.paths import PathPolicy, ToolRefused
 from reposwarm.agent.specs import RunChecksArgs
-from reposwarm.checks import affected, plans, runners, sandbox, verdicts
+from reposwarm.checks import affected, plans, sandbox, verdicts
 from reposwarm.checks.runner import load_cases, run_profile
 from reposwarm.checks.runners import select
 from reposwarm.checks.sandbox import SandboxUnavailable
-from reposwarm.contracts import CheckProfile, CommandResult, TestReport
+from reposwarm.contracts import CheckProfile, TestReport
 from reposwarm.runs.store import Store
 
 MAX_OUTPUT_TAIL = 3000
@@ -87,9 +88,7 @@ def run(a: RunChecksArgs, profile: CheckProfile, name: str, policy: PathPolicy, 
     except SandboxUnavailable as err:
         raise ToolRefused(str(err)) from None
 
-    def cases(result: CommandResult) -> list[runners.Case] | None:
-        return load_cases(store, result)
-
+    cases = functools.partial(load_cases, store)
     if ran is None or len(report.commands) != len(ran.targets):  # (a failed setup step ran no command)
         report = verdicts.judge(report, baseline, cases)
     else:  # against the same tests of the base commit's run, and never called a run of the whole profile

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from reposwarm.agent.paths import spec
-from reposwarm.checks import affected
+from reposwarm.checks import affected, shards
 from reposwarm.checks.runners import prefixes, select
 from reposwarm.checks.runners.commands import JUNIT
 from reposwarm.checks.runners.parsers import Case
@@ -65,6 +65,15 @@ def claimed(argv: list[str], names: list[str], root: Path) -> list[str]:
     return sorted({n for t in found.targets for n in t.names})
 
 
+def _unsafe(names: list[str], root: Path) -> str:
+    """Why the tree's test names cannot be given to a runner as they are (a file named like an option, a symlink
+    out of the tree): the command then runs whole; "" when every name is a plain selector."""
+    for name in names:
+        if why := select.unsafe(name, root):
+            return f"the test file {name[:80]!r} {why}: the whole command runs"
+    return ""
+
+
 def _deleted_test(path: str, kind: str, root: Path) -> bool:
     """A test file of this kind the changes deleted (or renamed): its tests are lost unless the whole command runs."""
     if (root / path).exists() or (root / path).is_symlink():
@@ -79,6 +88,8 @@ def _selected(argv: list[str], kind: str, chosen: affected.Affected, every: dict
     the graph cannot see through a change, a test file of its was deleted, or every test of it is affected."""
     if chosen.names is None:
         return None, chosen.fallback
+    if why := _unsafe(chosen.names.get(kind, []), root):
+        return None, why
     gone = [p for p in changed if _deleted_test(p, kind, root)]
     if gone:
         return None, f"{gone[0]} was deleted or renamed: the whole command runs, so a lost test is seen"
@@ -144,6 +155,9 @@ def plan(root: Path, ref: str, since: str, profile: CheckProfile, scope: str, du
         else:
             every = every or affected.all_tests(root, ref)
             names = every.get(kind, [])
+            if _unsafe(names, root):  # (shards split names: a file named as an option splits nothing)
+                entries.append(_Entry(argv, None))
+                continue
         mine = claimed(argv, names, root)
         if not mine:
             skipped.append(f"`{line}`: " + ("every test it runs ran in the selected check" if scope == "remainder"
@@ -188,8 +202,6 @@ def _label(scope: str, selective: bool, entries: list[_Entry], chosen: affected.
 
 def _sharded(entries: list[_Entry], profile: CheckProfile, durations: Durations, label: str,
              skipped: list[str], single: bool, changed: list[str], since: str) -> list[CheckPart]:
-    from reposwarm.checks import shards  # (the durations' balance: reposwarm/checks/shards.py)
-
     groups: dict[int, list[list[str]]] = {}
     for i, e in enumerate(entries):
         n = 1 if single else profile.rule(e.argv).shards

@@ -67,7 +67,7 @@ def refusal(tests: list[str], root: Path) -> str | None:
     if len(tests) > MAX_TESTS:
         return f"run_checks refused: {len(tests)} tests named, at most {MAX_TESTS}: name their files or packages"
     for name in tests:
-        why = _unsafe(name, root)
+        why = unsafe(name, root)
         if why:
             shown = repr(name if len(name) <= 80 else name[:80] + "...")
             return (f"run_checks refused: test {shown} {why}; name tests as their runner does (tests/test_x.py::"
@@ -75,7 +75,8 @@ def refusal(tests: list[str], root: Path) -> str | None:
     return None
 
 
-def _unsafe(name: str, root: Path) -> str:
+def unsafe(name: str, root: Path) -> str:
+    """Why `name` is no plain selector (an option, a path out of the tree, a control character); "" when it is."""
     if not isinstance(name, str) or not name.strip():
         return "is empty"
     if any(ord(ch) < 32 or ord(ch) == 127 for ch in name):
