@@ -124,6 +124,8 @@ from reposwarm.contracts.validation import (
     CheckPart,
     CheckPlan,
     CommandResult,
+    Exercise,
+    Loaded,
     PlanCheckInput,
     RollbackInput,
     RollbackResult,
@@ -136,7 +138,7 @@ from reposwarm.contracts.validation import (
 __all__ = [
     "BaseInput", "BaseMove", "WarmInput", "BudgetChange", "BudgetPause", "BudgetReceipt",
     "AttributeInput", "Attribution", "ChangeSet", "CheckProfile", "CheckpointInput", "CheckpointResult",
-    "CommandResult", "ConflictInput", "Contract", "Delivered", "DeliverInput", "DeliveryConfig", "ExitClass",
+    "CommandResult", "Exercise", "Loaded", "ConflictInput", "Contract", "Delivered", "DeliverInput", "DeliveryConfig", "ExitClass",
     "FileEdit",
     "Finish", "HelperRole", "HelperTask", "LaneDescription", "LaneEnd", "LaneEstimate", "LanePass", "LanePhase", "LanePlan", "LaneResult",
     "LaneResume", "LaneReview", "LaneStarts", "LaneState", "LaneStatus", "LaneWorktree", "LanesFile", "MergeInput", "MergeResult",

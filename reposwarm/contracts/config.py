@@ -99,6 +99,9 @@ class CheckProfile(Contract):
     # The language caches (GOCACHE, GOMODCACHE, cargo's target and registry, npm's, pip's) kept per worker host
     # and repository (reposwarm/checks/sandbox/caches.py).
     caches: bool = True
+    # Proof that the checks ran the change (reposwarm/checks/evidence/): a changed source file no command loaded
+    # fails the gate when true; when false (the default) it is listed as "not exercised" and counted in the verdict.
+    require_exercised: bool = False
 
     @field_validator("cache_key", "deps_from_checkout")
     @classmethod

@@ -83,6 +83,9 @@ class Verdict(StrEnum):
     passed = "PASSED"  # no new failure, nothing lost, nothing rewritten to pass, no test configuration changed
     passed_with_test_changes = "PASSED WITH TEST CHANGES"  # green, but tests were lost, rewritten or reconfigured
     failed = "FAILED"
+    # the checks did not run the change's own code: a changed module was loaded from outside the tree (an
+    # installed copy, the user's checkout, a stale build): reposwarm/checks/evidence/. Never taken for a pass.
+    not_judged = "NOT JUDGED"
 
 
 class TestChangeKind(StrEnum):

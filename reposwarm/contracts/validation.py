@@ -59,6 +59,7 @@ class CommandResult(Contract):
     # Test results in its output that its parser did not read (reposwarm/checks/runners/counts.py): tests no
     # verdict saw, so the check is not fully judged and never PASSED. 0: none (or a result recorded before).
     unparsed_results: int = 0
+    loaded: Loaded | None = None  # what its processes loaded (None: no evidence taken, or recorded before)
 
     @model_validator(mode="before")
     @classmethod
@@ -66,6 +67,41 @@ class CommandResult(Contract):
         if isinstance(data, dict) and data.get("exit_class") == "":  # recorded while it was free text
             data = {**data, "exit_class": None}
         return data
+
+
+class Loaded(Contract):
+    """What one command's processes loaded, read from the runtimes themselves (reposwarm/checks/evidence/): the
+    Python interpreters' modules, node's V8 coverage, the packages `go test` built. Only what concerns the tree:
+    tree-relative paths, bounded (the whole list stays in the run's store, `ref`)."""
+
+    languages: list[str] = []  # the runtimes that gave evidence: "python", "node", "go", ...
+    # tree source files loaded from the tree (only those among `watched`, the files the check was asked about;
+    # every one when nothing was asked, capped)
+    inside: list[str] = []
+    # tree source file -> where its module was loaded from instead ("/usr/lib/python3/site-packages/attr/_make.py",
+    # "dist/index.js (a build not made from this tree)"): the check ran another copy of that code
+    outside: dict[str, str] = {}
+    # lines executed per watched file, where the runtime gives them cheaply (diff coverage); absent: not measured
+    lines: dict[str, list[int]] = {}
+    ref: str | None = None  # every file loaded, per process, as JSON in the run's store
+    note: str = ""  # why there is no evidence, or only some ("node gave no V8 coverage: ...")
+
+
+class Exercise(Contract):
+    """Whether the check ran the change's own code: each changed source file the runtimes could speak for, sorted.
+    Made from the commands' `Loaded` and the files the lanes changed (reposwarm/checks/evidence/)."""
+
+    loaded: list[str] = []  # changed source files some command loaded from the tree
+    outside: dict[str, str] = {}  # changed source file -> where its module was loaded from instead: NOT JUDGED
+    not_loaded: list[str] = []  # changed source files no command loaded ("not exercised by any check")
+    unknown: list[str] = []  # changed files no evidence speaks for (a language no runtime reported, data files)
+    shadowed: dict[str, str] = {}  # unchanged tree files loaded from outside the tree (a warning), capped
+    # changed file -> [executed changed lines, changed lines] where measured (diff coverage)
+    diff_lines: dict[str, tuple[int, int]] = {}
+
+    @property
+    def counted(self) -> int:
+        return len(self.loaded) + len(self.outside) + len(self.not_loaded)
 
 
 class TestReport(Contract):
@@ -98,6 +134,8 @@ class TestReport(Contract):
     # from 3 changed files"); "": every test of every command. Said wherever the verdict is.
     selection: str = ""
     skipped: list[str] = []  # "`command`: why" for each command this check did not run (when:, nothing affected)
+    # Whether the check ran the change's own code (reposwarm/checks/evidence/); None: no evidence (recorded before)
+    exercise: Exercise | None = None
 
     @property
     def verdict_of(self) -> Verdict:
