@@ -4,10 +4,12 @@ person's edit of a proposal (check_proposal_edit).
 The structure comes from code, not the model: the repository's packages, owners, imports and checks
 (reposwarm/intel/layout.py survey and brief), and the repository map ranked toward the task (as plan_round has
 it). The planner model proposes lanes with `submit_lanes`; whatever it proposes is checked by the code that
-checks a lanes file and by the guardrails (reposwarm/lanes_check.py check_proposal). A refused proposal goes back
-to the model once with its problems; refused again, the proposal comes back with them and the run stops. The
-model call goes through reposwarm.models.calls.complete (agent "proposer", round 0): a retried activity reuses
-the answer already paid for, and `--record` keeps it.
+checks a lanes file and by the guardrails (reposwarm/proposal_check.py check_proposal), against the base
+commit's files and import graph (reposwarm/checks/resolve.py), read here: this worker has the repository (a
+URL's clone too). A refused proposal goes back to the model once with its problems; refused again, the proposal
+comes back with them and the run stops. What the guardrails cannot decide comes back as the proposal's warnings,
+for the person confirming it, and in the ledger. The model call goes through reposwarm.models.calls.complete
+(agent "proposer", round 0): a retried activity reuses the answer already paid for, and `--record` keeps it.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 from temporalio import activity
@@ -45,10 +47,14 @@ from reposwarm.contracts import (
     RepoLayout,
     Usage,
 )
-from reposwarm.lanes_check import check_proposal
 from reposwarm.models import ModelReply, schema_problems, structured_reply
 from reposwarm.models.calls import complete
+from reposwarm.proposal_check import check_proposal
 from reposwarm.remote import open_repository
+from reposwarm.runs import ledger
+
+if TYPE_CHECKING:
+    from reposwarm.checks.resolve import Graph
 
 AGENT = "proposer"  # the model call's agent: the replay script's `proposer:` key, the recording's folder
 DEFAULT_BUDGET = HelperRole.model_fields["token_budget"].default
@@ -69,10 +75,17 @@ def _files(repo_path: str, base_sha: str) -> list[str]:
     return gitcmd.repo(repo_path).ls_tree("-r", "--name-only", base_sha).splitlines()
 
 
-def _survey(repo_path: str, base_sha: str, progress: Any) -> RepoLayout:
-    from reposwarm.intel.layout import survey
+def import_graph(repo_path: str, base_sha: str) -> tuple[Graph | None, str]:
+    """The base commit's import graph (cached per tree beside the symbol index), or why there is none: then the
+    test lanes' depends_on go unchecked, and the proposal says so."""
+    from reposwarm.checks import resolve
 
-    return survey(Path(repo_path), base_sha, progress=progress)
+    try:
+        return resolve.load(Path(repo_path), base_sha), ""
+    except Exception as err:  # noqa: BLE001 - a repository the graph cannot read leaves one rule unchecked, said
+        return None, (f"the import graph of {base_sha[:12]} could not be read ({type(err).__name__}: "
+                      f"{' '.join(str(err).split())[:200]}): which lanes' code the test lanes' tests import was not "
+                      "checked")
 
 
 def _map_files(map_text: str) -> list[str]:
@@ -170,15 +183,25 @@ def size_budgets(proposal: LaneProposal, given: set[str]) -> LaneProposal:
     return proposal.model_copy(update={"lanes": lanes, "warnings": warnings})
 
 
-def checked(proposal: LaneProposal, files: list[str], layout: RepoLayout | None, max_lanes: int) -> LaneProposal:
-    """The proposal with the problems the lanes loader and the guardrails find in it (none: it may run)."""
-    problems = list(dict.fromkeys([*proposal.problems, *check_proposal(proposal, files, layout,
-                                                                        max_lanes=max_lanes)]))
-    return proposal.model_copy(update={"problems": problems,
+def checked(proposal: LaneProposal, files: list[str], graph: Graph | None, max_lanes: int,
+            unread: str = "") -> LaneProposal:
+    """The proposal with the problems the lanes loader and the guardrails find in it (none: it may run), and
+    their warnings (what they cannot decide: for the person confirming). `unread`: why there is no graph."""
+    found = check_proposal(proposal, files, graph, max_lanes=max_lanes)
+    problems = list(dict.fromkeys([*proposal.problems, *found.errors]))
+    warnings = list(dict.fromkeys([*proposal.warnings, *found.warnings, *([unread] if unread else [])]))
+    return proposal.model_copy(update={"problems": problems, "warnings": warnings,
                                        "predicted_overlaps": [] if problems else predicted_overlaps(proposal, files)})
 
 
-def _read(reply: ModelReply, req: ProposeInput, files: list[str], layout: RepoLayout | None) -> LaneProposal:
+def _ledger_line(run_id: str, event: str, proposal: LaneProposal) -> None:
+    """The proposal's verdict in the run's ledger: its lanes, its problems (refused) and its warnings."""
+    ledger.record_activity(run_id, event, lanes=list(proposal.lanes), attempts=proposal.attempts,
+                           problems=proposal.problems, warnings=proposal.warnings)
+
+
+def _read(reply: ModelReply, req: ProposeInput, files: list[str], layout: RepoLayout | None,
+          graph: tuple[Graph | None, str]) -> LaneProposal:
     try:
         args = parse_reply(reply)
     except ValueError as err:
@@ -186,7 +209,7 @@ def _read(reply: ModelReply, req: ProposeInput, files: list[str], layout: RepoLa
     proposal = proposal_of(args, req.model, layout)
     proposal = lane_estimates(proposal, req.task, req.model, req.price)
     proposal = size_budgets(proposal, {lane.name for lane in args.lanes if lane.token_budget})
-    return checked(proposal, files, layout, req.max_lanes)
+    return checked(proposal, files, graph[0], req.max_lanes, graph[1])
 
 
 @activity.defn
@@ -205,6 +228,7 @@ async def propose_lanes(req: ProposeInput) -> ProposeOutcome:
     # the structure and the map ranked toward the task from one read of the symbol index (seconds on 4M lines)
     layout, map_text = await asyncio.to_thread(survey_with_map, Path(repo_path), req.base_sha, req.task,
                                                budget_tokens=REPO_MAP_TOKENS, progress=progress)
+    graph = await asyncio.to_thread(import_graph, repo_path, req.base_sha)
 
     structure = brief(layout, _map_files(map_text)[:FOCUS_FILES])
     listing = _listing(files, REPO_LISTING_TOKENS if map_text else REPO_LISTING_ONLY_TOKENS)
@@ -215,7 +239,7 @@ async def propose_lanes(req: ProposeInput) -> ProposeOutcome:
         reply = await complete(req.run_id, req.model, agent=AGENT, round_no=0, turn=turn, system=PROPOSER_SYSTEM,
                                messages=messages, tools=[submit_lanes_spec()], price=req.price, record=req.record)
         usage = usage + reply.usage
-        proposal = _read(reply, req, files, layout).model_copy(update={"attempts": turn + 1})
+        proposal = _read(reply, req, files, layout, graph).model_copy(update={"attempts": turn + 1})
         if not proposal.problems:
             break
         correction = proposal_correction(proposal.problems)
@@ -226,6 +250,7 @@ async def propose_lanes(req: ProposeInput) -> ProposeOutcome:
             messages.append({"role": "user", "content": correction})
     activity.logger.info("proposal for %s: %d lanes, %d problems", req.run_id, len(proposal.lanes),
                          len(proposal.problems))
+    await asyncio.to_thread(_ledger_line, req.run_id, "proposal", proposal)
     return ProposeOutcome(proposal=proposal, usage=usage)
 
 
@@ -235,7 +260,9 @@ async def check_proposal_edit(req: ProposalCheck) -> LaneProposal:
     tracked file, tests depending on the code they import...), with its estimates; problems: refused."""
     repo_path = await asyncio.to_thread(_local, req.repo_path, req.base_sha)
     files = await asyncio.to_thread(_files, repo_path, req.base_sha)
-    layout = await asyncio.to_thread(_survey, repo_path, req.base_sha, None)
+    graph, unread = await asyncio.to_thread(import_graph, repo_path, req.base_sha)
     proposal = lane_estimates(req.proposal, req.task, req.model, req.price)
-    return checked(proposal, files, layout, req.max_lanes)
+    proposal = checked(proposal, files, graph, req.max_lanes, unread)
+    await asyncio.to_thread(_ledger_line, req.run_id, "proposal_edit", proposal)
+    return proposal
 

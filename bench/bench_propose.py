@@ -36,12 +36,14 @@ sys.path.insert(0, str(ROOT))
 
 from bench.bench_index import with_targets  # noqa: E402
 from bench.gen_monorepo import generate  # noqa: E402
+from reposwarm.checks import resolve  # noqa: E402
 from reposwarm.contracts import LanePlan, LanesFile, Plan  # noqa: E402
 from reposwarm.contracts.proposal import LaneProposal  # noqa: E402
 from reposwarm.intel import lanesplit, layout  # noqa: E402
 from reposwarm.intel.repomap import repo_map  # noqa: E402
 from reposwarm.intel.symbols import SymbolIndex, default_db_path  # noqa: E402
-from reposwarm.lanes_check import check_lanes, check_proposal  # noqa: E402
+from reposwarm.lanes_check import check_lanes  # noqa: E402
+from reposwarm.proposal_check import check_proposal  # noqa: E402
 
 TARGET_S = 10.0
 TASK = "Add a retry budget to every service's payment client and log when it runs out"
@@ -158,7 +160,9 @@ def run(args: argparse.Namespace) -> dict:
     proposal = LaneProposal(lanes=config.swarm.lanes, overlaps=list(config.swarm.overlaps), profile=found.profile,
                             plan=Plan(interface_contract="-", lanes=[LanePlan(lane=n, goal="-")
                                                                      for n in config.swarm.lanes]))
-    guard_s, guard_all, problems = timed(lambda: check_proposal(proposal, files, found, max_lanes=args.max_lanes),
+    graph = resolve.load(repo, "HEAD")  # (the activity reads it once per proposal, beside the survey)
+    guard_s, guard_all, problems = timed(lambda: check_proposal(proposal, files, graph,
+                                                                max_lanes=args.max_lanes).errors,
                                          args.repeat, "check_proposal")
     assert not problems, problems
     map_s, map_all, _ = timed(lambda: repo_map(repo, "HEAD", budget_tokens=MAP_TOKENS, focus_text=TASK, db_path=db),

@@ -1,4 +1,4 @@
-"""What the loader says of a lanes file beyond its schema, and the guardrails no proposal of lanes can pass.
+"""What the loader says of a lanes file beyond its schema: the checks a lanes file and a proposal of lanes share.
 
 `check_lanes` reads a lanes file whose keys are valid: the lane graph (names, unknown `depends_on` lanes,
 cycles), two lanes that may write the same path (decided exactly by reposwarm/agent/slices.py, with the witness
@@ -7,10 +7,9 @@ the repository's files at hand, slices that match no tracked file and check comm
 first kinds are errors: a run with them would merge two lanes' edits of one file, or give a lane nothing to
 write; the last two are warnings, as the file may mean a folder the run creates, or a worker with the tool.
 
-`check_proposal` (the guardrails, in reposwarm/proposal_check.py) holds the lanes a planner model proposes to
-the same checks, built into a lanes file, and to the rules a file written by a person need not follow: slices inside the repository and not everything, at most
-`max_lanes` lanes, a lane writing tests after the lanes whose code they test, a plan for exactly these lanes,
-budgets and goals of a sane size. It never raises: whatever it cannot read is one more line of refusal.
+The guardrails a planner model's proposal must pass besides (reposwarm/proposal_check.py) build on this module
+and its public helpers (is_lane_name, pattern_problem, too_many_patterns, TrackedFiles); nothing here imports
+them back.
 
 Pure and deterministic (no clock, no randomness): it may run in an activity or, on a file list, anywhere.
 """
@@ -32,7 +31,6 @@ from typing import Any
 from reposwarm.agent import slices
 from reposwarm.agent.paths import _spec
 from reposwarm.contracts.config import CheckProfile, HelperRole, LanesFile
-from reposwarm.contracts.proposal import LaneProposal, RepoLayout
 
 LANE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 LANE_NAME_CHARS = "letters, digits, '_' and '-', starting with a letter or digit, at most 64 characters"
@@ -54,7 +52,7 @@ def shown(text: object, limit: int = 60) -> str:
     return quoted if len(quoted) <= limit else f"{quoted[:limit - 10]}...' ({len(str(text))} characters)"
 
 
-def _is_name(name: object) -> bool:
+def is_lane_name(name: object) -> bool:
     return isinstance(name, str) and LANE_NAME.fullmatch(name) is not None
 
 
@@ -70,7 +68,7 @@ def lane_graph_problems(lanes: Any) -> list[str]:
         return []
     out: list[str] = []
     for name, role in lanes.items():
-        if not _is_name(name):
+        if not is_lane_name(name):
             # a lane's name becomes a branch (swarm/<run>/<lane>) and a folder of the worker's
             out.append(f"swarm.lanes: {shown(name)} is not a lane name ({LANE_NAME_CHARS})")
             continue
@@ -146,7 +144,7 @@ def _cached_problem(pattern: str) -> str | None:
     return slices.pattern_problem(pattern)
 
 
-def _problem(pattern: object) -> str | None:
+def pattern_problem(pattern: object) -> str | None:
     """slices.pattern_problem, asked once per pattern (each is an automaton's search)."""
     return _cached_problem(pattern) if isinstance(pattern, str) else slices.pattern_problem(pattern)  # type: ignore[arg-type]
 
@@ -190,7 +188,7 @@ def _matcher(patterns: Sequence[str]) -> Any:
     return match
 
 
-class _Tree(Collection[str]):
+class TrackedFiles(Collection[str]):
     """The tracked files, sorted, with what each lane may write among them (asked once per slice)."""
 
     def __init__(self, files: Collection[str]) -> None:
@@ -236,7 +234,7 @@ def _listed(paths: Sequence[str], limit: int = 3) -> str:
     return ", ".join(paths[:limit]) + more
 
 
-def _too_many(role: HelperRole) -> bool:
+def too_many_patterns(role: HelperRole) -> bool:
     """More patterns, or longer ones, than are read past _pattern_lines (which says so): pathspec's translation
     of one pattern takes time quadratic in its length, a minute for a megabyte."""
     lists = (role.allowed_paths, role.read_only_paths)
@@ -253,7 +251,7 @@ def _pattern_lines(where: str, patterns: Sequence[str], strict: bool) -> tuple[l
                                                 "checked")
         return errors, warnings
     for pattern in patterns:
-        why = _problem(pattern)
+        why = pattern_problem(pattern)
         if why is None:
             continue
         undecided = isinstance(pattern, str) and why.startswith(repr(pattern) + ": ")  # (slices.Undecided's form)
@@ -264,11 +262,11 @@ def _pattern_lines(where: str, patterns: Sequence[str], strict: bool) -> tuple[l
     return errors, warnings
 
 
-def _overlaps(lanes: Mapping[str, HelperRole], declared: list[str], tree: _Tree | None, strict: bool,
+def _overlaps(lanes: Mapping[str, HelperRole], declared: list[str], tree: TrackedFiles | None, strict: bool,
               findings: LaneFindings) -> None:
     """Two lanes that may write one path: refused, unless every such path lies in a declared overlap."""
     names = list(lanes)
-    ok_declared = declared if all(_problem(p) is None for p in declared) else []
+    ok_declared = declared if all(pattern_problem(p) is None for p in declared) else []
     covered = _matcher(ok_declared)
     for i, a in enumerate(names):
         for b in names[i + 1:]:
@@ -312,7 +310,7 @@ def _read_only_lines(name: str, role: HelperRole, strict: bool, findings: LaneFi
     if not role.read_only_paths:
         return
     for pattern in role.allowed_paths:
-        if _prefix(pattern) is None or _problem(pattern) is not None \
+        if _prefix(pattern) is None or pattern_problem(pattern) is not None \
                 or not _compatible([pattern], role.read_only_paths):
             continue  # (no read-only path could cover it: none starts where it does)
         try:
@@ -330,15 +328,15 @@ def _read_only_lines(name: str, role: HelperRole, strict: bool, findings: LaneFi
                 "it out of one of the two lists")
 
 
-def _unmatched(name: str, role: HelperRole, tree: _Tree, findings: LaneFindings, at: str) -> None:
+def _unmatched(name: str, role: HelperRole, tree: TrackedFiles, findings: LaneFindings, at: str) -> None:
     for key, patterns in (("allowed_paths", role.allowed_paths), ("read_only_paths", role.read_only_paths)):
         for pattern in patterns:
-            if _prefix(pattern) is not None and _problem(pattern) is None \
+            if _prefix(pattern) is not None and pattern_problem(pattern) is None \
                     and not tree.matches_any(pattern):
                 findings.warnings.append(f"swarm.lanes.{name}.{key}: {pattern!r} matches no tracked file{at}")
 
 
-def _program_problem(argv: list[str], profile: CheckProfile, tree: _Tree | None, root: Path | None) -> str | None:
+def _program_problem(argv: list[str], profile: CheckProfile, tree: TrackedFiles | None, root: Path | None) -> str | None:
     """Why a command's program is not here: not on PATH, nor a file in the repository. `env X=1 prog` is prog;
     `python -m X`, `npx X`, `uv run X` and the like are their first word (the tool finds the rest)."""
     from reposwarm.checks.runners.prefixes import _env
@@ -361,7 +359,7 @@ def _program_problem(argv: list[str], profile: CheckProfile, tree: _Tree | None,
     return f"{program!r} is not a file in the repository" + ("" if tree is not None else " here")
 
 
-def _command_lines(config: LanesFile, tree: _Tree | None, root: Path | None, findings: LaneFindings) -> None:
+def _command_lines(config: LanesFile, tree: TrackedFiles | None, root: Path | None, findings: LaneFindings) -> None:
     said: set[str] = set()
     for pname, profile in config.validation.profiles.items():
         for key, commands in (("setup", profile.setup), ("commands", profile.commands)):
@@ -386,34 +384,27 @@ def check_lanes(config: LanesFile, files: Collection[str] | None = None, *, max_
         findings.errors += lane_graph_problems(config.swarm.lanes)
     # (a lane whose name is refused is not read further: its name would be in every line; nor is one with more
     # patterns than can be checked, said once by _pattern_lines)
-    lanes = {name: role for name, role in config.swarm.lanes.items() if _is_name(name)}
+    lanes = {name: role for name, role in config.swarm.lanes.items() if is_lane_name(name)}
     if max_lanes is not None and len(config.swarm.lanes) > max_lanes:
         findings.errors.append(f"swarm.lanes: the {which} has {len(config.swarm.lanes)} lanes, at most {max_lanes}")
         if len(lanes) > 4 * max_lanes:
             return findings  # (the pairs of 200 lanes are no one's to read)
-    tree = files if isinstance(files, _Tree) else (_Tree(files) if files is not None else None)
+    tree = files if isinstance(files, TrackedFiles) else (TrackedFiles(files) if files is not None else None)
     for name, role in lanes.items():
         for key in ("allowed_paths", "read_only_paths"):
             errors, warnings = _pattern_lines(f"swarm.lanes.{name}.{key}", getattr(role, key), strict)
             findings.errors += errors
             findings.warnings += warnings
-        if _too_many(role):
+        if too_many_patterns(role):
             continue
         _read_only_lines(name, role, strict, findings)
         if tree is not None:
             _unmatched(name, role, tree, findings, at)
     errors, warnings = _pattern_lines("swarm.overlaps", config.swarm.overlaps, True)
     findings.errors += errors
-    _overlaps({n: r for n, r in lanes.items() if not _too_many(r)}, config.swarm.overlaps, tree, strict, findings)
+    _overlaps({n: r for n, r in lanes.items() if not too_many_patterns(r)}, config.swarm.overlaps, tree, strict,
+              findings)
     if tools_on_path:
         _command_lines(config, tree, root, findings)
     return findings
 
-
-def check_proposal(proposal: LaneProposal, files: Collection[str], layout: RepoLayout | None, *,
-                   max_lanes: int) -> list[str]:
-    """Every reason a proposal of lanes may not run, one line each naming the lane and the path (empty: it may):
-    check_lanes, strictly, and the guardrails a model's reply must pass (reposwarm/proposal_check.py)."""
-    from reposwarm.proposal_check import check_proposal as check
-
-    return check(proposal, files, layout, max_lanes=max_lanes)

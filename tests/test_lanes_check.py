@@ -2,7 +2,8 @@
 
 On real git repositories in temporary folders (the tracked files come from git), through the loader and the
 real command line (which stops before it connects to Temporal: tests/test_cli_errors.py's helpers), and
-check_proposal on hostile proposals, each refused in lines that name the lane and the path.
+check_proposal on hostile proposals, each refused in lines that name the lane and the path. The proposals shaped
+like real projects' (issue 45) are in tests/test_proposal_guardrails.py.
 """
 
 from __future__ import annotations
@@ -17,11 +18,13 @@ from hypothesis import strategies as st
 
 from reposwarm.agent.paths import PathPolicy
 from reposwarm.agent.slices import Undecided, shared
+from reposwarm.checks import resolve
 from reposwarm.cli.common import tracked_files
 from reposwarm.config import ConfigError, read_lanes_file
 from reposwarm.contracts import HelperRole, LanePlan, Plan
-from reposwarm.contracts.proposal import LaneProposal, PackageInfo, RepoLayout
-from reposwarm.lanes_check import check_lanes, check_proposal
+from reposwarm.contracts.proposal import LaneProposal
+from reposwarm.lanes_check import check_lanes
+from reposwarm.proposal_check import check_proposal
 from tests.helpers import make_repo
 from tests.test_cli_errors import error_line, run_starter
 from tests.test_slices import SETTINGS, paths, patterns, slice_lists
@@ -231,23 +234,28 @@ def proposal(lanes: dict[str, HelperRole], goals: dict[str, str] | None = None, 
     return LaneProposal(lanes=lanes, plan=plan, **extra)
 
 
-LAYOUT = RepoLayout(packages=[
-    PackageInfo(path="api", kind="python", imports=["shared"], tests=["api/tests"]),
-    PackageInfo(path="shared", kind="python"),
-    PackageInfo(path="web", kind="npm"),
-])
 GOOD = {"shared": role("shared/"), "api": role("api/", deps=("shared",)), "web": role("web/")}
 
 
-def test_a_sound_proposal_passes(repo: Path) -> None:
-    assert check_proposal(proposal(GOOD), tracked_files(repo) or [], LAYOUT, max_lanes=8) == []
+@pytest.fixture
+def graph(repo: Path, reposwarm_home: Path) -> resolve.Graph:
+    """The repository's import graph at HEAD, as the proposing activity reads it."""
+    return resolve.load(repo, "HEAD")
 
 
-def test_a_lane_of_the_files_at_the_root_is_no_lane_of_everything(repo: Path) -> None:
+def problems(lanes: dict[str, HelperRole], repo: Path, graph: resolve.Graph | None, **extra: Any) -> list[str]:
+    return check_proposal(proposal(lanes, **extra), tracked_files(repo) or [], graph, max_lanes=8).errors
+
+
+def test_a_sound_proposal_passes(repo: Path, graph: resolve.Graph) -> None:
+    assert problems(GOOD, repo, graph) == []
+
+
+def test_a_lane_of_the_files_at_the_root_is_no_lane_of_everything(repo: Path, graph: resolve.Graph) -> None:
     """`*` with `!*/` is the files at the root (as `reposwarm try` and the oracle propose it): judged as a whole
     slice, not pattern by pattern, it is a slice like any other."""
     lanes = {**GOOD, "root": role("*", "!*/")}
-    assert check_proposal(proposal(lanes), tracked_files(repo) or [], LAYOUT, max_lanes=8) == []
+    assert problems(lanes, repo, graph) == []
 
 
 @pytest.mark.parametrize(("lanes", "extra", "expected"), [
@@ -270,47 +278,54 @@ def test_a_lane_of_the_files_at_the_root_is_no_lane_of_everything(repo: Path) ->
     ({**GOOD, "long": role("x" * 1_000_000 + "/")}, {}, "swarm.lanes.long.allowed_paths: 'xxxxxxxx"),
     ({**GOOD, "web": role("web/", deps=("nowhere",))}, {}, "swarm.lanes.web.depends_on: unknown lane 'nowhere'"),
 ])
-def test_a_hostile_proposal_is_refused_line_by_line(repo: Path, lanes: dict[str, HelperRole], extra: dict[str, Any],
-                                                 expected: str) -> None:
-    lines = check_proposal(proposal(lanes, **extra), tracked_files(repo) or [], LAYOUT, max_lanes=8)
+def test_a_hostile_proposal_is_refused_line_by_line(repo: Path, graph: resolve.Graph, lanes: dict[str, HelperRole],
+                                                 extra: dict[str, Any], expected: str) -> None:
+    lines = problems(lanes, repo, graph, **extra)
     assert any(line.startswith(expected) or expected in line for line in lines), lines
     assert all("\n" not in line and len(line) < 600 for line in lines), lines
     assert len(lines) <= 40
 
 
-def test_a_megabyte_goal_and_a_plan_for_other_lanes_are_refused(repo: Path) -> None:
+def test_a_megabyte_goal_and_a_plan_for_other_lanes_are_refused(repo: Path, graph: resolve.Graph) -> None:
     huge = proposal(GOOD, goals={"shared": "x" * 1_000_000, "api": "g", "ghost": "g"})
-    lines = check_proposal(huge, tracked_files(repo) or [], LAYOUT, max_lanes=8)
+    lines = check_proposal(huge, tracked_files(repo) or [], graph, max_lanes=8).errors
     assert "lane 'shared': its goal is 1000000 characters, at most 20000" in lines
     assert "lane 'web': the plan gives it no goal" in lines
     assert "the plan names lane 'ghost', which the proposal does not define" in lines
-    assert check_proposal(LaneProposal(lanes=GOOD), [], None, max_lanes=8) == [
+    assert check_proposal(LaneProposal(lanes=GOOD), [], None, max_lanes=8).errors == [
         "the proposal has no plan: a goal for each lane"]
 
 
-def test_a_lane_writing_tests_depends_on_the_lanes_whose_code_they_import(repo: Path) -> None:
-    lanes = {"shared": role("shared/"), "api": role("api/", deps=("shared",)),
+def test_a_lane_writing_only_tests_depends_on_the_lanes_whose_code_they_import(repo: Path,
+                                                                              graph: resolve.Graph) -> None:
+    """api/tests/test_app.py imports api.app: the lane writing it runs after the lane writing api/app.py. What
+    api/app.py imports in turn (shared/util.py) is not what the tests import: no line for 'shared'."""
+    lanes = {"shared": role("shared/"), "api": role("api/", deps=("shared",), read_only_paths=["api/tests/"]),
              "tests": role("api/tests/"), "web": role("web/")}
-    lanes["api"] = role("api/", deps=("shared",), read_only_paths=["api/tests/"])
-    files = tracked_files(repo) or []
-    lines = check_proposal(proposal(lanes), files, LAYOUT, max_lanes=8)
-    assert lines == [
-        "lane 'tests' writes api/tests/test_app.py (a test of api) but does not depend on 'api', which writes the "
-        "code it tests (api/admin.py): add 'api' to its depends_on",
-        "lane 'tests' writes api/tests/test_app.py (a test of api) but does not depend on 'shared', which writes "
-        "the code it tests (shared/util.py): add 'shared' to its depends_on"]
-    lanes["tests"] = role("api/tests/", deps=("api",))  # (api depends on shared: that is enough)
-    assert check_proposal(proposal(lanes), files, LAYOUT, max_lanes=8) == []
-    assert check_proposal(proposal({**lanes, "tests": role("api/tests/")}), files, None, max_lanes=8) == []
+    assert problems(lanes, repo, graph) == [
+        "lane 'tests' writes only tests and does not depend on 'api', which writes the code they import "
+        "(api/tests/test_app.py imports api/app.py): add 'api' to its depends_on"]
+    assert problems({**lanes, "tests": role("api/tests/", deps=("api",))}, repo, graph) == []
+    assert problems(lanes, repo, None) == []  # (no graph: the rule is not checked)
+
+
+def test_a_dependency_the_rule_wants_that_would_close_a_cycle_is_a_warning(repo: Path, graph: resolve.Graph) -> None:
+    """The code's lane already runs after the tests' (tests first, on purpose): the rule cannot ask for the other
+    order too. Said to the person confirming, not refused."""
+    lanes = {"shared": role("shared/"), "tests": role("api/tests/"),
+             "api": role("api/", deps=("shared", "tests"), read_only_paths=["api/tests/"]), "web": role("web/")}
+    found = check_proposal(proposal(lanes), tracked_files(repo) or [], graph, max_lanes=8)
+    assert found.errors == []
+    assert found.warnings == [
+        "lane 'tests' writes only tests, and 'api', which writes the code they import (api/tests/test_app.py imports "
+        "api/app.py), runs after it (depends_on): the tests are written before that code"]
 
 
 def test_declared_overlaps_of_a_proposal(repo: Path) -> None:
     lanes = {**GOOD, "api": role("api/", "shared/", deps=("shared",))}
-    files = tracked_files(repo) or []
-    assert any("may both write 'shared/" in line for line in check_proposal(proposal(lanes), files, None,
-                                                                             max_lanes=8))
-    assert check_proposal(proposal(lanes, overlaps=["shared/"]), files, None, max_lanes=8) == []
-    assert check_proposal(proposal(lanes, overlaps=["**"]), files, None, max_lanes=8) == [
+    assert any("may both write 'shared/" in line for line in problems(lanes, repo, None))
+    assert problems(lanes, repo, None, overlaps=["shared/"]) == []
+    assert problems(lanes, repo, None, overlaps=["**"]) == [
         "swarm.overlaps: '**' would let it write the whole repository"]
 
 
@@ -318,8 +333,6 @@ def test_check_lanes_on_a_proposal_is_the_loader_s_check(tmp_path: Path, repo: P
     """The same code: a lanes file the loader refuses, built as a proposal, is refused with the same line."""
     path = lanes_file(tmp_path, {"api": {"allowed_paths": ["api/"]}, "web": {"allowed_paths": ["a*/"]}})
     [line] = refused(path, repo)
-    lines = check_proposal(proposal({"api": role("api/"), "web": role("a*/")}), tracked_files(repo) or [], None,
-                           max_lanes=8)
-    assert line in lines
+    assert line in problems({"api": role("api/"), "web": role("a*/")}, repo, None)
     config, _ = read_lanes_file(lanes_file(tmp_path, {"api": {"allowed_paths": ["api/"]}}), None)
     assert check_lanes(config, max_lanes=0).errors == ["swarm.lanes: the lanes file has 1 lanes, at most 0"]
