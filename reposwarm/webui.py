@@ -43,12 +43,15 @@ def review_call(run_id: str, checks: str, accept: str = "") -> str:
     """What leads a run's current details while it waits for a person: the state, and both ways to act.
 
     `accept` is the flag an approval of this round must carry (workflows/review.py approve_hint): "accept_red"
-    for checks that FAILED, "accept_test_changes" for PASSED WITH TEST CHANGES; the hint then says it, on the
-    command line and in the Signal's payload, as the run refuses an approval without it."""
+    for checks that FAILED, "accept_test_changes" for PASSED WITH TEST CHANGES, "accept_unjudged" for NOT JUDGED;
+    the hint then says it, on the command line and in the Signal's payload, as the run refuses an approval
+    without it."""
     flag = f" --{accept.replace('_', '-')}" if accept else ""
     extra = f', "{accept}": true' if accept else ""
     why = {"accept_red": " (the checks failed: an approval must say it delivers a red round)",
-           "accept_test_changes": " (tests were changed: an approval must say it accepts them)"}.get(accept, "")
+           "accept_test_changes": " (tests were changed: an approval must say it accepts them)",
+           "accept_unjudged": " (the checks ran another copy of the changed code, not the tree's: an approval must "
+                              "say it delivers a change they did not judge)"}.get(accept, "")
     return (f"**WAITING FOR YOUR REVIEW** ({checks}): read it with `reposwarm review {run_id}`, then approve with "
             f"`reposwarm approve {run_id}{flag}`{why} or reject with `reposwarm reject {run_id} --comment \"...\"`. "
             "In this UI: More Actions → Send a Signal → `review_signal` with input "

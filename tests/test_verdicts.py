@@ -235,3 +235,158 @@ async def test_a_node_test_file_that_fails_to_load_on_both_commits_is_pre_existi
     assert name.endswith("broken.test.js") and not name.startswith("/"), name
     # one test ran on each commit: the file that did not load is no test that ran
     assert report.passed and report.tests_run == report.base_tests_run == 1, report
+
+
+# --- whether the checks ran the change's own code (issue 44): the verdict is a pure function of the report and its
+# evidence (TestReport.exercise, made by reposwarm/checks/evidence/), so these build reports from the contract ---
+
+SITE = "/usr/lib/python3/dist-packages/calc/core.py"
+
+
+def green(exercise=None, **fields) -> TestReport:
+    """A check that ran 4 tests, all passing, as the merged tree's judged report would be before settling."""
+    from reposwarm.contracts import CommandResult
+
+    return TestReport(**{"passed": True, "tests_run": 4, "base_tests_run": 4, "exercise": exercise, "commands": [
+        CommandResult(argv=["python", "-m", "pytest"], exit_code=0, duration_s=1.0, tests_run=4)], **fields})
+
+
+def test_a_change_loaded_from_outside_the_tree_is_not_judged_with_where_and_the_fix():
+    from reposwarm.checks import verdicts
+    from reposwarm.contracts import Exercise, Verdict
+
+    report = verdicts.settle(green(Exercise(loaded=["calc/api.py"], outside={"calc/core.py": SITE})))
+    assert report.verdict == Verdict.not_judged and not report.passed, report
+    why = verdicts.why_failed(report)
+    assert "`calc/core.py` was loaded from " + SITE in why, why
+    assert "the tree's import roots were not first" in why and "docs/checks.md" in why, why
+    line = verdicts.summary(report)
+    assert line.startswith("NOT JUDGED (1 of 2 changed source files exercised): `calc/core.py`"), line
+    # green with test changes, or every other file exercised: still nothing to pass on
+    from reposwarm.contracts import TestChange, TestChangeKind
+
+    changed = verdicts.settle(green(Exercise(outside={"calc/core.py": SITE}), test_changes=[
+        TestChange(kind=TestChangeKind.lost, test="test_x")]))
+    assert changed.verdict == Verdict.not_judged, changed
+
+
+def test_a_new_failure_with_a_change_loaded_from_outside_is_failed_and_says_both():
+    from reposwarm.checks import verdicts
+    from reposwarm.contracts import Exercise, TestFailure, Verdict
+
+    failure = TestFailure(name="test_mul", command="python -m pytest")
+    report = verdicts.settle(green(Exercise(outside={"calc/core.py": SITE}), failures=[failure]))
+    assert report.verdict == Verdict.failed, report
+    line = verdicts.summary(report)
+    assert line.startswith("FAILED (0 of 1 changed source file exercised; 1 new failure(s)): `calc/core.py` was "
+                           "loaded from " + SITE), line
+    assert line.endswith("see docs/checks.md; 4 tests ran (base commit: 4)"), line
+
+
+def test_changed_files_no_check_loaded_are_counted_and_the_verdict_word_stays_first():
+    from reposwarm.checks import verdicts
+    from reposwarm.contracts import Exercise, Verdict
+
+    ex = Exercise(loaded=["a.py", "b.py", "c.py"], not_loaded=["d.py", "e.py"], unknown=["README.md"])
+    report = verdicts.settle(green(ex))
+    assert report.verdict == Verdict.passed and report.passed, report
+    line = verdicts.summary(report)
+    assert line == "PASSED (3 of 5 changed source files exercised); 4 tests ran (base commit: 4)", line
+    # a lane reads its run_checks verdict from the first words (workflows/lane.py _account)
+    said = f"checks {line}, in 1.0s"
+    assert said.split(",", 1)[0].split(";", 1)[0].split(" (", 1)[0] == "checks PASSED"
+    from reposwarm.checks import exercised
+
+    assert "not exercised by any check: `d.py`, `e.py`" in exercised.lines(report)
+
+
+def test_require_exercised_fails_a_change_no_check_loaded_and_says_which():
+    from reposwarm.checks import verdicts
+    from reposwarm.contracts import Exercise, Verdict
+
+    report = verdicts.settle(green(Exercise(loaded=["a.py"], not_loaded=["d.py"])))
+    assert verdicts.required(report, False) == report  # not required: counted only
+    held = verdicts.required(report, True)
+    assert held.verdict == Verdict.failed and not held.passed, held
+    assert len(held.problems) == 1 and "`d.py`" in held.problems[0] and "require_exercised" in held.problems[0]
+    assert verdicts.required(held, True).problems == held.problems  # said once
+    assert "`d.py`" in verdicts.why_failed(held)
+    everything = verdicts.settle(green(Exercise(loaded=["a.py", "d.py"])))
+    assert verdicts.required(everything, True).verdict == Verdict.passed  # nothing missing: passes
+
+
+def test_the_parts_evidence_merges_loaded_anywhere_and_outside_anywhere():
+    from reposwarm.checks.shards import merge
+    from reposwarm.contracts import Exercise, Verdict
+
+    one = green(Exercise(loaded=["a.py"], not_loaded=["b.py", "c.py"], unknown=["d.ts"], diff_lines={"a.py": (2, 5)}))
+    two = green(Exercise(loaded=["b.py"], not_loaded=["a.py", "c.py"], outside={}, diff_lines={"a.py": (0, 5)}))
+    merged = merge([one, two])
+    assert merged.exercise is not None
+    assert merged.exercise.loaded == ["a.py", "b.py"] and merged.exercise.not_loaded == ["c.py"], merged.exercise
+    assert merged.exercise.unknown == ["d.ts"] and merged.exercise.diff_lines == {"a.py": (2, 5)}, merged.exercise
+    assert merged.verdict == Verdict.passed, merged
+    # one part ran an installed copy of b.py: the check is not judged, whatever the other part loaded
+    three = green(Exercise(outside={"b.py": "/site-packages/b.py"}, not_loaded=["a.py"]))
+    merged = merge([one, two, three])
+    assert merged.verdict == Verdict.not_judged, merged
+    assert merged.exercise.outside == {"b.py": "/site-packages/b.py"} and "b.py" not in merged.exercise.loaded
+    # a part with no evidence adds none; parts none of which had any: none
+    assert merge([one, green()]).exercise == one.exercise
+    assert merge([green(), green()]).exercise is None
+
+
+def test_no_evidence_judges_as_before():
+    from reposwarm.checks import verdicts
+    from reposwarm.contracts import Exercise, TestFailure, Verdict
+
+    report = verdicts.settle(green())
+    assert report.verdict == Verdict.passed and verdicts.summary(report) == "PASSED; 4 tests ran (base commit: 4)"
+    assert verdicts.required(report, True) == report
+    red = verdicts.settle(green(failures=[TestFailure(name="t", command="python -m pytest")]))
+    assert verdicts.summary(red) == "FAILED (1 new failure(s)); 4 tests ran (base commit: 4)", verdicts.summary(red)
+    # an empty evidence (a baseline: no changed file) says nothing either
+    empty = verdicts.settle(green(Exercise()))
+    assert empty.verdict == Verdict.passed and verdicts.summary(empty) == verdicts.summary(report)
+
+
+def test_a_not_judged_round_needs_accept_unjudged_and_shows_everywhere():
+    from reposwarm.checks import verdicts
+    from reposwarm.contracts import (
+        Exercise,
+        FileEdit,
+        LanePlan,
+        LaneReview,
+        LaneStatus,
+        Plan,
+        ReviewDecision,
+        ReviewPackage,
+    )
+    from reposwarm.webui import review_call
+    from workflows.attributes import verdict_word
+    from workflows.review import approve_hint, red_refusal
+    from workflows.validation import checks_line
+
+    report = verdicts.settle(green(Exercise(loaded=["calc/api.py"], outside={"calc/core.py": SITE},
+                                            not_loaded=["calc/util.py"], diff_lines={"calc/api.py": (3, 4)})))
+    refusal = red_refusal(1, report, ReviewDecision(approve=True))
+    assert refusal is not None and refusal.startswith("checks NOT JUDGED in round 1 (calc/core.py was loaded from")
+    assert "--accept-unjudged" in refusal and '"accept_unjudged": true' in refusal, refusal
+    assert red_refusal(1, report, ReviewDecision(approve=True, accept_red=True)) is not None  # not the red flag
+    assert red_refusal(1, report, ReviewDecision(approve=True, accept_unjudged=True)) is None
+    assert approve_hint(report) == "accept_unjudged"
+    assert "--accept-unjudged" in review_call("run-1", "checks NOT JUDGED", approve_hint(report))
+    assert checks_line(report).startswith("checks NOT JUDGED: `calc/core.py` was loaded from " + SITE)
+    lane = LaneReview(lane="core", goal="g", status=LaneStatus.done, state="merged", edits=[
+        FileEdit(path=p, operation="modify", reason="the goal asks for it") for p in ("calc/core.py", "calc/util.py", "calc/api.py")])
+    pkg = ReviewPackage(run_id="run-1", round=1, task="t", repo_path="/r", base_sha="a" * 40,
+                        integration_sha="b" * 40, plan=Plan(interface_contract="c", lanes=[LanePlan(lane="core", goal="g")]), lanes=[lane],
+                        test_report=report)
+    assert verdict_word(pkg) == "not_judged"
+    review = render_review(pkg)
+    assert "Verdict: checks NOT JUDGED, 1 lane merged — approve anyway: reposwarm approve run-1 --accept-unjudged" \
+        in review, review
+    assert f"- **Not judged:** `calc/core.py` was loaded from `{SITE}`, not from the tree" in review, review
+    assert "- not exercised by any check: `calc/util.py`" in review
+    assert "- diff coverage: `calc/api.py`: 3 of 4 changed lines ran" in review
+    assert "The tree's import roots were not first" in review and "1 of 3 changed source files exercised" in review

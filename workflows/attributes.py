@@ -3,8 +3,9 @@
 Keyword each: RepoSwarmRepo (the repository), RepoSwarmStatus (the phase, upserted at each change), RepoSwarmKind
 (`run`, `dry_run`, `trial` or `lane`: a saved view keeps to the runs a person acts on), RepoSwarmTask (the task's
 first line, cut at 100 characters) and RepoSwarmVerdict (the last reviewed round's verdict, upserted when the run
-reaches review since patch "verdict-attribute": `passed`, `passed_with_test_changes`, `failed`, `nothing_merged`,
-`unchecked`). A server that lacks one refuses a workflow that sets it, so a run sets only those its server has
+reaches review since patch "verdict-attribute": `passed`, `passed_with_test_changes`, `failed`, `not_judged` (the
+checks ran another copy of the changed code: reposwarm/checks/exercised.py), `nothing_merged`, `unchecked`). A
+server that lacks one refuses a workflow that sets it, so a run sets only those its server has
 registered: the client looks (reposwarm/webui.py registered_attributes) and says which, in the start's attributes
 and in the request's `search_attributes`.
 """

@@ -11,7 +11,7 @@ from __future__ import annotations
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from reposwarm.contracts import ReviewPackage, SwarmStatus
+    from reposwarm.contracts import Exercise, ReviewPackage, SwarmStatus
 
 STATUS_MEMO, REVIEW_MEMO = "status", "review"
 STATUS_LIMIT, REVIEW_LIMIT = 400_000, 1_200_000
@@ -50,5 +50,18 @@ def memo_package(package: ReviewPackage) -> ReviewPackage:
         report = package.test_report
         package.test_report = report.model_copy(update={
             "failures": report.failures[:50], "pre_existing": report.pre_existing[:50],
-            "fixed": report.fixed[:50], "flaky": report.flaky[:50], "commands": []})
+            "fixed": report.fixed[:50], "flaky": report.flaky[:50], "commands": [],
+            "exercise": trimmed_exercise(report.exercise)})
     return package
+
+
+def trimmed_exercise(exercise: Exercise | None, keep: int = 200) -> Exercise | None:
+    """The evidence on a large change with each list cut to `keep` files (the package says it was trimmed; the
+    verdict stays as the whole evidence made it, only its count of files exercised is then of those kept)."""
+    if exercise is None:
+        return None
+    return exercise.model_copy(update={
+        "loaded": exercise.loaded[:keep], "not_loaded": exercise.not_loaded[:keep],
+        "unknown": exercise.unknown[:keep], "outside": dict(list(exercise.outside.items())[:keep]),
+        "shadowed": dict(list(exercise.shadowed.items())[:20]),
+        "diff_lines": dict(list(exercise.diff_lines.items())[:keep])})

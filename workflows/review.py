@@ -18,6 +18,7 @@ from temporalio.common import RawValue
 with workflow.unsafe.imports_passed_through():
     from reposwarm.agent.slices import plan_problem
     from reposwarm.branches import lane_branch
+    from reposwarm.checks import exercised
     from reposwarm.contracts import (
         FileEdit,
         HelperRole,
@@ -193,8 +194,14 @@ def decision_refusal(status: SwarmStatus, decision: ReviewDecision, roles: dict[
 
 
 def red_refusal(round_no: int, report: TestReport, decision: ReviewDecision) -> str | None:
-    """An approval of a red round (or of one green only with changed tests) must say it means it."""
+    """An approval of a red round (or of one green only with changed tests, or of one whose checks ran another copy
+    of the changed code) must say it means it."""
     verdict = report.verdict_of
+    if verdict == Verdict.not_judged and not decision.accept_unjudged:
+        why = first_reason(report)
+        return (f"checks NOT JUDGED in round {round_no}{f' ({why})' if why else ''}: the checks did not run the "
+                "change's own code, so they say nothing about it; fix the check's environment and reject to check "
+                'again, or approve with --accept-unjudged (Signal: "accept_unjudged": true) to deliver it unjudged')
     if verdict == Verdict.failed and not decision.accept_red:
         why = first_reason(report)
         return (f"checks FAILED in round {round_no}{f' ({why})' if why else ''}: approve with --accept-red "
@@ -211,7 +218,11 @@ def red_refusal(round_no: int, report: TestReport, decision: ReviewDecision) -> 
 
 
 def first_reason(report: TestReport) -> str:
-    """The first thing that made the checks fail, in a few words."""
+    """The first thing that made the checks fail (or not judge), in a few words."""
+    if report.verdict_of == Verdict.not_judged:
+        found = exercised.outside(report)
+        first = next(iter(found), "")
+        return inert_line(f"{first} was loaded from {found[first]}, not from the tree")[:160] if first else ""
     for command in report.commands:
         if command.reason:
             return inert_line(command.reason)[:160]
@@ -226,4 +237,5 @@ def approve_hint(report: TestReport | None) -> str:
     """The flag an approval of this round needs ("" for none), as the CLI and the Web UI's hint spell it."""
     if report is None or report.verdict_of == Verdict.passed:
         return ""
-    return "accept_red" if report.verdict_of == Verdict.failed else "accept_test_changes"
+    return {Verdict.failed: "accept_red", Verdict.not_judged: "accept_unjudged"}.get(report.verdict_of,
+                                                                                   "accept_test_changes")

@@ -14,6 +14,11 @@ sits in goes on. Its lost and rewritten tests go back first to the lanes that
 changed them, with the base commit's test as the reference, unless the lane's
 goal or finish summary says why the test had to change
 (reposwarm/checks/test_changes.py `stated`); what remains reaches the review.
+
+NOT JUDGED (a changed module the checks loaded from outside the tree: reposwarm/checks/exercised.py) is neither
+green nor red either, and goes to review with no repair: no lane's edit can make the checks load the tree's code,
+the check's environment can. With `require_exercised: true` a changed source file no check loaded fails the whole
+check (applied here, once its parts are merged), and goes back to the lane that changed it.
 """
 
 from __future__ import annotations
@@ -28,9 +33,9 @@ from temporalio.exceptions import ApplicationError
 with workflow.unsafe.imports_passed_through():
     from activities.checking import plan_check
     from activities.validate import attribute_failures, rollback_integration, validate
-    from reposwarm.checks import test_changes
+    from reposwarm.checks import exercised, test_changes
     from reposwarm.checks.shards import merge
-    from reposwarm.checks.verdicts import against_baseline, change_counts, selected, settle, why_failed
+    from reposwarm.checks.verdicts import against_baseline, change_counts, required, selected, settle, why_failed
     from reposwarm.contracts import (
         AttributeInput,
         CheckPart,
@@ -139,7 +144,7 @@ class Gate:
             return
         self.checks += 1
         label = f"round {round_no} check {self.checks}"
-        whole = await self.with_remainder(label, baseline, report)
+        whole = required(await self.with_remainder(label, baseline, report), self.profile.require_exercised)
         self.history.append(f"{label} at {self.status.integration_sha[:12]} before delivery: {whole.verdict_of} "
                             f"({whole.selection})")
         self.status.test_report = whole
@@ -183,13 +188,17 @@ class Gate:
                 report = await self._validate(self.status.integration_sha, label, baseline, lanes)
         else:  # runs started before: their histories hold unjudged reports
             report = against_baseline(await self._validate(self.status.integration_sha, label), baseline)
+        # (the whole check's evidence, its parts merged; no evidence, as in every history recorded before: unchanged)
+        report = required(report, self.profile.require_exercised)
         verdict = report.verdict_of
         # (the verdict's word first, as everywhere a verdict is shown)
         state = f"{verdict}, green" if verdict == Verdict.passed else (
             f"{verdict}: {', '.join(change_counts(report))}" if verdict == Verdict.passed_with_test_changes
+            else f"{verdict}: {why_failed(report)[:300]}" if verdict == Verdict.not_judged
             else f"{verdict}, red: {len(report.failures)} new failure(s)" if report.failures
             else f"{verdict}, red: {'; '.join(report.problems)[:300]}")
         extra = [report.selection] if report.selection else []  # (a selected check says so wherever it is shown)
+        extra += [exercised.counted(report)] if exercised.counted(report) else []
         extra += [f"{len(report.pre_existing)} pre-existing"] if report.pre_existing else []
         extra += [f"{len(report.fixed)} fixed"] if report.fixed else []
         extra += [f"{report.tests_run} tests ran, {report.base_tests_run} on the base"] \
@@ -216,6 +225,10 @@ class Gate:
         """The lanes a red check goes back to, with the failures each is answerable for. Empty once the red
         checks in a row reach the limit (rolled back to the last green state then), or when no lane that
         caused a failure has a dispatch left (MAX_HELPER_LOOPS)."""
+        if report.verdict_of == Verdict.not_judged:
+            self.history.append("checks NOT JUDGED: they ran another copy of the changed code, not the tree's; no "
+                                "lane can mend that (the check's environment can): going to review as it is")
+            return {}
         changed = report.verdict_of == Verdict.passed_with_test_changes
         if self.exhausted and not changed:
             await self.rollback()
@@ -231,6 +244,13 @@ class Gate:
                 for lane in change.lanes:
                     if lane in results:
                         blamed.setdefault(lane, []).append(as_failure(change))
+        if any(p.startswith(exercised.REQUIRED) for p in report.problems):  # (require_exercised: true)
+            missing = set(exercised.not_exercised(report))
+            for lane, result in results.items():
+                for path in sorted({e.path for e in result.changeset.edits} & missing):
+                    blamed.setdefault(lane, []).append(TestFailure(
+                        name=path, file=path, command=NOT_EXERCISED,
+                        message="no command of the check loaded this file"))
         loops = self.req.config.swarm.max_helper_loops
         repairs = {lane: failures for lane, failures in blamed.items() if dispatches.get(lane, 0) < loops}
         if not repairs and changed:
@@ -275,6 +295,7 @@ class Gate:
 
 
 TEST_CHANGE = "(test change)"  # TestFailure.command of a test change sent back as a repair
+NOT_EXERCISED = "(not exercised)"  # TestFailure.command of a changed file no check loaded (require_exercised)
 
 
 def as_failure(change: TestChange) -> TestFailure:
@@ -284,8 +305,9 @@ def as_failure(change: TestChange) -> TestFailure:
 
 
 def repair_note(failures: list[TestFailure]) -> str:
-    fails = [f for f in failures if f.command != TEST_CHANGE]
+    fails = [f for f in failures if f.command not in (TEST_CHANGE, NOT_EXERCISED)]
     changed = [f for f in failures if f.command == TEST_CHANGE]
+    unexercised = [f for f in failures if f.command == NOT_EXERCISED]
     note = ""
     if fails:
         lines = [f"- {f.name}" + (f" ({f.file})" if f.file else "") + (f": {f.message[:600]}" if f.message else "")
@@ -298,6 +320,11 @@ def repair_note(failures: list[TestFailure]) -> str:
                  "pass where the base commit's version fails. The base commit's test is the reference: put it back "
                  "and make the code pass it. If the goal really needs the test changed, say why in your finish "
                  "summary, naming the test:\n" + "\n".join(lines))
+    if unexercised:
+        lines = [f"- {f.name}" for f in unexercised[:20]]
+        note += ("\n\nNo check loads these files you changed, and the check profile requires every changed source "
+                 "file to be exercised (require_exercised): add or extend a test that imports and runs them:\n"
+                 + "\n".join(lines))
     return note
 
 

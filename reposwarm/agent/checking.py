@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from reposwarm.agent.paths import PathPolicy, ToolRefused
 from reposwarm.agent.specs import RunChecksArgs
-from reposwarm.checks import affected, plans, sandbox, verdicts
+from reposwarm.checks import affected, exercised, plans, sandbox, verdicts
 from reposwarm.checks.runner import load_cases, run_profile
 from reposwarm.checks.runners import select
 from reposwarm.checks.sandbox import SandboxUnavailable
@@ -99,6 +99,8 @@ def run(a: RunChecksArgs, profile: CheckProfile, name: str, policy: PathPolicy, 
             missing = [f"`{n}`: no test the targeted run reported matches it (misnamed? gone?)"
                        for n in select.unmatched(chosen.targeted, report.commands, cases)]
             report = verdicts.settle(report.model_copy(update={"problems": [*report.problems, *missing]}))
+    # (as the gate holds it: a changed file no command loaded fails where the profile requires them all exercised)
+    report = verdicts.required(report, profile.require_exercised)
     note = chosen.note or ("" if not chosen.targeted else select.described(
         list(dict.fromkeys(n for t in chosen.targeted for n in t.names)), report.tests_run))
     return _said(report, note, chosen, baseline, waiting)
@@ -117,6 +119,8 @@ def _said(report: TestReport, note: str, chosen: Chosen, baseline: TestReport | 
     if report.unsandboxed:
         lines.append(f"warning: {sandbox.OFF_WARNING}")
     lines += [f"problem: {p}" for p in report.problems]
+    # (whether the checks ran your change's own code: a module loaded from outside the tree judges nothing)
+    lines += exercised.lines(report)
     lines += [f"dependencies: {line}" for line in report.setup]  # the profile's setup step: ran, or restored
     # (the gate says the same of these, and sends lost tests back first: reposwarm/checks/test_changes.py)
     lines += [f"test change ({c.kind}): {c.test}: {c.detail}" for c in report.test_changes[:20]]

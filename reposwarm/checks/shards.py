@@ -15,7 +15,7 @@ import math
 import statistics
 from collections.abc import Callable, Iterable
 
-from reposwarm.checks import verdicts
+from reposwarm.checks import exercised, verdicts
 from reposwarm.checks.runners import Case
 from reposwarm.contracts import TestReport
 
@@ -74,7 +74,8 @@ def _once(items: Iterable[str]) -> list[str]:
 def merge(reports: list[TestReport], label: str = "") -> TestReport:
     """One report from the shards' judged reports: what each ran and found, in order; the tests that ran summed
     (None only when no shard gave per-test results); the time the longest shard took (they ran in parallel); the
-    verdict settled from what they hold together (one red shard makes it FAILED, naming its failing tests).
+    verdict settled from what they hold together (one red shard makes it FAILED, naming its failing tests; a changed
+    module one of them loaded from outside the tree makes it NOT JUDGED: reposwarm/checks/exercised.py merged).
     `label`: what the merged check says it ran (else the first shard's)."""
     if not reports:
         raise ValueError("no shard reports to merge")
@@ -109,5 +110,7 @@ def merge(reports: list[TestReport], label: str = "") -> TestReport:
         "coverage_delta": first.coverage_delta if len(reports) == 1 else None,
         "selection": label or first.selection,
         "ref": first.ref,
+        # whether the parts together ran the change's own code (outside anywhere stays outside: NOT JUDGED)
+        "exercise": exercised.merged(r.exercise for r in reports),
     })
     return verdicts.settle(merged)

@@ -13,13 +13,21 @@ tree are the base commit's: nothing lost, nothing rewritten to pass, no test con
 TEST CHANGES (green, but only with the test changes listed, reposwarm/checks/test_changes.py); FAILED. A test that
 passed on the base commit and is skipped, xfailed, deselected or missing on the merged tree is lost; the tests it
 stands for are not counted as "fewer tests ran" (it is said once, as a test change).
+
+A fourth, NOT JUDGED (issue 44, reposwarm/checks/exercised.py): the checks loaded a changed module from outside the
+tree (an installed copy, an editable install of a checkout, a stale build), so their passing tests say nothing
+about the change. Precedence: a new failure or a problem is FAILED still (something the tree ran is broken; the
+modules loaded from outside are said beside it, since the failures may be that copy's); else a change loaded from
+outside is NOT JUDGED, never PASSED nor PASSED WITH TEST CHANGES. A changed source file no check loaded is counted
+("3 of 5 changed source files exercised") and fails the check only where the profile says `require_exercised:
+true` (`required`). A report with no evidence (`exercise` None) is judged as before.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from reposwarm.checks import runners, test_changes
+from reposwarm.checks import exercised, runners, test_changes
 from reposwarm.contracts import CommandResult, TestChange, TestChangeKind, TestFailure, TestReport, Verdict
 
 NOT_JUDGED = ("this check already fails on the base commit and gives no per-test results: fix the check, "
@@ -99,12 +107,25 @@ def selected(report: TestReport) -> bool:
 
 
 def settle(report: TestReport) -> TestReport:
-    """The verdict from what the report holds; `passed` only for a plain PASSED."""
+    """The verdict from what the report holds; `passed` only for a plain PASSED. (The precedence: the module's
+    docstring.)"""
     if report.failures or report.problems:
         verdict = Verdict.failed
+    elif exercised.outside(report):
+        verdict = Verdict.not_judged
     else:
         verdict = Verdict.passed_with_test_changes if report.test_changes else Verdict.passed
     return report.model_copy(update={"verdict": verdict, "passed": verdict == Verdict.passed})
+
+
+def required(report: TestReport, require: bool) -> TestReport:
+    """The report with the profile's `require_exercised` applied to the whole check (after its parts are merged):
+    a changed source file no check loaded is a problem, so the check is FAILED; said once. Unchanged when not
+    required, with no evidence, or with nothing missing."""
+    problem = exercised.required_problem(report) if require else ""
+    if not problem or any(p.startswith(exercised.REQUIRED) for p in report.problems):
+        return report
+    return settle(report.model_copy(update={"problems": [*report.problems, problem]}))
 
 
 def change_counts(report: TestReport) -> list[str]:
@@ -114,14 +135,21 @@ def change_counts(report: TestReport) -> list[str]:
 
 
 def why_failed(report: TestReport) -> str:
-    """Why a FAILED check failed, first, when that is not its tests: a command that could not run or finish (not
-    found, timed out, killed at a limit) on the merged tree, else the first problem; "" otherwise."""
-    if report.verdict_of != Verdict.failed:
+    """Why a check did not pass, first, when that is not its tests. FAILED: a command that could not run or finish
+    (not found, timed out, killed at a limit) on the merged tree, else the first problem; and a changed module
+    loaded from outside the tree, beside it. NOT JUDGED: which changed module was loaded from where, and the fix.
+    "" otherwise."""
+    verdict = report.verdict_of
+    if verdict == Verdict.not_judged:
+        return exercised.outside_reason(report)
+    if verdict != Verdict.failed:
         return ""
+    why = report.problems[0] if report.problems and not report.failures else ""
     for cmd in report.commands:
         if cmd.reason and runners.stops_judging(cmd.reason):
-            return f"`{' '.join(cmd.argv)}`: {cmd.reason}"
-    return report.problems[0] if report.problems and not report.failures else ""
+            why = f"`{' '.join(cmd.argv)}`: {cmd.reason}"
+            break
+    return "; ".join(said for said in (why, exercised.outside_reason(report)) if said)
 
 
 def summary(report: TestReport, note: str = "") -> str:
@@ -135,7 +163,9 @@ def summary(report: TestReport, note: str = "") -> str:
     parts += [f"{len(report.fixed)} fixed"] if report.fixed else []
     parts += [f"{len(report.flaky)} flaky"] if report.flaky else []
     parts += [f"{len(report.problems)} problem(s)"] if report.problems else []
-    inner = "; ".join(said for said in (note, ", ".join(parts)) if said)
+    # ("3 of 5 changed source files exercised": in the parentheses, as every note, so the verdict word stays the
+    # line's first words, which a lane's tally reads: workflows/lane.py _account)
+    inner = "; ".join(said for said in (note, exercised.counted(report), ", ".join(parts)) if said)
     head = report.verdict_of.value + (f" ({inner})" if inner else "")
     if why := why_failed(report):
         head += f": {why[:300]}"

@@ -12,11 +12,12 @@ import tempfile
 from pathlib import Path
 
 from reposwarm import gitcmd
-from reposwarm.checks import sandbox
+from reposwarm.checks import exercised, sandbox
 from reposwarm.checks.runner import run_profile
 from reposwarm.cli.common import UserError, check_repo, git_out, load_config
 from reposwarm.contracts import CheckProfile, CommandResult, TestReport
 from reposwarm.runs.store import home
+from reposwarm.text import inert_line
 
 # Ignored folders of a checkout that hold a project's dependencies: a checked tree (a clean worktree) has none.
 DEPENDENCY_FOLDERS = ("node_modules", ".venv", "venv", "vendor", ".yarn", ".pnpm-store", "bower_components")
@@ -98,9 +99,35 @@ def render(report: TestReport, profile: CheckProfile, missing: list[str]) -> lis
         said = "\n".join([result.output_tail, *(f.message for f in report.failures
                                                  if f.command == " ".join(result.argv))])
         lines += [f"    fix: {a}" for a in advice(result, profile, missing, len(failed_tests(result, report)), said)]
+        lines += [f"    {line}" for line in loaded_lines(result)]
     for flaky in report.flaky:
         lines.append(f"  flaky: {flaky.name} failed, then passed on a re-run")
+    lines += [f"  {line}" for line in exercised.lines(report)]
     return lines
+
+
+def loaded_lines(result: CommandResult) -> list[str]:
+    """What the command's processes loaded of the tree (reposwarm/checks/evidence/): a file of the tree loaded from
+    outside it is what makes a run's check NOT JUDGED once a lane changes it, so it is a fix here already."""
+    loaded = result.loaded
+    if loaded is None:
+        return []
+    out = []
+    if loaded.inside or loaded.languages:
+        runtimes = f" ({', '.join(loaded.languages)})" if loaded.languages else ""
+        out.append(f"loaded from the tree: {len(loaded.inside)} source file(s){runtimes}")
+    if loaded.outside:
+        first, where = next(iter(loaded.outside.items()))
+        out.append(f"fix: {len(loaded.outside)} file(s) of the tree were loaded from outside it (`{first}` from "
+                   f"{where}): a change to them would be NOT JUDGED; {exercised.FIX}")
+    if loaded.note:
+        out.append(f"evidence: {loaded.note}")
+    return [inert_line(line)[:600] for line in out]
+
+
+def outside_any(report: TestReport) -> bool:
+    """Whether any command loaded a file of the tree from outside it."""
+    return any(r.loaded is not None and r.loaded.outside for r in report.commands)
 
 
 async def cmd_checks(args: argparse.Namespace) -> int:
@@ -131,7 +158,9 @@ async def cmd_checks(args: argparse.Namespace) -> int:
         print(line)
     if report.passed:
         print(f"all {len(report.commands)} command(s) passed"
-              + (f"; {report.tests_run} tests ran" if report.tests_run is not None else ""))
+              + (f"; {report.tests_run} tests ran" if report.tests_run is not None else "")
+              + ("; but they loaded files of the tree from outside it: a run's change to those would be NOT "
+                 "JUDGED, fix what is marked 'fix:' first" if outside_any(report) else ""))
         return 0
     print("not green on HEAD: a run still works (failures on the base commit are never blamed on the swarm), "
           "but fix what is marked 'fix:' first where it applies")

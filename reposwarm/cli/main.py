@@ -153,6 +153,9 @@ def parser() -> argparse.ArgumentParser:
                          help="deliver a round whose checks FAILED (refused without it, saying why they failed)")
     approve.add_argument("--accept-test-changes", action="store_true",
                          help="deliver a round that PASSED WITH TEST CHANGES (tests lost, rewritten or reconfigured)")
+    approve.add_argument("--accept-unjudged", action="store_true",
+                         help="deliver a round whose checks were NOT JUDGED (they ran another copy of the changed "
+                              "code, not the tree's)")
     approve.set_defaults(handler=f"{RUNS}:cmd_decide")
     reject = sub.add_parser("reject", help="reject a run; the comment becomes the next plan's input")
     reject.add_argument("run", help="the run's id")

@@ -459,7 +459,8 @@ async def cmd_decide(args: argparse.Namespace) -> int:
     try:
         decision = ReviewDecision(approve=approve, comment=args.comment or "", reviewer=reviewer_name(), plan=plan,
                                   accept_red=bool(getattr(args, "accept_red", False)),
-                                  accept_test_changes=bool(getattr(args, "accept_test_changes", False)))
+                                  accept_test_changes=bool(getattr(args, "accept_test_changes", False)),
+                                  accept_unjudged=bool(getattr(args, "accept_unjudged", False)))
     except ValidationError as err:  # a comment over the limit, say: one line naming the field
         problem = err.errors(include_url=False)[0]
         raise UserError(f"{'.'.join(map(str, problem['loc']))}: {problem['msg']}") from None

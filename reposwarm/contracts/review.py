@@ -105,9 +105,11 @@ class ReviewDecision(Contract):
     # the command gave up on (no worker took it) can never apply itself later. Empty: no deadline (the Signal).
     # Kept as text (recorded histories hold text), but only a date and time with its zone is accepted.
     not_after: str = Field("", max_length=MAX_STAMP)
-    # An approval of a round whose checks FAILED, or PASSED WITH TEST CHANGES, is refused unless it says so.
+    # An approval of a round whose checks FAILED, PASSED WITH TEST CHANGES, or were NOT JUDGED (they ran another
+    # copy of the changed code) is refused unless it says so.
     accept_red: StrictBool = False
     accept_test_changes: StrictBool = False
+    accept_unjudged: StrictBool = False
 
     @field_validator("comment")
     @classmethod

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from reposwarm.branches import integration_branch
-from reposwarm.checks import verdicts
+from reposwarm.checks import exercised, verdicts
 from reposwarm.contracts import (
     LaneReview,
     Published,
@@ -22,7 +22,7 @@ from reposwarm.contracts import (
     Verdict,
 )
 from reposwarm.contracts.cost import usage_line
-from reposwarm.text import error_line, inert
+from reposwarm.text import error_line, inert, inert_line
 
 FAILED_CALLS_SHOWN = 10  # per lane in the Markdown; the --json package keeps the lane's whole list
 BACKTICK, QUOTE = "`", "'"  # a command is shown as code: a backtick in it would end the span
@@ -83,8 +83,9 @@ def verdict_line(pkg: ReviewPackage, prog: str = "reposwarm") -> str:
     if report is None:
         return f"Verdict: no checks configured, {what}{rolled} — approve: {prog} approve {run}, or {reject}"
     verdict = report.verdict_of
-    flag = {Verdict.failed: " --accept-red", Verdict.passed_with_test_changes: " --accept-test-changes"}.get(verdict, "")
-    anyway = " anyway" if verdict == Verdict.failed else ""
+    flag = {Verdict.failed: " --accept-red", Verdict.passed_with_test_changes: " --accept-test-changes",
+            Verdict.not_judged: " --accept-unjudged"}.get(verdict, "")
+    anyway = " anyway" if verdict in (Verdict.failed, Verdict.not_judged) else ""
     some = " (not the whole profile: see Checks)" if verdicts.selected(report) else ""
     return (f"Verdict: checks {verdict}{some}, {what}{rolled} — approve{anyway}: {prog} approve {run}{flag}, "
             f"or {reject}")
@@ -202,7 +203,27 @@ def _lane(pkg: ReviewPackage, lane: LaneReview) -> list[str]:
         out += ["```", lane.diff_stat.rstrip(), "```", ""]
     if lane.assumptions:
         out += ["Assumptions (not verified):", *[f"- {a}" for a in lane.assumptions], ""]
+    out += _lane_exercise(pkg, lane)
     return out
+
+
+def _lane_exercise(pkg: ReviewPackage, lane: LaneReview) -> list[str]:
+    """Whether the checks ran this lane's changed files (reposwarm/checks/exercised.py): those loaded from outside
+    the tree, those no check loaded, and the changed lines that ran where measured."""
+    if pkg.test_report is None:
+        return []
+    outside, missing, coverage = exercised.of_files(pkg.test_report, (e.path for e in lane.edits))
+    out = [f"- **Not judged:** `{_code(path)}` was loaded from `{_code(where)}`, not from the tree"
+           for path, where in outside.items()]
+    out += [f"- {exercised.NOT_EXERCISED}: `{_code(path)}`" for path in missing]
+    out += [f"- diff coverage: `{_code(path)}`: {ran} of {changed} changed lines ran"
+            for path, (ran, changed) in coverage.items()]
+    return out + [""] if out else []
+
+
+def _code(text: str) -> str:
+    """A path or a place shown as code in the Markdown: one line, no backtick to end the span."""
+    return inert_line(text).replace(BACKTICK, QUOTE)[:300]
 
 
 def _diff(pkg: ReviewPackage) -> list[str]:
@@ -266,6 +287,7 @@ def render_status(status: SwarmStatus) -> str:
     if status.test_report is not None:
         lines.append(f"checks: {verdicts.summary(status.test_report)}")
         lines += [f"  {p}" for p in status.test_report.problems]
+        lines += [f"  {line}" for line in exercised.lines(status.test_report)]
         lines += [f"  test change: {_change_line(c)}" for c in status.test_report.test_changes[:20]]
     if status.delivered_branch:
         lines.append(f"delivered: {status.delivered_branch}")
@@ -298,12 +320,13 @@ def _owners(pkg: ReviewPackage, failure: TestFailure) -> list[str]:
 def _checks(pkg: ReviewPackage, report: TestReport) -> list[str]:
     """The check at a glance: the verdict, the test delta against the base commit, then the details."""
     # (the summary opens with the verdict word, said here in bold already)
-    rest = verdicts.summary(report).removeprefix(report.verdict_of.value).lstrip("; ")
+    rest = verdicts.summary(report).removeprefix(report.verdict_of.value).lstrip(":; ")
     out = [f"**{report.verdict_of}** in {report.duration_s:.1f}s (on `{report.ref[:12]}`)"
            + (f": {rest}" if rest else ""), ""]
     if report.verdict_of == Verdict.passed_with_test_changes:
         out += ["The checks pass only with the test changes listed under **Test changes** above: approve only if "
                 "each is right.", ""]
+    out += _exercise(report)
     if verdicts.selected(report):
         out += [f"**Not the whole profile**: {report.selection}. The tests the changes do not reach did not run "
                 "(the profile's `full_at` says when they do: docs/scale.md).", ""]
@@ -349,6 +372,40 @@ def _checks(pkg: ReviewPackage, report: TestReport) -> list[str]:
         if items:
             out += ["", f"{title}:"]
             out += [f"- {f.name}" + (f" (`{f.file}`)" if f.file else "") for f in items]
+    return out
+
+
+def _exercise(report: TestReport) -> list[str]:
+    """Whether the checks ran the change's own code, for the Checks section: the NOT JUDGED reason and its fix, the
+    count, the files no check loaded (each lane's are under the lane too), and what no runtime could speak for."""
+    ex = report.exercise
+    if ex is None:
+        return []
+    out: list[str] = []
+    if ex.outside:
+        out += [f"**Not judged: the checks ran another copy of the changed code.** {exercised.FIX[0].upper()}"
+                f"{exercised.FIX[1:]}.", ""]
+        out += [f"- `{_code(path)}` was loaded from `{_code(where)}`" for path, where in ex.outside.items()]
+        out.append("")
+    if ex.counted:
+        out.append(f"Changed source files: {len(ex.loaded)} of {ex.counted} exercised"
+                   + (f", {len(ex.not_loaded)} {exercised.NOT_EXERCISED}" if ex.not_loaded else "")
+                   + (f", {len(ex.outside)} loaded from outside the tree" if ex.outside else "") + ".")
+        out += [""] + [f"- {exercised.NOT_EXERCISED}: `{_code(path)}`" for path in ex.not_loaded] \
+            if ex.not_loaded else []
+        out.append("")
+    if ex.unknown:
+        out += [f"No runtime reported on {len(ex.unknown)} changed file(s) (another language, or data): "
+                + ", ".join(f"`{_code(p)}`" for p in ex.unknown[:10]) + (" ..." if len(ex.unknown) > 10 else ""), ""]
+    if ex.diff_lines:
+        ran = sum(r for r, _ in ex.diff_lines.values())
+        changed = sum(c for _, c in ex.diff_lines.values())
+        out += [f"Diff coverage: {ran} of {changed} changed lines ran, in {len(ex.diff_lines)} file(s) (each lane's "
+                "under Lanes).", ""]
+    if ex.shadowed:
+        first, where = next(iter(ex.shadowed.items()))
+        out += [f"**Warning:** {len(ex.shadowed)} unchanged file(s) of the tree were also loaded from outside it "
+                f"(`{_code(first)}` from `{_code(where)}`).", ""]
     return out
 
 

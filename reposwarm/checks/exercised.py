@@ -1,0 +1,143 @@
+"""Whether a check ran the change's own code (issue 44), as the gate holds it: the merging of the parts' evidence
+and the words every place that shows a verdict uses.
+
+The evidence (`TestReport.exercise`, made by reposwarm/checks/evidence/ from what each command's processes loaded
+and the files the lanes changed) sorts each changed source file: loaded from the tree, loaded from **outside** the
+tree (an installed copy, an editable install of the user's checkout, a stale build: the passing tests say nothing
+about the change, so the check is NOT JUDGED), or **not loaded** by any command ("not exercised by any check":
+counted in the verdict line, and a failure of the gate where the profile says `require_exercised: true`).
+
+A check that ran as several parts (shards, the selected tests and then the remainder) is judged on the parts'
+evidence together (`merged`): a file loaded from the tree by any part was exercised; one loaded from outside by any
+part stays outside (that part's tests ran another copy, whatever the others ran). No evidence (`exercise` None: no
+collector, or a report recorded before) changes nothing. Pure functions: workflows call them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from reposwarm.contracts import Exercise, TestReport
+from reposwarm.text import inert_line
+
+# The fix for a change loaded from outside the tree, said with the NOT JUDGED reason wherever it is shown.
+FIX = ("the tree's import roots were not first (an installed copy, an editable install or a stale build ran instead): "
+       "put the tree first or remove that copy, see docs/checks.md")
+NOT_EXERCISED = "not exercised by any check"
+# The problem the profile's `require_exercised` makes of them (verdicts.required): its words start it, so it is
+# added once.
+REQUIRED = "changed source files not exercised by any check, and the profile says require_exercised: true"
+SHOWN = 5  # files named in one line; the rest counted
+PATH_CHARS = 200  # of one path or place named (both come from the tree and the runtimes: hostile input)
+
+
+def _path(text: str) -> str:
+    return inert_line(text)[:PATH_CHARS]
+
+
+def _named(files: list[str]) -> str:
+    shown = ", ".join(f"`{_path(f)}`" for f in files[:SHOWN])
+    return shown + (f" and {len(files) - SHOWN} more" if len(files) > SHOWN else "")
+
+
+def merged(exercises: Iterable[Exercise | None]) -> Exercise | None:
+    """The parts' evidence as one: outside anywhere stays outside, then loaded anywhere wins over not loaded, which
+    wins over unknown (a part whose runtimes could not speak for the file). None when no part had any."""
+    given = [e for e in exercises if e is not None]
+    if not given:
+        return None
+    if len(given) == 1:
+        return given[0]
+    outside: dict[str, str] = {}
+    shadowed: dict[str, str] = {}
+    for e in given:
+        for path, where in e.outside.items():
+            outside.setdefault(path, where)
+        for path, where in e.shadowed.items():
+            shadowed.setdefault(path, where)
+    loaded = {f for e in given for f in e.loaded} - outside.keys()
+    not_loaded = {f for e in given for f in e.not_loaded} - loaded - outside.keys()
+    unknown = {f for e in given for f in e.unknown} - loaded - not_loaded - outside.keys()
+    # (lines executed are counted per part, not listed: the most any part ran is what is known to have run)
+    diff_lines: dict[str, tuple[int, int]] = {}
+    for e in given:
+        for path, (ran, changed) in e.diff_lines.items():
+            before = diff_lines.get(path)
+            diff_lines[path] = (max(ran, before[0]), max(changed, before[1])) if before else (ran, changed)
+    return Exercise(loaded=sorted(loaded), outside=dict(sorted(outside.items())), not_loaded=sorted(not_loaded),
+                    unknown=sorted(unknown), shadowed=dict(sorted(shadowed.items())),
+                    diff_lines=dict(sorted(diff_lines.items())))
+
+
+def outside(report: TestReport) -> dict[str, str]:
+    """The changed source files the check loaded from outside the tree (what makes it NOT JUDGED)."""
+    return dict(report.exercise.outside) if report.exercise is not None else {}
+
+
+def not_exercised(report: TestReport) -> list[str]:
+    """The changed source files no command of the check loaded."""
+    return list(report.exercise.not_loaded) if report.exercise is not None else []
+
+
+def counted(report: TestReport) -> str:
+    """"3 of 5 changed source files exercised" (those the runtimes spoke for; loaded from outside is not
+    exercised); "" with no evidence or no changed source file."""
+    ex = report.exercise
+    if ex is None or not ex.counted:
+        return ""
+    noun = "file" if ex.counted == 1 else "files"
+    return f"{len(ex.loaded)} of {ex.counted} changed source {noun} exercised"
+
+
+def required_problem(report: TestReport) -> str:
+    """The problem `require_exercised: true` makes of the changed source files no check loaded ("" for none)."""
+    missing = not_exercised(report)
+    if not missing:
+        return ""
+    return f"{REQUIRED}: {_named(missing)}: add or extend a test that loads them, or set require_exercised: false"
+
+
+def outside_reason(report: TestReport) -> str:
+    """Why a check whose changed modules were loaded from outside the tree judges nothing: which module, loaded from
+    where, and the fix. "" when none was."""
+    found = outside(report)
+    if not found:
+        return ""
+    first, where = next(iter(found.items()))
+    more = len(found) - 1
+    also = f" (and {more} more changed file{'' if more == 1 else 's'} loaded from outside the tree)" if more else ""
+    return f"`{_path(first)}` was loaded from {_path(where)}, not from the tree{also}: {FIX}"
+
+
+def lines(report: TestReport) -> list[str]:
+    """The evidence in plain lines, for status, a lane's run_checks and `reposwarm checks`: what was loaded from
+    outside the tree (each file, and where from), what no check loaded, diff coverage, unchanged files shadowed."""
+    ex = report.exercise
+    if ex is None:
+        return []
+    out = [f"loaded from outside the tree (NOT JUDGED): `{_path(path)}` from {_path(where)}"
+           for path, where in list(ex.outside.items())[:SHOWN * 2]]
+    if len(ex.outside) > SHOWN * 2:
+        out.append(f"... and {len(ex.outside) - SHOWN * 2} more changed files loaded from outside the tree")
+    if ex.outside:
+        out.append(f"fix: {FIX}")
+    if ex.not_loaded:
+        out.append(f"{NOT_EXERCISED}: {_named(ex.not_loaded)}")
+    out += [f"diff coverage: `{_path(path)}`: {ran} of {changed} changed lines ran"
+            for path, (ran, changed) in list(ex.diff_lines.items())[:SHOWN * 2]]
+    if ex.shadowed:
+        first, where = next(iter(ex.shadowed.items()))
+        out.append(f"warning: {len(ex.shadowed)} unchanged tree file(s) were loaded from outside the tree too "
+                   f"(`{_path(first)}` from {_path(where)})")
+    return out
+
+
+def of_files(report: TestReport, files: Iterable[str]) -> tuple[dict[str, str], list[str], dict[str, tuple[int, int]]]:
+    """The evidence on some files (a lane's): those loaded from outside (and from where), those not exercised by
+    any check, and their diff coverage where measured."""
+    ex = report.exercise
+    if ex is None:
+        return {}, [], {}
+    mine = set(files)
+    return ({f: w for f, w in ex.outside.items() if f in mine}, [f for f in ex.not_loaded if f in mine],
+            {f: c for f, c in ex.diff_lines.items() if f in mine})
