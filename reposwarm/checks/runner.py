@@ -18,7 +18,7 @@ from pathlib import Path
 
 from reposwarm import gitcmd
 from reposwarm.checks import baselines, runners, sandbox, setup
-from reposwarm.checks.sandbox import caches
+from reposwarm.checks.sandbox import caches, environment, python
 from reposwarm.contracts import CheckProfile, CommandResult, TestFailure, TestReport
 from reposwarm.runs import ledger, objects
 from reposwarm.runs.store import Store
@@ -180,8 +180,10 @@ async def prepared_tree(profile: CheckProfile, cwd: Path, store: Store | None, *
         binds, env = await asyncio.to_thread(caches.prepare, profile, key, scope, Path(scratch))
         tree = dataclasses.replace(tree, binds=tuple(binds), env=tuple(sorted(env.items())))
         deps = await setup.prepare(profile, tree, key, store, scope)  # (with network: npm not offline there)
-        yield dataclasses.replace(tree, binds=tree.binds + tuple(deps.binds),
-                                  env=tuple(sorted((offline(profile) | env).items()))), deps
+        # the tree's own Python packages first on PYTHONPATH, before any copy installed in the interpreter
+        roots = await asyncio.to_thread(python.pythonpath, tree.root, environment.given_env(profile))
+        yield dataclasses.replace(tree, binds=tree.binds + tuple(deps.binds), env=tuple(sorted(
+            (offline(profile) | env | ({"PYTHONPATH": roots} if roots else {})).items()))), deps
 
 
 async def run_profile(profile: CheckProfile, cwd: Path, store: Store | None, *, rerun: bool = True,

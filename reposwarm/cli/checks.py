@@ -14,6 +14,7 @@ from pathlib import Path
 from reposwarm import gitcmd
 from reposwarm.checks import exercised, sandbox
 from reposwarm.checks.runner import run_profile
+from reposwarm.checks.runners import reasons
 from reposwarm.cli.common import UserError, check_repo, git_out, load_config
 from reposwarm.contracts import CheckProfile, CommandResult, TestReport
 from reposwarm.runs.store import home
@@ -51,9 +52,10 @@ def advice(result: CommandResult, profile: CheckProfile, missing: list[str], tes
     """What to fix about one command, plainly. `said`: its output's tail and its failures' messages."""
     out: list[str] = []
     tail = result.output_tail
-    program = result.argv[0]
-    if result.exit_code == 127 or (result.exit_code not in (0, None) and program in tail
-                                   and any(n in tail for n in NOT_FOUND[:3])):
+    # (the program the reason names: `env X=1 /x/python` missing its python blames /x/python, not env)
+    program = reasons.missing_program(result.reason) or result.argv[0]
+    if result.exit_code == 127 or reasons.missing_program(result.reason) or (
+            result.exit_code not in (0, None) and program in tail and any(n in tail for n in NOT_FOUND[:3])):
         out.append(f"`{program}` was not found in the sandbox: it sees the system folders, the worker's PATH and "
                    "the toolchains on it, and the profile's read_only_paths; install it there, put its folder on "
                    "the worker's PATH, or name it in read_only_paths")

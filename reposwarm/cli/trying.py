@@ -80,7 +80,9 @@ def reader(repo: Path, rev: str) -> Callable[[str], str | None]:
 def propose_lanes(repo: Path, parent: str, changed: list[str], folder: Path) -> Path:
     """A lanes file for the commit, from its folders and the parent's tree, written into the try's folder and
     printed with why it says what it says."""
-    proposal = structure.propose(changed, tree_files(repo, parent), reader(repo, parent))
+    files, read = tree_files(repo, parent), reader(repo, parent)
+    # (the interpreter is looked for where the user keeps the project's dependencies: the checkout's .venv...)
+    proposal = structure.propose(changed, files, read, python=lambda: structure.python_with_pytest(repo, files, read))
     path = folder / "lanes.yaml"
     folder.mkdir(parents=True, exist_ok=True)
     header = ["# Lanes proposed by `reposwarm try` for this commit (edit it, and pass it with --lanes FILE):"]

@@ -206,7 +206,8 @@ def _survey(root: Path, rev: str, index: SymbolIndex | None, progress: Progress 
 
     if progress:
         progress(f"reading the structure of {len(files):,} files")
-    python = functools.cache(structure.python_with_pytest)  # asked once, for the packages and the whole repository
+    # asked once, for the packages and the whole repository; where the checkout at `root` keeps its environments
+    python = functools.cache(functools.partial(structure.python_with_pytest, root, files, read))
     found, notes = packages.find_packages(files, read, python, sizes={path: size for path, _, size in entries})
     package_of = owner_index(p.path for p in found)
     own: dict[str, list[str]] = defaultdict(list)

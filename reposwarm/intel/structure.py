@@ -5,7 +5,8 @@ check profile from the files that say how the project is tested.
 touched, one for the files at the root, and the tests the repository's own files name. Each guess is said in
 `notes`, so the user sees why the file says what it says and can edit it. Everything here reads a file list and
 a reader of file contents (a tree of a commit, or a folder), never the network; only `python_with_pytest` runs
-anything (an interpreter, asked whether it can import pytest).
+anything (the interpreters a project's environments hold, asked whether they import pytest, and the tools that
+keep those environments, asked where they are: python_env.py).
 """
 
 from __future__ import annotations
@@ -13,13 +14,10 @@ from __future__ import annotations
 import json
 import posixpath
 import re
-import shutil
-import subprocess
-import sys
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -107,22 +105,15 @@ def propose_lanes(paths: Iterable[str], max_lanes: int = MAX_LANES) -> list[Lane
     return lanes
 
 
-def python_with_pytest() -> tuple[str, bool]:
-    """The interpreter a Python project's checks should run (the one on PATH as `python3`, else the one running
-    reposwarm), and whether it imports pytest. Named as `python3` when that is the one: the lanes file then works
-    on another host too (the checks' sandbox sees the worker's PATH)."""
-    candidates = [("python3", shutil.which("python3")), (sys.executable, sys.executable)]
-    for name, exe in candidates:
-        if exe and _imports_pytest(exe):
-            return name, True
-    return "python3", False
+def python_with_pytest(checkout: Path | None = None, files: Collection[str] = (),
+                       read: Callable[[str], str | None] | None = None) -> tuple[str, bool]:
+    """The interpreter a Python project's checks should run, and whether it imports pytest: found where the
+    project's developers keep its dependencies (a .venv of the user's `checkout`, the active virtual environment,
+    uv, poetry, pdm, hatch, pipenv, tox and nox environments, then `python3` on PATH: python_env.py). The pair
+    carries the notes saying why, and the setup step it needs (python_env.Interpreter)."""
+    from reposwarm.intel import python_env
 
-
-def _imports_pytest(exe: str) -> bool:
-    try:
-        return subprocess.run([exe, "-c", "import pytest"], capture_output=True, timeout=30).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
+    return python_env.find(checkout, files, read)
 
 
 def detect_profile(files: Collection[str], read: Callable[[str], str | None],
@@ -138,16 +129,21 @@ def detect_profile(files: Collection[str], read: Callable[[str], str | None],
     has_python = any(p.endswith(".py") for p in names)
     markers = [m for m in PYTHON_MARKERS if m in names]
     test_folder = next((t for t in TEST_FOLDERS if any(p.startswith(f"{t}/") for p in names)), None)
+    python_setup: list[list[str]] = []
     if has_python and (markers or test_folder or any(_is_python_test(p) for p in names)):
-        exe, has_pytest = python()
+        chosen = python()
+        exe, has_pytest = chosen
         why = ", ".join(markers) or (f"{test_folder}/" if test_folder else "test_*.py files")
         if has_pytest:
             commands.append([exe, "-m", "pytest", "-q"])
-            notes.append(f"Python ({why}): pytest, judged per test (its JUnit report)")
+            notes.append(f"Python ({why}): pytest, judged per test (its JUnit report), the tree's own packages "
+                         "first on PYTHONPATH")
         else:
             commands.append([exe, "-m", "unittest", "discover", "-t", "."])
-            notes.append(f"Python ({why}): unittest, since {exe} cannot import pytest (pip install pytest "
-                         "where the worker runs, then use [python3, -m, pytest, -q])")
+            notes.append(f"Python ({why}): unittest, since {exe} cannot import pytest (install pytest into the "
+                         "project's environment, then use [python, -m, pytest, -q])")
+        notes += getattr(chosen, "notes", ())  # (python_env.Interpreter: which interpreter, and why)
+        python_setup = [list(step) for step in getattr(chosen, "setup", ())]
     if "go.mod" in names:
         commands.append(["go", "test", "./..."])
         notes.append("Go (go.mod): go test ./..., judged per test")
@@ -167,7 +163,10 @@ def detect_profile(files: Collection[str], read: Callable[[str], str | None],
         notes.append("no tests found (no pyproject.toml, setup.py, tests/, go.mod, Cargo.toml or package.json "
                      "test script): no checks; add validation.profiles (docs/checks.md)")
         return None, notes
-    return {"timeout_s": 600, "commands": commands}, notes
+    profile: dict[str, Any] = {"timeout_s": 600, "commands": commands}
+    if python_setup:  # (uv sync: the environment made in each checked tree, cached by uv.lock)
+        profile["setup"] = python_setup
+    return profile, notes
 
 
 def _is_python_test(path: str) -> bool:

@@ -88,11 +88,30 @@ class _Step:
     module: bool = False  # what follows is a python module's name (python -m, coverage run -m)
 
 
+# Programs that run the command after their options: `timeout 60 pytest`, `nice -n 5 pytest`; their options that
+# take a value (given apart), and how many words after the options are theirs (timeout's duration).
+_RUNS_AFTER: dict[str, tuple[set[str], int]] = {
+    "timeout": ({"-k", "--kill-after", "-s", "--signal"}, 1),
+    "nice": ({"-n", "--adjustment"}, 0),
+    "nohup": (set(), 0),
+    "stdbuf": ({"-i", "-o", "-e", "--input", "--output", "--error"}, 0),
+    "ionice": ({"-c", "--class", "-n", "--classdata"}, 0),
+    "time": ({"-f", "--format", "-o", "--output"}, 0),
+}
+
+
 def _step(rest: list[str], module: bool) -> _Step | str | None:
     """The prefix `rest` starts with, a reason it cannot be looked through, or None when it is none."""
     program, sub = base(rest[0]), rest[1:2]
     if program == "env":
         return _env(rest)
+    if program in _RUNS_AFTER:
+        valued, words = _RUNS_AFTER[program]
+        if program == "nice" and re.fullmatch(r"-\d+", rest[1] if len(rest) > 1 else ""):  # nice -5 cmd
+            i = 2
+        else:
+            i = _flags(rest, 1, valued) + words
+        return _Step(i) if i < len(rest) else None
     if _PYTHON.match(program):
         return _python(rest)
     if program == "coverage" and sub == ["run"]:
@@ -202,6 +221,25 @@ def _python_tool(rest: list[str], program: str) -> _Step | str | None:
     if program == "hatch" and j < len(rest) and rest[j][:1] == "+":
         return f"`hatch run {rest[j]}` selects a matrix: each of its environments writes the same report"
     return _Step(j) if j < len(rest) else None
+
+
+def programs(argv: list[str] | tuple[str, ...]) -> list[str]:
+    """The programs a command runs, as named: its first word, and each one a prefix runs after it (`env X=1 prog`,
+    `timeout 60 prog`, `uv run prog`, `poetry run prog`, `hatch run [env:]prog`, `npx prog`, `pnpm exec prog`...),
+    outermost first; not a module a Python runs (`python -m pytest`: python alone)."""
+    rest = list(argv)
+    found: list[str] = []
+    while rest:
+        program = rest[0]
+        if found and base(found[-1]) == "hatch" and ":" in program and not program.startswith("/"):
+            program = program.split(":", 1)[1]  # `hatch run test:pytest`: the environment's name, then the program
+        found.append(program)
+        step = _step(rest, False)
+        # (python -m and coverage run take a module or a script: no program of their own after them)
+        if not isinstance(step, _Step) or step.module or base(program) == "coverage" or _PYTHON.match(base(program)):
+            break
+        rest = rest[step.taken:]
+    return found
 
 
 def script_name(rest: list[str]) -> str:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 import signal
 
+from reposwarm.checks.runners.prefixes import programs
 from reposwarm.contracts.config import CheckProfile
 
 NOT_FOUND = "command not found"
@@ -60,6 +61,8 @@ def reason(argv: list[str], exit_code: int | None, timed_out: bool, output_cut: 
     if denied or (exit_code == 1 and re.search(r"PermissionError: \[Errno 13\].*" + re.escape(program), tail)
                   and "_execute_child" in tail):
         return f"{NOT_EXECUTABLE}: {denied.group(1) if denied else program}"
+    if (inner := _missing_after_prefix(argv, exit_code, tail)) is not None:
+        return inner
     started = re.search(r"^\[reposwarm: the sandbox could not start: (.*)\]$", tail, re.M)
     if exit_code == 126 and started:
         return f"{NO_SANDBOX}: {started.group(1)}"
@@ -81,6 +84,41 @@ def reason(argv: list[str], exit_code: int | None, timed_out: bool, output_cut: 
     if failing_tests:
         return f"{EXITED} {exit_code}: {failing_tests} test(s) failed"
     return f"{EXITED} {exit_code}; {NO_RESULTS}: {unread}" if unread else f"{EXITED} {exit_code}"
+
+
+# How a prefix says the program it runs is not there (`{p}`: the program), and the exit code it says it with (None:
+# any failing one): coreutils' (env, timeout, nice...: "env: ‘/x/python’: No such file or directory", 127), a shell's
+# (hatch run), uv's, poetry's, pdm's, pipenv's, pnpm's.
+_PREFIX_MISSING: tuple[tuple[str, int | None, str], ...] = (
+    (r"^[\w.-]+: (?:failed to run command )?['‘\"]?{p}['’\"]?: No such file or directory$", 127, NOT_FOUND),
+    (r"^[\w.-]+: (?:failed to run command )?['‘\"]?{p}['’\"]?: Permission denied$", 126, NOT_EXECUTABLE),
+    (r"^(?:/bin/|/usr/bin/)?(?:sh|dash|bash)(?:: line)?:? \d+: {p}: (?:not found|command not found)$", 127, NOT_FOUND),
+    (r"Failed to spawn: `{p}`", None, NOT_FOUND),
+    (r"^Command not found: {p}$", None, NOT_FOUND),
+    (r"Command '{p}' is not found", None, NOT_FOUND),
+    (r"the command {p} could not be found", None, NOT_FOUND),
+    (r"Command \"{p}\" not found", None, NOT_FOUND),
+)
+
+
+def _missing_after_prefix(argv: list[str], exit_code: int, tail: str) -> str | None:
+    """A program a prefix runs that is not there, named as itself (`env X=1 /x/python`: /x/python, never env);
+    the innermost first."""
+    for program in reversed(programs(argv)[1:]):
+        for pattern, code, what in _PREFIX_MISSING:
+            if code is not None and exit_code != code:
+                continue
+            if re.search(pattern.replace("{p}", re.escape(program)), tail, re.M | re.I):
+                return f"{what}: {program}"
+    return None
+
+
+def missing_program(why: str) -> str | None:
+    """The program a reason says was not found or not executable, else None."""
+    for what in (NOT_FOUND, NOT_EXECUTABLE):
+        if why.startswith(f"{what}: "):
+            return why[len(what) + 2:]
+    return None
 
 
 def unread(why: str) -> str:

@@ -52,6 +52,12 @@ def sandbox_env(profile: CheckProfile, private_home: Path, root: Path | None = N
     return env | check_env(profile)
 
 
+def given_env(profile: CheckProfile) -> dict[str, str]:
+    """What a check's environment holds before the tree's own variables (Tree.env, which override it): the names
+    the operator passes and the profile's `env`. (The tree's PYTHONPATH is made from its PYTHONPATH.)"""
+    return {k: os.environ[k] for k in passed_names() if k in os.environ} | dict(profile.env)
+
+
 def unsandboxed_env(profile: CheckProfile) -> dict[str, str]:
     env = {k: os.environ[k] for k in (*PASS_ENV_OFF, *passed_names()) if k in os.environ}
     env |= {"CI": "true", "PYTHONDONTWRITEBYTECODE": "1"}

@@ -1,6 +1,7 @@
 """What of the host a check sees besides its tree: the system folders a toolchain needs, /etc without its
-secrets, and the toolchains it runs (on PATH, the worker's Python, the tool its command names by absolute path)
-wherever they live, with the sandbox's PATH (toolchain shims resolved).
+secrets, and the toolchains it runs (on PATH, the worker's Python, the tools its command names by absolute path,
+first or after a prefix: `env X=1 /venv/bin/python`) wherever they live, with the sandbox's PATH (toolchain shims
+resolved).
 
 Nothing else of the host is there: not /root, /srv, /home, /work, /var, /run, nor the repository's git
 directory, nor the worker's secrets (~/.ssh, ~/.aws, REPOSWARM_HOME...: `SECRETS`). A profile may name more
@@ -27,6 +28,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from reposwarm.checks.runners.prefixes import programs
 from reposwarm.checks.sandbox.environment import SandboxUnavailable, inside
 from reposwarm.runs import objects
 
@@ -321,25 +323,30 @@ def _needed_by(named: Path) -> list[Path]:
     return list(dict.fromkeys(tools))
 
 
+def named_programs(argv: list[str] | tuple[str, ...]) -> list[Path]:
+    """The programs a command runs that it names by absolute path: its first word, and each one a prefix runs
+    (`env X=1 /venv/bin/python`, `timeout 60 /venv/bin/pytest`, `uv run /venv/bin/python`: runners/prefixes.py)."""
+    return [Path(os.path.normpath(p)) for p in programs(argv) if p.startswith("/")]
+
+
 def command_paths(argv: list[str] | tuple[str, ...], home: Path, root: Path | None) -> list[Path]:
-    """What the command's argv[0], named by absolute path, needs to run, bound read-only wherever it lives (a venv
-    in /tmp or beside the repository); ToolchainRefused when that would show the worker's secrets. A tool in the
-    checked tree needs nothing (the tree is there; its symlinks, a lane's to make, are never followed here)."""
-    if not argv or not argv[0].startswith("/"):
-        return []
-    named = Path(os.path.normpath(argv[0]))
-    if root is not None and inside(named, root):
-        return []
+    """What the programs the command names by absolute path (its argv[0], and those its prefixes run) need to run,
+    bound read-only wherever they live (a venv in /tmp or beside the repository); ToolchainRefused when that would
+    show the worker's secrets. A tool in the checked tree needs nothing (the tree is there; its symlinks, a lane's to
+    make, are never followed here)."""
     found: list[Path] = []
-    for tool in _needed_by(named):
-        where = environment_of(tool, home)
-        if where is None or where in found or not os.path.lexists(where):
+    for named in named_programs(argv):
+        if root is not None and inside(named, root):
             continue
-        why = forbidden(where, home)
-        if why is not None:
-            raise ToolchainRefused(f"refused: the command {argv[0]} needs {where} in the sandbox (read-only), and "
-                                   f"{why}; install the tool elsewhere, or name one the sandbox may show")
-        found.append(where)
+        for tool in _needed_by(named):
+            where = environment_of(tool, home)
+            if where is None or where in found or not os.path.lexists(where):
+                continue
+            why = forbidden(where, home)
+            if why is not None:
+                raise ToolchainRefused(f"refused: the command {named} needs {where} in the sandbox (read-only), and "
+                                       f"{why}; install the tool elsewhere, or name one the sandbox may show")
+            found.append(where)
     return found
 
 
@@ -361,8 +368,9 @@ def _top(path: Path, home: Path) -> Path:
 def toolchains(home: Path, argv: list[str] | tuple[str, ...] = (), root: Path | None = None) -> list[Path]:
     """The host folders (and a few files) the commands need to run at all that the sandbox would not show: the
     toolchain of each PATH entry and of the Python the worker runs (tests and profiles name sys.executable),
-    resolved shims (rustup's toolchains, a version manager's root), and what argv[0] needs when named by absolute
-    path. A folder inside the worker's secrets is left out (a tool named by argv[0]: refused)."""
+    resolved shims (rustup's toolchains, a version manager's root), and what the programs the command names by
+    absolute path need (argv[0], and those after its prefixes: `env X=1 /venv/bin/python`). A folder inside the
+    worker's secrets is left out (one a program named by absolute path needs: refused)."""
     wanted = [_top(p, home) for p in _path_entries()]
     wanted += [_top(Path(os.path.normpath(p)), home) for p in
                (Path(sys.executable).resolve(), Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve())]
@@ -371,8 +379,7 @@ def toolchains(home: Path, argv: list[str] | tuple[str, ...] = (), root: Path | 
         found = rustup_of(entry, home)
         if found is not None:
             wanted += _rustup_paths(found)
-    if argv and argv[0].startswith("/"):
-        named = Path(os.path.normpath(argv[0]))
+    for named in named_programs(argv):
         found = rustup_of(named.parent, home)
         if found is not None:
             wanted += _rustup_paths(found)
@@ -426,7 +433,7 @@ def secret_files(folder: Path) -> list[Path]:
 def toolchain_mounts(home: Path, extra: list[str], argv: list[str] | tuple[str, ...] = (),
                      root: Path | None = None) -> list[str]:
     """Read-only binds of the toolchains (with what they hold of the worker's secrets hidden), of what the
-    command's argv[0] needs, and of the profile's read_only_paths (missing ones skipped); REPOSWARM_HOME hidden
+    programs the command names by absolute path need, and of the profile's read_only_paths (missing ones skipped); REPOSWARM_HOME hidden
     where a system folder would show it (REPOSWARM_HOME=/opt/reposwarm)."""
     args: list[str] = []
     for path in toolchains(home, argv, root):
