@@ -165,7 +165,7 @@ def test_proposed_lanes_fold_past_four_folders_and_checks_follow_the_project_s_f
 
     assert profile({"go.mod": "module x\n", "main.go": ""}) == {"timeout_s": 600, "commands": [["go", "test", "./..."]]}
     assert profile({"Cargo.toml": "", "src/lib.rs": ""})["commands"] == [["cargo", "test", "--offline"]]
-    assert profile({"package.json": '{"scripts": {"test": "vitest run"}}'})["commands"] == [["npm", "test"]]
+    assert profile({"package.json": '{"scripts": {"test": "vitest run"}}'})["commands"] == [["npx", "vitest", "run"]]
     assert profile({"package.json": '{"scripts": {"test": "echo \\"Error: no test specified\\" && exit 1"}}'}) is None
     assert profile({"pkg/mod.py": "", "tests/test_mod.py": ""})["commands"] == [["python3", "-m", "pytest", "-q"]]
     no_pytest = structure.detect_profile(["setup.py", "m.py"], {}.get, python=lambda: ("python3", False))

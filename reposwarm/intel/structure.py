@@ -11,14 +11,14 @@ keep those environments, asked where they are: python_env.py).
 
 from __future__ import annotations
 
-import json
-import posixpath
 import re
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
+
+from reposwarm.intel import javascript, toolchain_needs
 
 if TYPE_CHECKING:
     from reposwarm.contracts.proposal import PackageInfo
@@ -31,8 +31,6 @@ PYTHON_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", "pytest.ini", "tox.
 TEST_FOLDERS = ("tests", "test")
 MAX_NESTED_CHECKS = 12  # packages' own commands added to a whole-repository profile; more are said in a note
 BUILD_TOOLS = {"bazel": ["bazel", "test", "//..."], "buck": ["buck2", "test", "//..."], "pants": ["pants", "test", "::"]}
-# `npm init`'s placeholder: a package.json whose test script is this runs no tests
-NPM_NO_TEST = re.compile(r"no test specified")
 LANE_NAME_CHARS = re.compile(r"[^A-Za-z0-9_-]+")
 
 
@@ -150,15 +148,12 @@ def detect_profile(files: Collection[str], read: Callable[[str], str | None],
     if "Cargo.toml" in names:
         commands.append(["cargo", "test", "--offline"])
         notes.append("Rust (Cargo.toml): cargo test --offline, with the crates you fetched")
-    if "package.json" in names:
-        package = read("package.json")
-        script = _npm_test_script(package)
-        if script:
-            commands.append(["npm", "test"])
-            deps = ("; it has dependencies and the checked trees have no node_modules: add a setup step "
-                    "(docs/checks.md)") if _has_dependencies(package) else ""
-            notes.append(f"JavaScript (package.json's test script: {script[:60]}): npm test{deps}")
-    commands += _nested_checks(names, read, packages, notes)
+    js = javascript.root_checks(names, read, [p.path for p in packages if p.kind == "npm" and p.path and p.check])
+    if js is not None:  # (the manager from the lock file, its install as the setup step, the runner's command)
+        commands += js.commands
+        notes += js.notes
+    js = js if js is not None else javascript.JsChecks()
+    commands += _nested_checks(names, read, packages, notes, js)
     if not commands:
         notes.append("no tests found (no pyproject.toml, setup.py, tests/, go.mod, Cargo.toml or package.json "
                      "test script): no checks; add validation.profiles (docs/checks.md)")
@@ -166,32 +161,26 @@ def detect_profile(files: Collection[str], read: Callable[[str], str | None],
     profile: dict[str, Any] = {"timeout_s": 600, "commands": commands}
     if python_setup:  # (uv sync: the environment made in each checked tree, cached by uv.lock)
         profile["setup"] = python_setup
+    _with_js(profile, js)
+    notes += toolchain_needs.found_lines([*profile.get("setup", []), *commands])
     return profile, notes
+
+
+def _with_js(profile: dict[str, Any], js: javascript.JsChecks) -> None:
+    """The JavaScript setup (the install, the nested packages' installs), its key files and its env, beside the
+    rest of the profile's: the default key files stay (a Python lock file keys its setup too)."""
+    from reposwarm.contracts.config import LOCK_FILES
+
+    if js.setup:
+        profile["setup"] = [*js.setup, *profile.get("setup", [])]
+        profile["cache_key"] = list(dict.fromkeys([*LOCK_FILES, *js.cache_key]))
+    if js.env:
+        profile["env"] = {**profile.get("env", {}), **js.env}
 
 
 def _is_python_test(path: str) -> bool:
     name = PurePosixPath(path).name
     return name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py"))
-
-
-def _has_dependencies(text: str | None) -> bool:
-    try:
-        data = json.loads(text or "")
-    except ValueError:
-        return False
-    return isinstance(data, dict) and any(data.get(key) for key in ("dependencies", "devDependencies"))
-
-
-def _npm_test_script(text: str | None) -> str | None:
-    try:
-        data = json.loads(text or "")
-    except ValueError:
-        return None
-    scripts = data.get("scripts") if isinstance(data, dict) else None
-    script = scripts.get("test") if isinstance(scripts, dict) else None
-    if not isinstance(script, str) or not script.strip() or NPM_NO_TEST.search(script):
-        return None
-    return script.strip()
 
 
 def propose(changed: Iterable[str], files: Collection[str], read: Callable[[str], str | None],
@@ -205,27 +194,40 @@ def propose(changed: Iterable[str], files: Collection[str], read: Callable[[str]
 
 
 def _nested_checks(names: set[str], read: Callable[[str], str | None], packages: Sequence[PackageInfo],
-                   notes: list[str]) -> list[list[str]]:
+                   notes: list[str], js: javascript.JsChecks) -> list[list[str]]:
     """The commands of the packages no command at the root runs: a Go module below the root (`go test ./...` at
-    the root stays in its own module), a crate outside the root's workspace, an npm package the root's package.json
-    does not name as a workspace; a Bazel, Buck or Pants tree runs its whole test target once."""
+    the root stays in its own module), a crate outside the root's workspace, an npm package that is no workspace
+    member, or a member when the root's test script does not run the members' tests itself (`pnpm -r test`, or
+    none: javascript.py); a Bazel, Buck or Pants tree runs its whole test target once. A package with a lock file
+    of its own (no workspace member) adds its install to `js`'s setup."""
     out: list[list[str]] = []
     root_cargo = _workspace_toml(read("Cargo.toml")) if "Cargo.toml" in names else False
-    root_npm = "package.json" in names and _npm_workspaces(read("package.json"))
     for kind, argv in BUILD_TOOLS.items():
         if any(p.kind == kind for p in packages):
             out.append(argv)
             notes.append(f"{kind} ({sum(p.kind == kind for p in packages)} packages): {' '.join(argv)}")
+    members = _npm_members(names, read) if any(p.kind == "npm" and p.path for p in packages) else set()
     nested = [p for p in packages if p.path and p.check and (
         (p.kind == "go-module") or (p.kind == "cargo" and not root_cargo)
-        or (p.kind == "npm" and not root_npm))]
+        or (p.kind == "npm" and not (p.path in members and js.members_run_here)))]
     for pkg in nested[:MAX_NESTED_CHECKS]:
         out.append(pkg.check)
         notes.append(f"{pkg.kind} package {pkg.path}/ ({pkg.name}): {' '.join(pkg.check)}")
+        if pkg.kind == "npm" and pkg.path not in members and (own := javascript.package_setup(pkg.path, read, names)):
+            js.setup.append(own[0])
+            js.cache_key.append(own[1])
+            notes.append(f"npm package {pkg.path}/: its own install, {' '.join(own[0])} (from {own[1]})")
     if len(nested) > MAX_NESTED_CHECKS:
         notes.append(f"{len(nested) - MAX_NESTED_CHECKS} more packages have checks of their own, left out of the "
                      "whole-repository profile (each package's check is in `reposwarm lanes`' notes)")
     return out
+
+
+def _npm_members(names: set[str], read: Callable[[str], str | None]) -> set[str]:
+    """The folders of the root's npm/pnpm/yarn workspace members."""
+    from reposwarm.intel.packages import npm_packages  # (packages.py imports this module)
+
+    return {found.path for found in npm_packages(sorted(names), read) if found.workspace}
 
 
 def _workspace_toml(text: str | None) -> bool:
@@ -235,14 +237,6 @@ def _workspace_toml(text: str | None) -> bool:
         return isinstance(tomllib.loads(text or "").get("workspace"), dict)
     except (tomllib.TOMLDecodeError, ValueError):
         return False
-
-
-def _npm_workspaces(text: str | None) -> bool:
-    try:
-        data = json.loads(text or "")
-    except ValueError:
-        return False
-    return isinstance(data, dict) and bool(data.get("workspaces"))
 
 
 def package_check(kind: str, path: str, name: str, tests: Sequence[str], read: Callable[[str], str | None],
@@ -256,7 +250,7 @@ def package_check(kind: str, path: str, name: str, tests: Sequence[str], read: C
                   "pants": f"{path}::" if path else "::"}[kind]
         return [*BUILD_TOOLS[kind][:2], target]
     if kind == "npm":  # its test script says whether it has tests (jest and vitest find them anywhere)
-        return _npm_check(path, read(f"{path}/package.json" if path else "package.json"), workspace)
+        return javascript.package_command(path, read, workspace)
     if kind == "cargo":  # (unit tests live inside the sources: a crate's tests cannot be told by name)
         if workspace or not path:
             return ["cargo", "test", "--offline", "-p", name]
@@ -278,28 +272,3 @@ def package_check(kind: str, path: str, name: str, tests: Sequence[str], read: C
         folder = next((t.rstrip("/") for t in tests if t.endswith("/")), here)
         return [exe, "-m", "unittest", "discover", "-s", folder, "-t", "."]
     return []
-
-
-def _npm_check(path: str, text: str | None, workspace: bool) -> list[str]:
-    """A package's test script as a command the checks read per test (node --test, jest, vitest, run on the
-    package's folder), else `npm test` for that package alone."""
-    from reposwarm.checks.runners.scripts import shell_words
-
-    script = _npm_test_script(text)
-    if script is None:
-        return []
-    here = path or "."
-    words = shell_words(script)
-    if isinstance(words, list) and words:
-        program, args = words[0], words[1:]
-        if program == "node" and "--test" in args:
-            targets = [a for a in args[args.index("--test") + 1:] if not a.startswith("-")]
-            return ["node", "--test", *([posixpath.join(path, t) for t in targets] if targets else
-                                        [f"{here}/"])]
-        if program == "vitest":
-            return ["npx", "vitest", "run", "--root", here]
-        if program == "jest":
-            return ["npx", "jest", "--rootDir", here]
-    if not path:
-        return ["npm", "test"]
-    return ["npm", "test", "--workspace", path] if workspace else ["npm", "--prefix", path, "test"]

@@ -55,6 +55,33 @@ def shell_words(text: str) -> list[str] | str:
     return words
 
 
+def shell_parts(text: str) -> list[str]:
+    """A script cut into the commands its top-level `&&` and `;` chain (quotes kept whole, each part as written):
+    `pnpm lint && vitest run` is two parts. What else a part holds (`||`, a pipe, `$VAR`) stays in it, for
+    shell_words to name."""
+    parts: list[str] = []
+    start, quote, i = 0, "", 0
+    while i < len(text):
+        ch = text[i]
+        if quote:
+            if ch == quote:
+                quote = ""
+            elif ch == "\\" and quote == '"':
+                i += 1
+        elif ch in "'\"":
+            quote = ch
+        elif ch == "\\":
+            i += 1
+        elif text.startswith("&&", i) or ch == ";":
+            parts.append(text[start:i])
+            i += 2 if ch == "&" else 1
+            start = i
+            continue
+        i += 1
+    parts.append(text[start:])
+    return [part.strip() for part in parts if part.strip()]
+
+
 def _package(cwd: Path) -> dict[str, Any] | None:
     try:
         data = json.loads((cwd / "package.json").read_text(encoding="utf-8"))
@@ -99,6 +126,14 @@ def _invocation(program: str, rest: list[str]) -> tuple[str, list[str], bool] | 
     elif passed[:1] == ["--"]:
         passed = passed[1:]
     return name, passed, strict
+
+
+def invocation(argv: list[str]) -> tuple[str, list[str], bool] | str | None:
+    """What `npm test`, `npm run X -- args`, `pnpm X`, `yarn X` run: (the script's name, the arguments passed on to
+    it, whether it must be a script rather than the package's binary), why it runs another package's script
+    (`pnpm -r test`, `npm test --workspaces`), or None (not a script: `npm ci`, `yarn add`)."""
+    program = base(argv[0]) if argv else ""
+    return _invocation(program, argv) if program in ("npm", "pnpm", "yarn") else None
 
 
 def look(program: str, rest: list[str], cwd: Path | None, depth: int, look_at: Look) -> View:
