@@ -186,6 +186,9 @@ def parser() -> argparse.ArgumentParser:
                      "repository, else one proposed from the commit and written into the try's folder)")
     tri.add_argument("--yes", action="store_true", help="approve without asking (the commit's own test changes "
                      "included)")
+    tri.add_argument("--propose", choices=("careful", "structure"), help="have the run propose its lanes (its "
+                     "proposal phase and guardrails), the oracle answering as a careful planner would split the commit "
+                     "or as the structure alone suggests; instead of a lanes file")
     tri.set_defaults(handler="reposwarm.cli.trying:cmd_try")
 
     tr = sub.add_parser("trial", help="replay a repository's own commits as swarm tasks and score the swarm")

@@ -157,6 +157,10 @@ async def cmd_try(args: argparse.Namespace) -> int:
     changed = changed_paths(repo, parent, sha)
     if not changed:
         raise UserError(f"commit {sha[:12]} changes no file: there is nothing to replay; pick another (--commit SHA)")
+    if getattr(args, "propose", None):  # the run proposes its lanes through its proposal phase (trying_proposed.py)
+        from reposwarm.cli.trying_proposed import try_proposed
+
+        return await try_proposed(args, repo, sha, parent, changed)
     folder = home() / "try" / f"{repo_slug(repo)}-{sha[:12]}"
     lanes_path, config = lanes_for(args, repo, parent, changed, folder)
     config = offline(config, lanes_path)

@@ -1,10 +1,13 @@
 """The oracle: a model that knows the commit it replays. For trying the swarm offline (`reposwarm try`) and for
 proving the trial harness, never for results.
 
-Named `oracle:<repository>#<sha>[?extra=LANE&skip=LANE&idle=1]`. As proposer (a
-run with no lanes file) it proposes a lane per top-level folder the commit touches
-and one for its files at the root (reposwarm/intel/structure.py propose_lanes),
-each to apply the commit's change there. As planner it
+Named `oracle:<repository>#<sha>[?extra=LANE&skip=LANE&idle=1&plan=careful|structure]`. As
+proposer (a run with no lanes file) it proposes, with `plan=structure` (the default), what
+the structure alone suggests: a lane per top-level folder the commit touches and one for
+its files at the root (reposwarm/intel/structure.py propose_lanes); with `plan=careful`,
+what a careful engineer would for that commit (reposwarm/models/careful.py): vertical
+lanes, the docs apart, a file two lanes both change in `overlaps`, `depends_on` from the
+commit's own imports. Each lane's goal is to apply the commit's change in its files. As planner it
 gives every lane whose paths hold a file of the commit the goal of applying it;
 as a lane it writes exactly the commit's files inside the lane's allowed paths
 (from the commit, read in the worker: the lanes never see it), then finishes.
@@ -37,7 +40,8 @@ def _git(repo: str, *args: str) -> str:
     return gitcmd.run(["-C", repo, *args], capture_output=True, text=True, check=True).stdout
 
 
-OPTIONS = ("extra", "skip", "idle")
+OPTIONS = ("extra", "skip", "idle", "plan")
+PLANS = ("structure", "careful")
 
 
 def checked(spec: str, relative_to: Path | None = None) -> str:
@@ -51,6 +55,9 @@ def checked(spec: str, relative_to: Path | None = None) -> str:
     unknown = sorted(set(parse_qs(query, keep_blank_values=True)) - set(OPTIONS))
     if unknown:
         raise ModelError(f"unknown option {unknown[0]!r} (known: {', '.join(OPTIONS)})", retryable=False)
+    plans = parse_qs(query).get("plan", [])
+    if any(plan not in PLANS for plan in plans) or len(plans) > 1:
+        raise ModelError(f"plan={','.join(plans)!r}: give one of {', '.join(PLANS)}", retryable=False)
     repo = Path(repo_text).expanduser()
     if not repo.is_absolute() and relative_to is not None:
         repo = relative_to / repo
@@ -85,6 +92,7 @@ class OracleProvider:
         self.extra = set(options.get("extra", []))
         self.skip = set(options.get("skip", []))
         self.idle = bool(options.get("idle"))  # lanes change nothing: the result is the parent's code
+        self.plan = (options.get("plan") or ["structure"])[0]  # how it answers the proposer
 
     def _changes(self) -> list[tuple[str, str]]:
         # -z: paths as they are (no quoting of unusual names), a status and its path each ended by a NUL
@@ -96,7 +104,11 @@ class OracleProvider:
             return self._plan(request)
         if request.agent == "proposer":
             return self._propose(request)
-        if request.turn > 0 or self.idle:
+        # past its first turn, or in a later assignment of the same lane (a repair: its conversation holds the
+        # writes already made), the commit's files are in place: writing them again changes nothing and only
+        # spends the lane's budget
+        wrote = any(m.get("role") == "assistant" and m.get("tool_calls") for m in request.messages)
+        if request.turn > 0 or self.idle or wrote:
             return ModelReply(tool_calls=[_call(99, "finish", {"summary": "applied the commit's changes",
                                                                "assumptions": []})])
         # the lane's own first message (after the run's shared context): its slice
@@ -144,6 +156,8 @@ class OracleProvider:
         from reposwarm.intel.structure import propose_lanes
 
         most = re.search(r"^Propose at most (\d+) lanes\.$", str(request.messages[0]["content"]), re.M)
+        if self.plan == "careful":
+            return ModelReply(tool_calls=[_call(0, "submit_lanes", self._careful(int(most.group(1)) if most else 8))])
         planned = propose_lanes([path for _, path in self._changes()], max_lanes=max(1, int(most.group(1)) - 1)
                                 if most else 4)
         lanes = []
@@ -154,3 +168,25 @@ class OracleProvider:
         proposal: dict[str, object] = {"interface_contract": "As the commit has it.", "summary": "replay of a commit",
                                        "lanes": lanes}
         return ModelReply(tool_calls=[_call(0, "submit_lanes", proposal)])
+
+    def _careful(self, max_lanes: int) -> dict[str, object]:
+        from reposwarm.models.careful import careful_lanes
+
+        sizes: dict[str, int] = {}
+        fields = _git(self.repo, "diff", "-z", "--numstat", "--no-renames", f"{self.sha}^", self.sha).split("\0")
+        for field in fields:  # "added<TAB>deleted<TAB>path" ("-" for binary files)
+            added, _, rest = field.partition("\t")
+            deleted, _, path = rest.partition("\t")
+            if path:
+                sizes[path] = sum(int(n) for n in (added, deleted) if n.isdigit()) or 1
+
+        def read(path: str) -> str | None:
+            done = gitcmd.run(["-C", self.repo, "show", f"{self.sha}:{path}"], capture_output=True)
+            if done.returncode != 0:
+                return None
+            try:
+                return bytes(done.stdout).decode("utf-8")
+            except UnicodeDecodeError:
+                return None
+
+        return careful_lanes(self._changes(), read, sizes, max_lanes)

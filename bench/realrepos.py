@@ -1,0 +1,548 @@
+"""The harness of real repositories: `reposwarm try` on real commits of public repositories, each with its users'
+usual environment active, as a new user would run it (no lanes file, no hand-written profile).
+
+For each entry of bench/realrepos.yaml (or --only NAME,...): a checkout of the repository on branch `main` at the
+commit's parent, as a user would have it; the user's environment made there as the entry says (a venv and an
+install, pnpm install, uv sync...; cached between runs); then, with that environment active (PATH and VIRTUAL_ENV
+as an activated venv gives them, the checkout as the current folder), the public surface:
+
+  commit     reposwarm try --repo CHECKOUT --commit SHA --yes            want: PASSED, the tree equal to the commit
+  probe      the same on the break probe: a commit on top of the parent (branch realrepos-probe/NAME; no other
+             branch is touched) holding the real commit plus one line that breaks one changed source file at
+             import                                                     want: FAILED, or NOT JUDGED with the reason
+  careful    reposwarm try ... --propose careful   (the run's own proposal phase; the oracle as a careful planner)
+  structure  reposwarm try ... --propose structure (the oracle proposing a lane per top-level folder)
+
+Each try starts its own dev-server-backed worker (a task queue of its own, so no worker of another entry or of
+another helper is reused): the worker inherits the entry's environment, and the worker runs the checks. One
+Temporal dev server serves them all (started once, with its own port and home under the work folder).
+
+Per try it records the lanes, the verdict (from `reposwarm status RUN --json`), the tests that ran, the changed
+source files the checks exercised, whether the delivered tree equals the commit, the proposal's acceptance and
+refusals, the time, and the first line of a failure. Results go to bench/results_realrepos.json (per entry, with
+the date and reposwarm's commit; a rerun of some entries keeps the others) and to the "Real repositories" table
+of docs/benchmarks.md.
+
+    python bench/realrepos.py [--only NAME,...] [--modes commit,probe,careful,structure] [--mirrors DIR]
+                              [--work DIR] [--timeout S] [--no-docs]
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import datetime as dt
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+LIST = ROOT / "bench" / "realrepos.yaml"
+RESULTS = ROOT / "bench" / "results_realrepos.json"
+DOCS = ROOT / "docs" / "benchmarks.md"
+REPOSWARM = ROOT / ".venv" / "bin" / "reposwarm"
+MODES = ("commit", "probe", "careful", "structure")
+PORT = 7833  # the harness's own dev server (TEMPORAL_PORT; the UI on PORT + 1000)
+PROBE_TEXT = "reposwarm break probe"
+POLL_S = 15  # how often a running try's status is read (a lane paused at its budget is answered)
+REQUIRED = ("name", "repo", "commit", "language", "layout", "environment", "probe", "why")
+LANGUAGES = ("python", "javascript", "go", "rust")
+KINDS = ("plain", "venv-release", "venv-editable", "uv", "pnpm", "yarn", "npm", "go", "cargo")
+TOOLS = {"uv": ["python3 -m venv \"$TOOLS/uv\"", "\"$TOOLS/uv/bin/pip\" install -q uv"]}
+TABLE_START = "<!-- realrepos:start -->"
+TABLE_END = "<!-- realrepos:end -->"
+
+
+# --- the list ---
+
+def load_entries(path: Path = LIST) -> list[dict[str, Any]]:
+    data = yaml.safe_load(path.read_text())
+    return list(data["entries"])
+
+
+def entry_problems(entry: dict[str, Any]) -> list[str]:
+    """What an entry lacks for the harness (an empty list: it can run)."""
+    name = entry.get("name", "?")
+    problems = [f"{name}: no {key}" for key in REQUIRED if not entry.get(key)]
+    if problems:
+        return problems
+    if not re.fullmatch(r"github:[\w.-]+/[\w.-]+", entry["repo"]):
+        problems.append(f"{name}: repo {entry['repo']!r} is not github:owner/name")
+    if not re.fullmatch(r"[0-9a-f]{40}", entry["commit"]):
+        problems.append(f"{name}: commit must be a full sha")
+    if entry["language"] not in LANGUAGES:
+        problems.append(f"{name}: language {entry['language']!r} is not one of {LANGUAGES}")
+    env = entry["environment"]
+    if env.get("kind") not in KINDS:
+        problems.append(f"{name}: environment kind {env.get('kind')!r} is not one of {KINDS}")
+    if not isinstance(env.get("setup"), list) or not all(isinstance(c, str) for c in env["setup"]):
+        problems.append(f"{name}: environment setup must be a list of commands")
+    if not isinstance(env.get("activate"), str):
+        problems.append(f"{name}: environment activate must be $VENV, a folder of the checkout, or none")
+    for tool in env.get("tools") or []:
+        if tool not in TOOLS:
+            problems.append(f"{name}: unknown tool {tool!r}")
+    probe = entry["probe"]
+    if not isinstance(probe.get("file"), str) or not isinstance(probe.get("line"), int) or probe["line"] < 0:
+        problems.append(f"{name}: probe needs a file and a line (0: the end)")
+    return problems
+
+
+# --- the checkout and the user's environment ---
+
+def git(repo: Path, *args: str, check: bool = True) -> str:
+    done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=False)
+    if check and done.returncode != 0:
+        raise RuntimeError(f"git {' '.join(args)} in {repo}: {done.stderr.strip()[:500]}")
+    return done.stdout.strip()
+
+
+def source_of(entry: dict[str, Any], mirrors: Path | None) -> str:
+    owner, name = entry["repo"].removeprefix("github:").split("/")
+    if mirrors is not None:
+        for candidate in (mirrors / f"{owner}+{name}" / "repo", mirrors / owner / name, mirrors / owner / f"{name}.git"):
+            if candidate.is_dir():
+                return str(candidate)
+    return f"https://github.com/{owner}/{name}.git"
+
+
+def make_checkout(entry: dict[str, Any], folder: Path, source: str) -> tuple[Path, str]:
+    """The user's checkout: branch main at the commit's parent, clean (what setup made, ignored, is kept)."""
+    checkout = folder / "checkout"
+    sha = entry["commit"]
+    if not (checkout / ".git").is_dir():
+        folder.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["git", "clone", "-q", "--no-checkout", source, str(checkout)], check=True)
+    if git(checkout, "cat-file", "-t", sha, check=False) != "commit":
+        git(checkout, "fetch", "-q", "origin")
+    parent = git(checkout, "rev-parse", f"{sha}^")
+    git(checkout, "checkout", "-q", "-f", "-B", "main", parent)
+    git(checkout, "reset", "-q", "--hard", parent)  # (a setup that rewrote a tracked file: back as committed)
+    return checkout, parent
+
+
+def venv_of(folder: Path) -> Path:
+    return folder / "venv"
+
+
+def tools_dir(work: Path) -> Path:
+    return work / "tools"
+
+
+def base_env() -> dict[str, str]:
+    """This process's environment as a user's shell would have it: no reposwarm venv on PATH, no lanes-file knobs,
+    no venv of ours active."""
+    sys.path.insert(0, str(ROOT))
+    from reposwarm.config import ENV_KNOBS
+
+    env = {k: v for k, v in os.environ.items() if k not in ENV_KNOBS and not k.startswith(("REPOSWARM_", "TEMPORAL_"))}
+    env.pop("VIRTUAL_ENV", None)
+    ours = str(ROOT / ".venv" / "bin")
+    env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if p and p != ours)
+    return env
+
+
+def ensure_tools(names: list[str], work: Path, log: Path) -> None:
+    for name in names:
+        marker = tools_dir(work) / f".{name}.done"
+        if marker.is_file():
+            continue
+        tools_dir(work).mkdir(parents=True, exist_ok=True)
+        run_setup(TOOLS[name], work, {**base_env(), "TOOLS": str(tools_dir(work))}, log)
+        marker.write_text("done\n")
+
+
+def run_setup(commands: list[str], cwd: Path, env: dict[str, str], log: Path) -> None:
+    with log.open("a") as out:
+        for command in commands:
+            out.write(f"$ {command}\n")
+            out.flush()
+            done = subprocess.run(["bash", "-e", "-c", command], cwd=cwd, env=env, stdout=out,
+                                  stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, timeout=1800)
+            if done.returncode != 0:
+                raise RuntimeError(f"setup command failed (exit {done.returncode}): {command} (log {log})")
+
+
+def user_env(entry: dict[str, Any], folder: Path, checkout: Path, work: Path) -> dict[str, str]:
+    """The entry's environment, made once (again when its commands change) and active as `activate` makes it."""
+    spec = entry["environment"]
+    venv, tools = venv_of(folder), tools_dir(work)
+    env = {**base_env(), "VENV": str(venv), "TOOLS": str(tools)}
+    log = folder / "setup.log"
+    ensure_tools(list(spec.get("tools") or []), work, log)
+    for tool in spec.get("tools") or []:
+        env["PATH"] = f"{tools / tool / 'bin'}{os.pathsep}{env['PATH']}"
+    marker = folder / "env.done"
+    digest = hashlib.sha256(json.dumps([spec, entry["commit"]]).encode()).hexdigest()
+    if not (marker.is_file() and marker.read_text().strip() == digest):
+        marker.unlink(missing_ok=True)
+        log.write_text("")
+        if venv.exists():
+            shutil.rmtree(venv)
+        run_setup(list(spec["setup"]), checkout, env, log)
+        git(checkout, "reset", "-q", "--hard")  # an install may touch a tracked file; the user's tree stays as committed
+        marker.write_text(digest + "\n")
+    activate = spec["activate"]
+    if activate != "none":
+        where = Path(activate.replace("$VENV", str(venv)))
+        where = where if where.is_absolute() else checkout / where
+        env["VIRTUAL_ENV"] = str(where)
+        env["PATH"] = f"{where / 'bin'}{os.pathsep}{env['PATH']}"
+    for key in ("VENV", "TOOLS"):
+        env.pop(key)
+    return env
+
+
+# --- the break probe ---
+
+def probe_line(language: str, text: str) -> int:
+    """Where the probe goes (1-based: before this line; 0: at the end): Python after the docstring and any
+    __future__ import; JavaScript at the top (after a #! line); Go and Rust at the end."""
+    if language in ("go", "rust"):
+        return 0
+    lines = text.splitlines()
+    if language == "javascript":
+        return 2 if lines and lines[0].startswith("#!") else 1
+    try:
+        body = ast.parse(text).body
+    except SyntaxError:
+        return 1
+    after = 0
+    for node in body:
+        is_doc = isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+        if (is_doc and after == 0) or (isinstance(node, ast.ImportFrom) and node.module == "__future__"):
+            after = node.end_lineno or after
+        else:
+            break
+    return after + 1
+
+
+def probe_statement(language: str) -> str:
+    return {"python": f'raise ImportError("{PROBE_TEXT}")',
+            "javascript": f'throw new Error("{PROBE_TEXT}");',
+            "go": f'func init() {{ panic("{PROBE_TEXT}") }}',
+            "rust": f'compile_error!("{PROBE_TEXT}");'}[language]
+
+
+def with_probe(text: str, line: int, statement: str) -> str:
+    lines = text.splitlines(keepends=True)
+    if line == 0:
+        return text + ("" if text.endswith("\n") or not text else "\n") + statement + "\n"
+    lines.insert(line - 1, statement + "\n")
+    return "".join(lines)
+
+
+def make_probe(entry: dict[str, Any], checkout: Path, parent: str) -> str:
+    """The probe commit: the real commit's tree plus the probe line, on top of the parent, on its own branch."""
+    sha, path = entry["commit"], entry["probe"]["file"]
+    if path not in git(checkout, "diff", "--name-only", parent, sha).splitlines():
+        raise RuntimeError(f"the probe's file {path} is not changed by the commit")
+    text = git(checkout, "show", f"{sha}:{path}") + "\n"
+    changed = with_probe(text, entry["probe"]["line"], probe_statement(entry["language"]))
+    index = checkout / ".git" / "realrepos-probe.index"
+    env = {**os.environ, "GIT_INDEX_FILE": str(index)}
+
+    def plumb(*args: str, stdin: str | None = None) -> str:
+        return subprocess.run(["git", "-C", str(checkout), *args], env=env, input=stdin, capture_output=True,
+                              text=True, check=True).stdout.strip()
+
+    blob = plumb("hash-object", "-w", "--stdin", stdin=changed)
+    plumb("read-tree", sha)
+    mode = plumb("ls-files", "-s", "--", path).split()[0]
+    plumb("update-index", "--cacheinfo", f"{mode},{blob},{path}")
+    tree = plumb("write-tree")
+    index.unlink(missing_ok=True)
+    message = git(checkout, "log", "-1", "--format=%B", sha) + f"\n\n(break probe: {path} raises at import)\n"
+    probe = subprocess.run(["git", "-C", str(checkout), "commit-tree", tree, "-p", parent], input=message,
+                           capture_output=True, text=True, check=True,
+                           env={**os.environ, "GIT_AUTHOR_NAME": "realrepos", "GIT_AUTHOR_EMAIL": "realrepos@localhost",
+                                "GIT_COMMITTER_NAME": "realrepos", "GIT_COMMITTER_EMAIL": "realrepos@localhost"}
+                           ).stdout.strip()
+    git(checkout, "branch", "-f", f"realrepos-probe/{entry['name']}", probe)
+    return probe
+
+
+# --- a try and what it said ---
+
+def server_env(work: Path) -> dict[str, str]:
+    return {"REPOSWARM_HOME": str(work / "home"), "TEMPORAL_ADDRESS": f"localhost:{PORT}",
+            "TEMPORAL_PORT": str(PORT), "TEMPORAL_UI_PORT": str(PORT + 1000)}
+
+
+def ensure_server(work: Path) -> None:
+    subprocess.run([str(ROOT / "temporal-dev"), "--background"], env={**base_env(), **server_env(work)},
+                   check=True, stdin=subprocess.DEVNULL, timeout=120)
+
+
+def status_json(run_id: str, env: dict[str, str]) -> dict[str, Any] | None:
+    done = subprocess.run([str(REPOSWARM), "status", run_id, "--json"], env=env, capture_output=True, text=True,
+                          timeout=120, stdin=subprocess.DEVNULL)
+    try:
+        return dict(json.loads(done.stdout)) if done.returncode == 0 else None
+    except json.JSONDecodeError:
+        return None
+
+
+def first_line(text: str) -> str:
+    return next((line.strip() for line in text.splitlines() if line.strip()), "")[:300]
+
+
+def summarize(out: str, err: str, code: int, status: dict[str, Any] | None) -> dict[str, Any]:
+    """What a try said, from its output and its run's status."""
+    result: dict[str, Any] = {"exit": code}
+    if m := re.search(r"the swarm's result equals the commit", out):
+        result["tree"] = "equal"
+    elif m := re.search(r"the swarm's result differs from the commit \S+ in (\d+) file\(s\): (.*?) \(git", out):
+        result["tree"] = f"differs in {m.group(1)}: {m.group(2)}"
+    else:
+        result["tree"] = "not delivered"
+    if m := re.search(r"^no lanes file given or in .*: proposed (\S+)$", out, re.M):
+        try:
+            lanes = yaml.safe_load(Path(m.group(1)).read_text())["swarm"]["lanes"]
+            result["lanes"] = {name: role.get("allowed_paths", []) for name, role in lanes.items()}
+        except (OSError, KeyError, TypeError, yaml.YAMLError):
+            pass
+    if "lanes" not in result and (m := re.search(r" as run \S+, lanes (.*?); watch it at", out)):
+        result["lanes"] = {name: [] for name in m.group(1).split(", ")}
+    if m := re.search(r"^Verdict: (.*)$", out, re.M):
+        result["verdict_line"] = m.group(1)[:300]
+    errors = [line for line in err.splitlines() if line.startswith("error: ")]
+    if errors:
+        result["error"] = errors[-1][:500]
+    if status is None:
+        return result
+    result["phase"] = status.get("phase")
+    proposal = status.get("proposal")
+    if proposal:
+        result["proposal"] = {"lanes": {name: role.get("allowed_paths", []) for name, role in proposal["lanes"].items()},
+                              "depends_on": {name: role["depends_on"] for name, role in proposal["lanes"].items()
+                                             if role.get("depends_on")},
+                              "overlaps": proposal.get("overlaps", []), "problems": proposal.get("problems", []),
+                              "warnings": proposal.get("warnings", []), "attempts": proposal.get("attempts"),
+                              "decided": proposal.get("decided", "")}
+        result["lanes"] = result["proposal"]["lanes"]
+    report = status.get("test_report")
+    if report:
+        result["verdict"] = report.get("verdict") or ("PASSED" if report.get("passed") else "FAILED")
+        result["tests_run"], result["base_tests_run"] = report.get("tests_run"), report.get("base_tests_run")
+        result["pre_existing"] = len(report.get("pre_existing") or [])
+        result["check_problems"] = [p[:300] for p in report.get("problems") or []][:5]
+        exercise = report.get("exercise")
+        if exercise:
+            judged = len(exercise.get("loaded", [])) + len(exercise.get("not_loaded", [])) + len(exercise.get("outside", {}))
+            result["exercised"] = f"{len(exercise.get('loaded', []))} of {judged}"
+            result["outside"] = dict(list((exercise.get("outside") or {}).items())[:5])
+        failures = report.get("failures") or []
+        if failures:
+            f = failures[0]
+            result["first_failure"] = f"{f.get('name')}: {first_line(f.get('message') or '')}"[:300]
+        commands = report.get("commands") or []
+        result["commands"] = [{"argv": " ".join(c.get("argv", []))[:200], "exit": c.get("exit_code"),
+                               "reason": c.get("reason", ""), "tests_run": c.get("tests_run")} for c in commands][:6]
+    result["rounds"] = len(status.get("rounds") or [])
+    result["validations"] = [v[:300] for v in status.get("validations") or []][-6:]
+    if status.get("error"):
+        result["run_error"] = first_line(status["error"])
+    return result
+
+
+def run_try(entry: dict[str, Any], mode: str, sha: str, checkout: Path, env: dict[str, str], work: Path,
+            timeout: float) -> dict[str, Any]:
+    """One `reposwarm try`, followed as a user would: a lane paused at its budget (the run waits for a person) is
+    recorded and stopped (`reposwarm budget RUN --lane L --stop`) so the run reaches its review."""
+    queue = f"realrepos-{entry['name']}-{mode}-{uuid.uuid4().hex[:6]}"
+    full = {**env, **server_env(work), "REPOSWARM_TASK_QUEUE": queue}
+    argv = [str(REPOSWARM), "try", "--repo", str(checkout), "--commit", sha, "--yes"]
+    if mode in ("careful", "structure"):
+        argv += ["--propose", mode]
+    logs = work / entry["name"] / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    out_path, err_path = logs / f"{mode}.stdout", logs / f"{mode}.stderr"
+    started = time.monotonic()
+    pauses: list[str] = []
+    with out_path.open("w") as out, err_path.open("w") as err:
+        proc = subprocess.Popen(argv, cwd=checkout, env=full, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
+        run_id = None
+        while proc.poll() is None:
+            time.sleep(POLL_S)
+            if time.monotonic() - started > timeout:
+                proc.send_signal(signal.SIGINT)  # (try stops the worker it started when interrupted)
+                try:
+                    proc.wait(timeout=60)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                pauses.append(f"the try did not end within {timeout:g} s")
+                break
+            text = out_path.read_text(errors="replace") + err_path.read_text(errors="replace")
+            run_id = run_id or (m.group(1) if (m := re.search(r"\b(reposwarm-try-[\w.-]+)", text)) else None)
+            status = status_json(run_id, full) if run_id else None
+            for pause in (status or {}).get("paused") or []:
+                lane = pause.get("lane") or ""
+                said = (f"{'lane ' + lane if lane else 'the run'} paused at its {pause.get('what')} budget "
+                        f"({pause.get('spent', 0):,.0f} of {pause.get('budget', 0):,.0f}; it would wait "
+                        f"{pause.get('wait_s', 0):g} s for a person): stopped with reposwarm budget --stop")
+                if pause.get("cleared") or said in pauses:
+                    continue
+                pauses.append(said)
+                subprocess.run([str(REPOSWARM), "budget", run_id or "", *(["--lane", lane] if lane else []), "--stop"],
+                               env=full, capture_output=True, timeout=120, stdin=subprocess.DEVNULL)
+    code = proc.returncode if proc.returncode is not None else -1
+    seconds = round(time.monotonic() - started, 1)
+    out_text, err_text = out_path.read_text(errors="replace"), err_path.read_text(errors="replace")
+    (logs / f"{mode}.log").write_text(f"$ {' '.join(argv)}\n--- stdout\n{out_text}\n--- stderr\n{err_text}\n")
+    run_id = m.group(1) if (m := re.search(r"\b(reposwarm-try-[\w.-]+)", out_text + err_text)) else None
+    status = status_json(run_id, full) if run_id else None
+    if status is not None:
+        (logs / f"{mode}.status.json").write_text(json.dumps(status, indent=1))
+    result = summarize(out_text, err_text, code, status)
+    result.update({"run": run_id, "seconds": seconds, "sha": sha})
+    if pauses:
+        result["paused"] = pauses[:5]
+    result["ok"] = judged_ok(mode, result)
+    return result
+
+
+def judged_ok(mode: str, r: dict[str, Any]) -> bool:
+    """Whether the try gave what is wanted of it."""
+    if mode == "probe":
+        return r.get("verdict") in ("FAILED", "NOT JUDGED") and r.get("tree") != "equal"
+    return r.get("verdict") == "PASSED" and r.get("tree") == "equal" and r.get("exit") == 0
+
+
+# --- one entry, the results, the table ---
+
+def run_entry(entry: dict[str, Any], modes: list[str], mirrors: Path | None, work: Path,
+              timeout: float) -> dict[str, Any]:
+    folder = work / entry["name"]
+    record: dict[str, Any] = {"repo": entry["repo"], "commit": entry["commit"], "language": entry["language"],
+                              "environment": entry["environment"]["kind"], "probe": entry["probe"]}
+    try:
+        checkout, parent = make_checkout(entry, folder, source_of(entry, mirrors))
+        started = time.monotonic()
+        env = user_env(entry, folder, checkout, work)
+        record["setup_s"] = round(time.monotonic() - started, 1)
+        probe = make_probe(entry, checkout, parent) if "probe" in modes else None
+    except (RuntimeError, subprocess.SubprocessError, OSError) as err:
+        record["setup_error"] = str(err)[:500]
+        return record
+    for mode in modes:
+        sha = probe if mode == "probe" and probe else entry["commit"]
+        print(f"[{entry['name']}] {mode}: reposwarm try --commit {sha[:12]} ...", flush=True)
+        record[mode] = run_try(entry, mode, sha, checkout, env, work, timeout)
+        r = record[mode]
+        print(f"[{entry['name']}] {mode}: {'ok' if r['ok'] else 'NOT OK'} verdict={r.get('verdict')} "
+              f"tree={r.get('tree')} tests={r.get('tests_run')} exercised={r.get('exercised')} {r['seconds']} s "
+              f"{r.get('error') or r.get('run_error') or ''}", flush=True)
+    return record
+
+
+def reposwarm_commit() -> str:
+    return git(ROOT, "rev-parse", "--short=12", "HEAD")
+
+
+def cell(mode: str, r: dict[str, Any] | None) -> str:
+    if r is None:
+        return "—"
+    if mode in ("careful", "structure") and r.get("proposal") and r["proposal"].get("problems"):
+        return f"refused: {r['proposal']['problems'][0][:90]}"
+    verdict = r.get("verdict") or (r.get("phase") or "no run")
+    bits = [verdict]
+    if r.get("tests_run") is not None:
+        bits.append(f"{r['tests_run']} tests")
+    if r.get("exercised"):
+        bits.append(f"{r['exercised']} exercised")
+    if mode != "probe":
+        bits.append("tree =" if r.get("tree") == "equal" else ("not delivered" if r.get("tree") == "not delivered"
+                                                               else "tree differs"))
+    bits.append(f"{r.get('seconds', 0):.0f} s")
+    why = r.get("first_failure") or r.get("error") or r.get("run_error")
+    if why and not r.get("ok"):
+        bits.append(f"— {why[:90]}")
+    return ("✓ " if r.get("ok") else "✗ ") + ", ".join(bits)
+
+
+def table(results: dict[str, Any]) -> str:
+    head = ["| entry | environment | commit | probe | careful proposal | structure proposal |",
+            "|---|---|---|---|---|---|"]
+    rows = []
+    for name, rec in results["entries"].items():
+        if "setup_error" in rec:
+            rows.append(f"| {name} | {rec['environment']} | setup failed: {rec['setup_error'][:120]} | | | |")
+            continue
+        cells = [cell(mode, rec.get(mode)).replace("|", "\\|") for mode in MODES]
+        rows.append(f"| {name} | {rec['environment']} | " + " | ".join(cells) + " |")
+    return "\n".join(head + rows)
+
+
+def write_docs(results: dict[str, Any]) -> None:
+    text = DOCS.read_text()
+    block = (f"{TABLE_START}\nMeasured {results['date']} at reposwarm {results['reposwarm']} "
+             f"({sum(1 for r in results['entries'].values() for m in MODES if isinstance(r.get(m), dict) and r[m].get('ok'))}"
+             f" of {sum(1 for r in results['entries'].values() for m in MODES if isinstance(r.get(m), dict))} tries as "
+             f"wanted; ✓ as wanted, ✗ not):\n\n{table(results)}\n{TABLE_END}")
+    if TABLE_START in text:
+        text = re.sub(re.escape(TABLE_START) + ".*?" + re.escape(TABLE_END), lambda _: block, text, flags=re.S)
+    else:
+        text = text.rstrip("\n") + "\n\n" + block + "\n"
+    DOCS.write_text(text)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--only", help="entries to run, by name, comma-separated (default: all)")
+    p.add_argument("--modes", default=",".join(MODES), help=f"which tries, comma-separated (default {','.join(MODES)})")
+    p.add_argument("--mirrors", type=Path, help="a folder of mirrors (owner+name/repo, or owner/name[.git])")
+    p.add_argument("--work", type=Path, default=Path("/work/realrepos"), help="checkouts, environments, logs, the "
+                   "dev server's home (default /work/realrepos)")
+    p.add_argument("--timeout", type=float, default=1800, help="seconds a try may take (default 1800)")
+    p.add_argument("--list", type=Path, default=LIST, help="the list of entries (default bench/realrepos.yaml)")
+    p.add_argument("--out", type=Path, default=RESULTS)
+    p.add_argument("--no-docs", action="store_true", help="do not rewrite the table in docs/benchmarks.md")
+    args = p.parse_args(argv)
+    entries = load_entries(args.list)
+    problems = [line for e in entries for line in entry_problems(e)]
+    if problems:
+        print("\n".join(problems), file=sys.stderr)
+        return 2
+    wanted = set(args.only.split(",")) if args.only else None
+    if wanted and (unknown := wanted - {e["name"] for e in entries}):
+        print(f"unknown entries: {', '.join(sorted(unknown))}", file=sys.stderr)
+        return 2
+    modes = [m for m in args.modes.split(",") if m]
+    if bad := [m for m in modes if m not in MODES]:
+        print(f"unknown modes: {', '.join(bad)} (known: {', '.join(MODES)})", file=sys.stderr)
+        return 2
+    args.work.mkdir(parents=True, exist_ok=True)
+    ensure_server(args.work)
+    results = json.loads(args.out.read_text()) if args.out.is_file() else {"entries": {}}
+    for entry in entries:
+        if wanted and entry["name"] not in wanted:
+            continue
+        record = run_entry(entry, modes, args.mirrors, args.work.resolve(), args.timeout)
+        record["date"] = dt.date.today().isoformat()
+        record["reposwarm"] = reposwarm_commit()
+        old = results["entries"].get(entry["name"], {})
+        results["entries"][entry["name"]] = {**old, **record}  # modes not run this time keep their last result
+        results.update(date=record["date"], reposwarm=record["reposwarm"])
+        order = [e["name"] for e in entries]
+        results["entries"] = dict(sorted(results["entries"].items(),
+                                         key=lambda kv: order.index(kv[0]) if kv[0] in order else len(order)))
+        args.out.write_text(json.dumps(results, indent=1, ensure_ascii=False) + "\n")
+        if not args.no_docs:
+            write_docs(results)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
