@@ -305,6 +305,13 @@ def pythonpath(root: Path, profile_env: Mapping[str, str], first: Sequence[str] 
 
 # --- an editable install of the tree's own packages, in an interpreter the sandbox shows ---
 
+PTH_HEAD_BYTES = 64 * 1024  # of a .pth file and the module it imports: what names the installed paths and packages
+MAX_PTH = 200  # .pth files looked at per site folder
+# Where the system's interpreters keep their packages (the sandbox shows /usr whole).
+SYSTEM_SITES = ("/usr/lib/python3*/site-packages", "/usr/lib/python3*/dist-packages",
+                "/usr/local/lib/python3*/site-packages", "/usr/local/lib/python3*/dist-packages")
+_IMPORTED = re.compile(r"^\s*import\s+([A-Za-z_][\w]*)", re.M)
+
 
 def top_level_names(roots: Sequence[Path]) -> set[str]:
     """The packages and modules the import roots provide at their top."""
@@ -315,9 +322,77 @@ def top_level_names(roots: Sequence[Path]) -> set[str]:
         except OSError:
             continue
         for entry in entries:
-            if entry.name.endswith(".py") and entry.name != "setup.py":
+            if entry.name.endswith(".py") and entry.name[:-3].isidentifier() and entry.name != "setup.py":
                 names.add(entry.name[:-3])
             elif entry.is_dir(follow_symlinks=False) and entry.name.isidentifier() and (
                     os.path.isfile(os.path.join(entry.path, "__init__.py"))):
                 names.add(entry.name)
     return names
+
+
+def site_folders(folder: Path) -> list[Path]:
+    """The package folders of the interpreters a bound folder holds: a virtual environment's or a prefix's
+    (lib/pythonX.Y/site-packages), each version of a version manager's root (pyenv's versions/*), or one itself."""
+    if folder.name in ("site-packages", "dist-packages"):
+        return [folder]
+    patterns = ("lib/python3*/site-packages", "lib/python3*/dist-packages", "local/lib/python3*/dist-packages",
+                "versions/*/lib/python3*/site-packages")
+    try:
+        return [p for pattern in patterns for p in sorted(folder.glob(pattern))[:16] if p.is_dir()]
+    except OSError:
+        return []
+
+
+def _head(path: Path) -> str:
+    try:
+        with path.open("rb") as f:
+            return f.read(PTH_HEAD_BYTES).decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def _installs(site: Path, pth: Path, names: set[str], root: Path) -> bool:
+    """Whether a .pth file installs one of the tree's top-level packages from elsewhere: a path line naming a
+    folder that holds one (an editable install's src/), or a module it imports that maps one (setuptools'
+    `__editable__` finder's MAPPING, the `editables` redirector's map_module)."""
+    text = _head(pth)
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith(("import ", "import\t")):
+            for module in _IMPORTED.findall(line):
+                source = _head(site / f"{module}.py")
+                if any(re.search(rf"""['"]{re.escape(n)}['"]\s*[:,]""", source) for n in names):
+                    return True
+            continue
+        folder = Path(line) if os.path.isabs(line) else site / line
+        if root == folder or root in folder.parents:
+            continue  # (the tree's own, in a venv a setup step made from it)
+        if any((folder / n / "__init__.py").is_file() or (folder / f"{n}.py").is_file() for n in names):
+            return True
+    return False
+
+
+def editable_masks(folders: Iterable[Path], root: Path) -> list[Path]:
+    """The .pth files, in the site folders of these bound folders and of the system's interpreters, that install
+    one of the tree's own top-level packages from elsewhere (an editable install of the user's checkout): hidden
+    from the check, which imports those packages from the tree's import roots. Where the checkout is visible in the
+    sandbox (under /opt, or in read_only_paths), a setuptools finder would otherwise import a module the tree
+    removed from the checkout."""
+    names = top_level_names(import_roots(root))
+    if not names:
+        return []
+    sites: list[Path] = []
+    for folder in folders:
+        sites += site_folders(folder)
+    for pattern in SYSTEM_SITES:
+        sites += sorted(Path("/").glob(pattern.lstrip("/")))[:16]
+    masks: list[Path] = []
+    for site in dict.fromkeys(sites):
+        try:
+            pths = sorted(site.glob("*.pth"))[:MAX_PTH]
+        except OSError:
+            continue
+        masks += [pth for pth in pths if pth.is_file() and not pth.is_symlink() and _installs(site, pth, names, root)]
+    return masks

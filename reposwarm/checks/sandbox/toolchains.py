@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from reposwarm.checks.runners.prefixes import programs
+from reposwarm.checks.sandbox import python
 from reposwarm.checks.sandbox.environment import SandboxUnavailable, inside
 from reposwarm.runs import objects
 
@@ -433,15 +434,20 @@ def secret_files(folder: Path) -> list[Path]:
 def toolchain_mounts(home: Path, extra: list[str], argv: list[str] | tuple[str, ...] = (),
                      root: Path | None = None) -> list[str]:
     """Read-only binds of the toolchains (with what they hold of the worker's secrets hidden), of what the
-    programs the command names by absolute path need, and of the profile's read_only_paths (missing ones skipped); REPOSWARM_HOME hidden
-    where a system folder would show it (REPOSWARM_HOME=/opt/reposwarm)."""
+    programs the command names by absolute path need, and of the profile's read_only_paths (missing ones
+    skipped); the .pth files of an editable install of the tree's own packages hidden (python.editable_masks);
+    REPOSWARM_HOME hidden where a system folder would show it (REPOSWARM_HOME=/opt/reposwarm)."""
     args: list[str] = []
-    for path in toolchains(home, argv, root):
+    bound = toolchains(home, argv, root)
+    for path in bound:
         args += ["--ro-bind", str(path), str(path)]
         if path.is_dir():
             args += _masks(path, home)
     for named in extra:
         args += ["--ro-bind-try", named, named]
+    if root is not None:  # an editable install of the tree's own packages, from the user's checkout: hidden
+        shown = [*bound, *(Path(p) for p in extra if os.path.isabs(p))]
+        args += [a for pth in python.editable_masks(shown, root) for a in ("--ro-bind", "/dev/null", str(pth))]
     if _visible(objects.home()):
         args += _hide_state(objects.home())
     return args
