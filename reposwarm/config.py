@@ -189,20 +189,24 @@ def _lanes_read_so_far(data: dict[str, Any]) -> LanesFile | None:
 
 
 def read_lanes_file(path: str | Path, files: Collection[str] | None = None, *, root: Path | None = None,
-                    at: str = "", tools_on_path: bool = False) -> tuple[LanesFile, LaneFindings]:
+                    at: str = "", tools_on_path: bool = False, need_lanes: bool = True) -> tuple[LanesFile, LaneFindings]:
     """A lanes file and what reposwarm/lanes_check.py says of it: every error at once, in one ConfigError (the
     schema's, the lane graph's, the slices'), or the file with the warnings and notes to say. `files`: the
     tracked files of the commit the run starts from (`at` names it), for the warnings about slices matching none;
-    `tools_on_path`: warn of check commands not installed here."""
+    `tools_on_path`: warn of check commands not installed here; `need_lanes=False`: the repository's
+    configuration, whose lanes may be absent (read_configuration)."""
     path = Path(path)
     data = _read_structured(path)
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping with a 'swarm' key, got {type(data).__name__}")
+    schema = LanesFileOnDisk if need_lanes else LanesFile
+    if not need_lanes and data.get("swarm") is None:
+        data = {**data, "swarm": {}}  # (the repository's configuration may hold no swarm settings at all)
     try:
-        LanesFileOnDisk.model_validate(data)  # a file has lanes (a run's request may not, while it proposes some)
+        schema.model_validate(data)  # a lanes file has lanes (a run's request may not, while it proposes some)
         config = LanesFile.model_validate(data)
     except ValidationError as err:
-        problems = _problems(err.errors(include_url=False), LanesFileOnDisk)
+        problems = _problems(err.errors(include_url=False), schema)
         swarm = data.get("swarm")
         problems += lane_graph_problems(swarm.get("lanes") if isinstance(swarm, dict) else None)
         if (partial := _lanes_read_so_far(data)) is not None:
@@ -212,6 +216,26 @@ def read_lanes_file(path: str | Path, files: Collection[str] | None = None, *, r
     if findings.errors:
         raise _many(path, findings.errors)
     return config, findings
+
+
+def read_configuration(path: str | Path, files: Collection[str] | None = None, *, root: Path | None = None,
+                       at: str = "", tools_on_path: bool = False) -> tuple[LanesFile, LaneFindings]:
+    """The repository's configuration: a lanes file whose `swarm.lanes` may be absent or empty (its check
+    profiles, prices, delivery, swarm defaults and budgets, committed once; the run proposes its lanes per task).
+    Checked as a lanes file is, every problem in one ConfigError; with lanes, it is a lanes file."""
+    return read_lanes_file(path, files, root=root, at=at, tools_on_path=tools_on_path, need_lanes=False)
+
+
+def declares_lanes(path: str | Path) -> bool:
+    """Whether a configuration file has lanes (a non-empty `swarm.lanes`): then it is a lanes file, else the
+    run proposes its lanes. A file that does not read as a mapping counts as one with lanes, so the lanes
+    loader says what is wrong with it."""
+    try:
+        data = _read_structured(Path(path))
+    except ConfigError:
+        return True
+    swarm = data.get("swarm") if isinstance(data, dict) else None
+    return not isinstance(data, dict) or (isinstance(swarm, dict) and bool(swarm.get("lanes")))
 
 
 def load_lanes_file(path: str | Path) -> LanesFile:

@@ -17,30 +17,49 @@ from pydantic import ValidationError
 
 from reposwarm.config import ConfigError, _problems
 from reposwarm.contracts import LanePlan, LaneProposal, LanesFile, Plan, SwarmConfig, ValidationConfig
-from reposwarm.contracts.config import LanesFileOnDisk
+from reposwarm.contracts.config import CheckProfile, LanesFileOnDisk
 from reposwarm.lanes_check import check_lanes
 
 PLAN_KEY = "plan"
 PROFILE = "default"  # the proposal's one validation profile, as the lanes file names it
 
 
+def run_validation(base: LanesFile, profile: CheckProfile | None) -> ValidationConfig:
+    """The validation a proposal's run uses: the configuration's own profiles when it has some (the profile it
+    selects becomes the proposal's, the same one unless a person edited it), else the proposal's detected profile
+    as PROFILE; never the detected one in place of a configured one."""
+    if base.validation.profiles:
+        if profile is None:
+            return base.validation
+        return base.validation.model_copy(update={"profiles": {**base.validation.profiles,
+                                                               base.validation.profile: profile}})
+    return ValidationConfig(profile=PROFILE, profiles={PROFILE: profile}) if profile is not None else ValidationConfig()
+
+
+def configured_profile(base: LanesFile, test_profile: str | None = None) -> CheckProfile | None:
+    """The profile the configuration selects (TEST_PROFILE's first), None when it has none."""
+    profiles = base.validation.profiles
+    return profiles.get(test_profile or "") or profiles.get(base.validation.profile)
+
+
 def lanes_data(proposal: LaneProposal, base: LanesFile | None = None) -> dict[str, Any]:
-    """The lanes file a proposal is: the lanes (every key a lanes file has), its declared overlaps, the detected
-    profile, and the run's own settings where they are not the defaults."""
-    swarm: dict[str, Any] = base.swarm.model_dump(mode="json", exclude_defaults=True, exclude={"lanes", "overlaps"}) \
-        if base is not None else {}
+    """The lanes file a proposal is: the configuration it was proposed in (swarm settings, profiles, prices,
+    delivery, where not the defaults), with the proposal's lanes, its declared overlaps and its profile."""
+    base = base or LanesFile(swarm=SwarmConfig())
+    data: dict[str, Any] = base.model_dump(mode="json", exclude_defaults=True, exclude={"swarm", "validation"})
+    swarm: dict[str, Any] = base.swarm.model_dump(mode="json", exclude_defaults=True, exclude={"lanes", "overlaps"})
     if proposal.overlaps:
         swarm["overlaps"] = list(proposal.overlaps)
     swarm["lanes"] = {name: {"allowed_paths": role.allowed_paths,
                              **role.model_dump(mode="json", exclude_defaults=True, exclude={"allowed_paths"})}
                       for name, role in proposal.lanes.items()}
-    data: dict[str, Any] = {"swarm": swarm}
-    if proposal.profile is not None:
-        data["validation"] = {"profile": PROFILE, "profiles": {
-            PROFILE: proposal.profile.model_dump(mode="json", exclude_defaults=True)}}
-    if base is not None and base.prices:
-        data["prices"] = {k: v.model_dump(mode="json") for k, v in base.prices.items()}
-    return data
+    validation = run_validation(base, proposal.profile)
+    out: dict[str, Any] = {"swarm": swarm}
+    if validation.profiles:
+        out["validation"] = {"profile": validation.profile, "profiles": {
+            name: profile.model_dump(mode="json", exclude_defaults=True)
+            for name, profile in validation.profiles.items()}}
+    return {**out, **data}
 
 
 def plan_data(plan: Plan | None) -> dict[str, Any]:
@@ -123,12 +142,11 @@ def edited(proposal: LaneProposal, config: LanesFile, plan: Plan | None) -> Lane
 
 
 def accepted_config(base: LanesFile, proposal: LaneProposal) -> LanesFile:
-    """The run's configuration once a proposal is accepted: its lanes, overlaps and profile."""
+    """The run's configuration once a proposal is accepted: the configuration it was proposed in (profiles,
+    prices, delivery, swarm settings and budgets) with the proposal's lanes, overlaps and profile."""
     swarm: SwarmConfig = base.swarm.model_copy(update={"lanes": dict(proposal.lanes),
                                                        "overlaps": list(proposal.overlaps)})
-    validation = ValidationConfig(profile=PROFILE, profiles={PROFILE: proposal.profile}) \
-        if proposal.profile is not None else ValidationConfig()
-    return base.model_copy(update={"swarm": swarm, "validation": validation})
+    return base.model_copy(update={"swarm": swarm, "validation": run_validation(base, proposal.profile)})
 
 
 

@@ -5,8 +5,9 @@ a proposal the guardrails refuse twice stops the run with its problems. Otherwis
 holding no worker, for a person's `confirm_lanes` Update (or its Signal twin, which the Web UI can send): accept,
 accept an edit (a lanes file's YAML with a `plan:` section, reposwarm/proposal_file.py), or stop. `auto_accept`
 (run --yes) takes the proposal at once; `only` (run --write-lanes) ends the run with it. Once accepted, the run
-goes on with the proposal's lanes, overlaps and profile as its configuration and the proposal's plan as round 1's:
-no second planning call.
+goes on with the proposal's lanes, overlaps and profile in the configuration it was started with (a
+configuration-only reposwarm.yaml's profiles, prices, delivery and defaults; its selected profile is the
+proposal's, never replaced by a detected one) and the proposal's plan as round 1's: no second planning call.
 
 An edit is read in the Update's validator (parsing YAML and the contracts is deterministic), so one that does
 not even load is refused at once; the checks that need the commit's files (slices matching nothing, a test lane
@@ -41,7 +42,7 @@ with workflow.unsafe.imports_passed_through():
         SwarmResult,
         SwarmStatus,
     )
-    from reposwarm.proposal_file import accepted_config, edited, read_text
+    from reposwarm.proposal_file import accepted_config, configured_profile, edited, read_text
     from reposwarm.text import inert_line
     from reposwarm.webui import md_escape
     from workflows import options
@@ -156,7 +157,11 @@ class Proposals:
                                         price=req.config.prices.get(req.model), record=req.record),
             **options.model(req.config.swarm.model_outage_s))
         self._status.usage = self._status.usage + outcome.usage
-        proposal = self._status.proposal = outcome.proposal
+        proposal = outcome.proposal
+        if (profile := configured_profile(req.config, req.test_profile)) is not None:
+            # the repository's configuration has its checks: they are the run's, not the ones detected
+            proposal = proposal.model_copy(update={"profile": profile})
+        self._status.proposal = proposal
         if proposal.problems:
             raise ApplicationError(f"the planner's proposal of lanes was refused {proposal.attempts} times: "
                                    + "; ".join(proposal.problems), non_retryable=True)

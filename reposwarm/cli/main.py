@@ -81,9 +81,13 @@ def parser() -> argparse.ArgumentParser:
 
     # the run commands: they reach the run through Temporal, from any machine
     run = sub.add_parser("run", help="start a swarm run on a repository")
-    run.add_argument("--repo", required=True, help="the repository: its top folder, or a git remote URL (then --lanes)")
+    run.add_argument("--repo", required=True, help="the repository: its top folder, or a git remote URL (its lanes "
+                     "file or configuration given here, or none: the run proposes its lanes on a worker)")
     run.add_argument("--task", required=True, help="what to change, in words: the planner splits it into the lanes' goals")
     run.add_argument("--lanes", help="lanes file (default: reposwarm.yaml or helpers.yaml in the repository)")
+    run.add_argument("--config", metavar="FILE", help="the repository's configuration (check profiles, prices, "
+                     "delivery, defaults, budgets) with no lanes: the run proposes them (default: the repository's "
+                     "reposwarm.yaml when it has none); with lanes, it is the lanes file")
     run.add_argument("--plan", help="a Plan as YAML or JSON; skips the planning model in round 1")
     run.add_argument("--model", help="provider:name, e.g. replay:script.yaml (default: REPOSWARM_MODEL)")
     run.add_argument("--wait", action="store_true", help="show progress until the run waits for review")

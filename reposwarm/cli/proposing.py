@@ -28,7 +28,7 @@ from temporalio.client import (
 from reposwarm.cli.answers import NoWorker, RunView, prog, send_update, view, worker_polling
 from reposwarm.cli.common import UserError, client_or_die, git_out, if_interrupted, said_if_slow, ui_url
 from reposwarm.cli.live import proposal_ready
-from reposwarm.config import ConfigError, apply_env
+from reposwarm.config import ConfigError, apply_env, declares_lanes, read_configuration
 from reposwarm.contracts import LaneProposal, LanesDecision, LanesFile, Phase, ProposeOptions, SwarmConfig
 from reposwarm.proposal_file import (
     COLUMNS,
@@ -46,15 +46,64 @@ TICK_S = 0.5
 MOST_LANES = 64  # ProposeOptions.max_lanes's limit
 
 
-def wants_proposal(args: argparse.Namespace) -> bool:
-    """A run that proposes its lanes: no --lanes and no lanes file in the repository (a local one)."""
+def configuration_path(args: argparse.Namespace) -> Path | None:
+    """The run's configuration file: --config FILE, else (a local repository) its own reposwarm.yaml,
+    helpers.yaml or .reposwarm.yaml, as a lanes file is looked for. A URL's files are not read here."""
     from reposwarm.cli.common import LANES_FILE_NAMES
     from reposwarm.remote import is_url
 
-    if args.lanes or is_url(args.repo):
-        return False
+    if getattr(args, "config", None):
+        return Path(args.config)
+    if is_url(args.repo):
+        return None
     repo = Path(args.repo).expanduser()
-    return not any((repo / name).is_file() for name in LANES_FILE_NAMES)
+    return next((repo / name for name in LANES_FILE_NAMES if (repo / name).is_file()), None)
+
+
+def wants_proposal(args: argparse.Namespace) -> bool:
+    """A run that proposes its lanes: no --lanes, and a configuration file with no lanes or none at all (a
+    repository named by URL too: its proposal is made on a worker, from its clone). A --config FILE that has
+    lanes is the run's lanes file, as --lanes FILE would be."""
+    if args.lanes:
+        if getattr(args, "config", None):
+            raise UserError("--lanes and --config: a lanes file is the whole configuration (its check profiles, "
+                            "prices and delivery too); give --lanes FILE alone, or --config FILE for the run to "
+                            "propose its lanes")
+        return False
+    path = configuration_path(args)
+    if path is not None and declares_lanes(path):
+        if getattr(args, "config", None):
+            args.lanes = args.config
+        return False
+    return True
+
+
+def load_configuration(args: argparse.Namespace, repo: Path | None) -> tuple[Path | None, LanesFile]:
+    """The configuration the run proposes its lanes in (configuration_path's file, read as a lanes file with no
+    lanes; else the defaults), checked, its warnings said, the environment's knobs applied. The repository's
+    own file is its author's, not the user's: said, and refused if it sets what only the user may."""
+    from reposwarm.cli.common import settings_only_the_user_makes, tracked_files
+
+    path, given = configuration_path(args), bool(getattr(args, "config", None))
+    if path is None:
+        return None, apply_env(LanesFile(swarm=SwarmConfig()))
+    if given and not path.is_file():
+        raise UserError(f"--config {path}: no such file")
+    files = tracked_files(repo) if repo is not None else None
+    try:
+        config, findings = read_configuration(path, files, root=repo, at=" at HEAD", tools_on_path=True)
+    except ConfigError as err:
+        raise UserError(str(err).replace(":\n  - ", ": ").replace("\n  - ", "; ")) from None
+    if not given:
+        print(f"note: using the repository's own {path.name} (untrusted: it may not set delivery, a check "
+              "profile's env or network; --config FILE gives a configuration of your own), proposing the lanes",
+              file=sys.stderr)
+        if keys := settings_only_the_user_makes(config):
+            raise UserError(f"{path}: the repository's own configuration may not set {', '.join(keys)}; give "
+                            "them yourself, in a file of your own (--config FILE)")
+    for line in findings.warnings:
+        print(f"warning: {path}: {line}", file=sys.stderr)
+    return path, apply_env(config)
 
 
 def refuse_proposal_flags(args: argparse.Namespace) -> None:
@@ -66,15 +115,22 @@ def refuse_proposal_flags(args: argparse.Namespace) -> None:
 
 
 async def cmd_run_proposing(args: argparse.Namespace) -> int:
-    from reposwarm.cli.common import LANES_FILE_NAMES, check_repo
+    from reposwarm.cli.common import LANES_FILE_NAMES, check_repo, check_url
     from reposwarm.cli.runs import build_request, cmd_watch, render_dry_run, start, swarm_workflow
+    from reposwarm.remote import is_url
 
-    repo = check_repo(args.repo)  # (a missing or wrong folder is said first, as with a lanes file)
-    if not (args.model or os.environ.get("REPOSWARM_MODEL")):
+    if is_url(args.repo):
+        check_url(args.repo)
+        repo: Path | None = None
+    else:
+        repo = check_repo(args.repo)  # (a missing or wrong folder is said first, as with a lanes file)
+    config_path, base = load_configuration(args, repo)
+    if not (args.model or os.environ.get("REPOSWARM_MODEL") or base.swarm.model):
+        where = f"to {repo}" if repo is not None else "(a lanes file of yours: --lanes FILE)"
         raise UserError(f"no lanes file and no model: pass --lanes FILE or add one of {', '.join(LANES_FILE_NAMES)} "
-                        f"to {repo}, or name the planner model (--model provider:name, or REPOSWARM_MODEL) and the run "
-                        f"proposes its lanes (`{prog()} try --repo {repo}` proposes a lanes file from a commit of "
-                        "yours and replays it offline)")
+                        f"{where}, or name the planner model (--model provider:name, REPOSWARM_MODEL, or swarm.model in "
+                        f"the configuration) and the run proposes its lanes (`{prog()} try --repo {repo or 'PATH'}` "
+                        "proposes a lanes file from a commit of yours and replays it offline)")
     if args.plan:
         raise UserError("--plan needs a lanes file (--lanes FILE): with none, the run proposes its lanes and their "
                         "plan together")
@@ -83,8 +139,7 @@ async def cmd_run_proposing(args: argparse.Namespace) -> int:
         raise UserError(f"--max-lanes {max_lanes}: give 1 to {MOST_LANES} lanes")
     if args.write_lanes and Path(args.write_lanes).is_dir():
         raise UserError(f"--write-lanes {args.write_lanes}: is a folder; give the lanes file's path")
-    base = apply_env(LanesFile(swarm=SwarmConfig()))
-    req = build_request(args, config=base)
+    req = build_request(args, config=base, config_path=config_path)
     terminal = sys.stdin.isatty() and sys.stdout.isatty()
     written = bool(args.write_lanes)
     req.dry_run, req.record = bool(args.dry_run or written), args.record
@@ -132,7 +187,7 @@ async def cmd_run_proposing(args: argparse.Namespace) -> int:
     elif not terminal:
         print(answer_hint(req.run_id))
         return 0
-    elif not await ask(client, req.run_id, proposal, base, Path(req.repo_path)):
+    elif not await ask(client, req.run_id, proposal, base, repo):
         return 0
     if args.wait:
         return int(await cmd_watch(argparse.Namespace(run=req.run_id)))
@@ -191,7 +246,7 @@ def show(proposal: LaneProposal, model: str, terminal: bool) -> None:
         console.print(Text(inert_line(line), style="yellow" if line.startswith(("warning", "predicted")) else ""))
 
 
-async def ask(client: Client, run_id: str, proposal: LaneProposal, base: LanesFile, repo: Path) -> bool:
+async def ask(client: Client, run_id: str, proposal: LaneProposal, base: LanesFile, repo: Path | None) -> bool:
     """accept / edit / stop, on the terminal; True once the lanes are accepted."""
     text: str | None = None
     while True:

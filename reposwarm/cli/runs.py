@@ -106,19 +106,23 @@ def _checked_request_env() -> tuple[str | None, str | None]:
 
 
 def build_request(args: argparse.Namespace, *, auto_approve: bool = False,
-                  config: LanesFile | None = None) -> SwarmRequest:
+                  config: LanesFile | None = None, config_path: Path | None = None) -> SwarmRequest:
     """The run's request from the command line, every input checked; `config` instead of a lanes file: a run
-    that proposes its lanes (reposwarm/cli/proposing.py)."""
+    that proposes its lanes (reposwarm/cli/proposing.py), in the configuration read from `config_path`, if any."""
     if not (args.task or "").strip():
         raise UserError("--task is empty: say in words what to change (--task \"Add a /health endpoint\")")
     from reposwarm.remote import is_url
 
     remote = RemoteHeads(args.repo) if is_url(args.repo) else None
-    if remote is not None and not args.lanes:
+    if remote is not None and not args.lanes and config is None:
         raise UserError(f"a repository named by URL needs --lanes FILE (the lanes file is read here, not from {args.repo})")
-    repo = check_repo(args.repo) if remote is None else Path(args.lanes).resolve().parent
+    if remote is None:
+        repo = check_repo(args.repo)
+    else:  # (what a lanes file or a configuration names, a replay script say, is relative to it)
+        repo = Path(args.lanes or config_path or Path.cwd() / "-").resolve().parent
     env_base, swarm_branch = _checked_request_env()
-    lanes_path, config = load_config(repo, args.lanes) if config is None else (repo / "(no lanes file)", config)
+    lanes_path, config = load_config(repo, args.lanes) if config is None else \
+        (config_path or repo / "(no lanes file)", config)
     # Lane models: replay scripts named relative to the lanes file.
     for name, role in config.swarm.lanes.items():
         if role.model:
