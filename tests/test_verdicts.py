@@ -315,25 +315,49 @@ def test_require_exercised_fails_a_change_no_check_loaded_and_says_which():
     assert verdicts.required(everything, True).verdict == Verdict.passed  # nothing missing: passes
 
 
+def part(loaded, argv=("python", "-m", "pytest"), runner="pytest") -> TestReport:
+    """One part of a check (a shard) as its validate activity answers it: its command's evidence, held against the
+    change's files (reposwarm/checks/evidence/ exercise), and settled."""
+    from reposwarm.checks import evidence, verdicts
+    from reposwarm.contracts import CommandResult
+
+    command = CommandResult(argv=list(argv), exit_code=0, duration_s=1.0, tests_run=2, runner=runner, loaded=loaded)
+    return verdicts.settle(TestReport(passed=True, tests_run=2, commands=[command], exercise=evidence.exercise(
+        [command], ["a.py", "b.py", "c.py", "README.md"], {"a.py": [1, 2, 3]}) if loaded is not None else None))
+
+
 def test_the_parts_evidence_merges_loaded_anywhere_and_outside_anywhere():
     from reposwarm.checks.shards import merge
-    from reposwarm.contracts import Exercise, Verdict
+    from reposwarm.contracts import Loaded, Verdict
 
-    one = green(Exercise(loaded=["a.py"], not_loaded=["b.py", "c.py"], unknown=["d.ts"], diff_lines={"a.py": (2, 5)}))
-    two = green(Exercise(loaded=["b.py"], not_loaded=["a.py", "c.py"], outside={}, diff_lines={"a.py": (0, 5)}))
+    one = part(Loaded(languages=["python"], inside=["a.py"], lines={"a.py": [1, 2]}))
+    two = part(Loaded(languages=["python"], inside=["b.py"]))
+    assert one.exercise is not None and one.exercise.not_loaded == ["b.py", "c.py"], one.exercise
     merged = merge([one, two])
     assert merged.exercise is not None
+    # loaded by either part: exercised; loaded by none: not exercised; README.md is no source file, not counted
     assert merged.exercise.loaded == ["a.py", "b.py"] and merged.exercise.not_loaded == ["c.py"], merged.exercise
-    assert merged.exercise.unknown == ["d.ts"] and merged.exercise.diff_lines == {"a.py": (2, 5)}, merged.exercise
-    assert merged.verdict == Verdict.passed, merged
-    # one part ran an installed copy of b.py: the check is not judged, whatever the other part loaded
-    three = green(Exercise(outside={"b.py": "/site-packages/b.py"}, not_loaded=["a.py"]))
+    assert merged.exercise.diff_lines == {"a.py": (2, 3)}, merged.exercise
+    assert merged.verdict == Verdict.passed and "2 of 3 changed source files exercised" in verdicts_line(merged)
+    # one part ran an installed copy of b.py: the check is not judged, whatever the other parts loaded
+    three = part(Loaded(languages=["python"], outside={"b.py": "/site-packages/b.py"}))
     merged = merge([one, two, three])
-    assert merged.verdict == Verdict.not_judged, merged
-    assert merged.exercise.outside == {"b.py": "/site-packages/b.py"} and "b.py" not in merged.exercise.loaded
-    # a part with no evidence adds none; parts none of which had any: none
-    assert merge([one, green()]).exercise == one.exercise
+    assert merged.verdict == Verdict.not_judged and not merged.passed, merged
+    assert merged.exercise is not None and merged.exercise.outside == {"b.py": "/site-packages/b.py"}
+    assert merged.exercise.loaded == ["a.py"], merged.exercise
+    # a part whose command could have run c.py unseen (no runner known, no evidence): c.py is not known to be
+    # unexercised
+    blind = part(None, argv=("make", "test"), runner="")
+    merged = merge([one, two, blind])
+    assert merged.exercise is not None and merged.exercise.not_loaded == [] and merged.exercise.unknown == ["c.py"]
+    # parts none of which had any evidence: none, as before
     assert merge([green(), green()]).exercise is None
+
+
+def verdicts_line(report: TestReport) -> str:
+    from reposwarm.checks import verdicts
+
+    return verdicts.summary(report)
 
 
 def test_no_evidence_judges_as_before():

@@ -9,14 +9,17 @@ counted in the verdict line, and a failure of the gate where the profile says `r
 
 A check that ran as several parts (shards, the selected tests and then the remainder) is judged on the parts'
 evidence together (`merged`): a file loaded from the tree by any part was exercised; one loaded from outside by any
-part stays outside (that part's tests ran another copy, whatever the others ran). No evidence (`exercise` None: no
-collector, or a report recorded before) changes nothing. Pure functions: workflows call them.
+part stays outside (that part's tests ran another copy, whatever the others ran); one is not exercised only when no
+command of any part could have run it unseen. No evidence (`exercise` None: no collector, or a report recorded
+before) changes nothing. Pure functions: workflows call them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
+from reposwarm.checks.evidence.exercise import SHADOWED_MAX
+from reposwarm.checks.evidence.exercise import exercise as sort_changed
 from reposwarm.contracts import Exercise, TestReport
 from reposwarm.text import inert_line
 
@@ -40,33 +43,31 @@ def _named(files: list[str]) -> str:
     return shown + (f" and {len(files) - SHOWN} more" if len(files) > SHOWN else "")
 
 
-def merged(exercises: Iterable[Exercise | None]) -> Exercise | None:
-    """The parts' evidence as one: outside anywhere stays outside, then loaded anywhere wins over not loaded, which
-    wins over unknown (a part whose runtimes could not speak for the file). None when no part had any."""
-    given = [e for e in exercises if e is not None]
+def merged(reports: Sequence[TestReport]) -> Exercise | None:
+    """The parts' evidence as one check's: their commands sorted together, as one run of them all would be
+    (evidence/exercise.py): outside anywhere stays outside, then loaded from the tree anywhere is exercised, and a
+    file is "not loaded" only when no command of any part could have run it unseen (else unknown). Diff coverage:
+    the most any part measured (parts count lines, they do not list them). None when no part had any evidence."""
+    given = [r.exercise for r in reports if r.exercise is not None]
     if not given:
         return None
-    if len(given) == 1:
+    if len(reports) == 1:
         return given[0]
-    outside: dict[str, str] = {}
+    changed = {f for e in given for f in (*e.loaded, *e.outside, *e.not_loaded, *e.unknown)}
+    together = sort_changed([c for r in reports for c in r.commands], changed)
     shadowed: dict[str, str] = {}
-    for e in given:
-        for path, where in e.outside.items():
-            outside.setdefault(path, where)
-        for path, where in e.shadowed.items():
-            shadowed.setdefault(path, where)
-    loaded = {f for e in given for f in e.loaded} - outside.keys()
-    not_loaded = {f for e in given for f in e.not_loaded} - loaded - outside.keys()
-    unknown = {f for e in given for f in e.unknown} - loaded - not_loaded - outside.keys()
-    # (lines executed are counted per part, not listed: the most any part ran is what is known to have run)
     diff_lines: dict[str, tuple[int, int]] = {}
     for e in given:
-        for path, (ran, changed) in e.diff_lines.items():
-            before = diff_lines.get(path)
-            diff_lines[path] = (max(ran, before[0]), max(changed, before[1])) if before else (ran, changed)
-    return Exercise(loaded=sorted(loaded), outside=dict(sorted(outside.items())), not_loaded=sorted(not_loaded),
-                    unknown=sorted(unknown), shadowed=dict(sorted(shadowed.items())),
-                    diff_lines=dict(sorted(diff_lines.items())))
+        for path, where in e.shadowed.items():
+            if len(shadowed) < SHADOWED_MAX:
+                shadowed.setdefault(path, where)
+        for path, (ran, lines) in e.diff_lines.items():
+            before = diff_lines.get(path, (0, 0))
+            diff_lines[path] = (max(ran, before[0]), max(lines, before[1]))
+    loaded = set(together.loaded)
+    return together.model_copy(update={
+        "shadowed": dict(sorted(shadowed.items())),
+        "diff_lines": {path: counts for path, counts in sorted(diff_lines.items()) if path in loaded}})
 
 
 def outside(report: TestReport) -> dict[str, str]:

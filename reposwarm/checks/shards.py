@@ -111,6 +111,6 @@ def merge(reports: list[TestReport], label: str = "") -> TestReport:
         "selection": label or first.selection,
         "ref": first.ref,
         # whether the parts together ran the change's own code (outside anywhere stays outside: NOT JUDGED)
-        "exercise": exercised.merged(r.exercise for r in reports),
+        "exercise": exercised.merged(reports),
     })
     return verdicts.settle(merged)
