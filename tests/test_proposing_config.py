@@ -9,6 +9,7 @@ lanes writing the change; the delivered tree's own tests run after.
 
 from __future__ import annotations
 
+import copy
 import subprocess
 import sys
 from pathlib import Path
@@ -45,9 +46,16 @@ LANES = {"number": {1: [write("n1", "src/humanize/number.py", NUMBER), finish("n
 CONFIGURED = ["python3", "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"]
 
 
-def script(tmp_path: Path) -> Path:
-    return write_yaml(tmp_path / "replay.yaml", {"version": 1, "proposer": turn(("p1", "submit_lanes",
-                                                                               HUMANIZE_PROPOSAL)), "lanes": LANES})
+def script(tmp_path: Path, proposal: dict[str, Any] = HUMANIZE_PROPOSAL) -> Path:
+    return write_yaml(tmp_path / "replay.yaml", {"version": 1, "proposer": turn(("p1", "submit_lanes", proposal)),
+                                                 "lanes": LANES})
+
+
+def proposal_lines(run_id: str) -> list[dict[str, Any]]:
+    """The run's ledger lines about its proposal (the worker runs in this process: its home is this one's)."""
+    from reposwarm.runs import ledger
+
+    return [line for line in ledger.read(run_id) if line["event"] == "proposal"]
 
 
 def run_id_of(done: subprocess.CompletedProcess[str]) -> str:
@@ -101,6 +109,8 @@ async def test_a_configuration_without_lanes_gives_the_proposed_run_its_profile_
     assert git(bare, "rev-parse", branch) == git(repo, "rev-parse", branch)
     assert git(repo, "show", f"{branch}:docs/number.md") == DOCS.strip()
     delivered_tests_pass(repo, branch, tmp_path)
+    [line] = proposal_lines(run_id)
+    assert line["lanes"] == ["number", "tests", "docs"] and line["problems"] == [] and line["warnings"] == []
 
 
 async def test_the_repository_s_own_configuration_is_kept_in_the_proposal_written_as_a_lanes_file(
@@ -129,10 +139,17 @@ async def test_a_repository_named_by_url_proposes_its_lanes_on_a_worker_from_its
     bare = tmp_path / "humanize.git"
     git(tmp_path, "clone", "-q", "--bare", str(work), str(bare))
     url = f"file://{bare}"
+    # the docs lane may also write a folder the task may create: what the guardrails cannot decide, a warning
+    reply = copy.deepcopy(HUMANIZE_PROPOSAL)
+    reply["lanes"][2]["allowed_paths"].append("docs/ordinals/")
     started = await cli(client, tmp_path / "cli", "run", "--repo", url, "--task", TASK, "--model",
-                        f"replay:{script(tmp_path).resolve()}", "--yes", "--wait")
+                        f"replay:{script(tmp_path, reply).resolve()}", "--yes", "--wait")
     run_id = run_id_of(started)
     assert "proposed lanes (3" in started.stdout, started.stdout
+    said = "swarm.lanes.docs.allowed_paths: 'docs/ordinals/' matches no tracked file"
+    assert f"warning: {said}" in started.stdout, started.stdout  # under the proposal's table
+    [line] = proposal_lines(run_id)
+    assert line["problems"] == [] and line["warnings"] == [said], line
     await approve_and_deliver(client, run_id)
     status = await status_of(client, run_id)
     assert status.proposal is not None and status.proposal.problems == []
