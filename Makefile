@@ -14,7 +14,7 @@ export TEMPORAL_PORT ?= 7233
 export TEMPORAL_UI_PORT ?= 8233
 export TEMPORAL_ADDRESS ?= localhost:$(TEMPORAL_PORT)
 
-.PHONY: venv bubblewrap toolchains browser demo test typecheck dev-server stop-dev-server worker clean record-history bench
+.PHONY: venv bubblewrap toolchains browser demo test typecheck dev-server stop-dev-server worker clean record-history bench realrepos
 
 venv: $(VENV)/.installed
 
@@ -99,6 +99,12 @@ typecheck: venv
 #                   tests a three-service change affects, those in 2 shards on one host and on two (pinned to a core
 #                   each), injected breaks caught: bench/results_checks.json, and validation_* merged into
 #                   bench/results.json (after bench_swarm.py); --quick (the default when CI=true)
+# `reposwarm try` on real commits of public repositories with their users' environments (bench/realrepos.yaml;
+# docs/benchmarks.md "Real repositories"). Not part of bench or test: it needs the repositories' mirrors
+# (REALREPOS_ARGS="--mirrors DIR"), or their URLs, and installs from PyPI and npm. REALREPOS_ARGS="--only NAME"
+realrepos: venv
+	$(PY) bench/realrepos.py $(REALREPOS_ARGS)
+
 bench: venv
 	$(PY) bench/bench_index.py $(BENCH_ARGS)
 	$(PY) bench/bench_swarm.py $(BENCH_SWARM_ARGS)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -15,13 +16,17 @@ from reposwarm.models import ModelError, ModelRequest
 from reposwarm.models.careful import careful_lanes, kind
 from reposwarm.models.oracle import OracleProvider, checked
 from tests.helpers import ROOT, git, make_repo
+from tests.test_try import cli
 
 sys.path.insert(0, str(ROOT / "bench"))
 import realrepos  # noqa: E402
+import realrepos_setup  # noqa: E402
 
 INIT = "from pkg.fmt import show\n"
 FMT = "def show(x):\n    return str(x)\n"
 PARSE = "def parse(text):\n    return int(text)\n"
+TEST_SHOW = "from pkg.fmt import show\n\n\ndef test_show():\n    assert show(1) == '1'\n"
+TEST_PARSE = "from pkg.parse import parse\n\n\ndef test_parse():\n    assert parse('2') == 2\n"
 
 
 def shop_repo(tmp_path: Path) -> tuple[Path, str]:
@@ -30,13 +35,13 @@ def shop_repo(tmp_path: Path) -> tuple[Path, str]:
     repo = make_repo(tmp_path / "shop", {
         "pyproject.toml": "[project]\nname = \"pkg\"\nversion = \"1\"\n", "CHANGES.md": "# changes\n",
         "docs/api.md": "# api\n", "src/pkg/__init__.py": INIT, "src/pkg/fmt.py": FMT, "src/pkg/parse.py": PARSE,
-        "tests/test_fmt.py": "from pkg.fmt import show\n", "tests/test_parse.py": "from pkg.parse import parse\n"})
+        "tests/test_fmt.py": TEST_SHOW, "tests/test_parse.py": TEST_PARSE})
     files = {
         "src/pkg/__init__.py": INIT + "from pkg.fmt import shout\nfrom pkg.parse import parse_many\n",
         "src/pkg/fmt.py": FMT + "\n\ndef shout(x):\n    return show(x).upper()\n",
         "src/pkg/parse.py": "from pkg.fmt import show\n\n\n" + PARSE + "\n\ndef parse_many(t):\n    return [show(x) for x in t]\n",
-        "tests/test_fmt.py": "from pkg.fmt import shout\n\n\ndef test_shout():\n    assert shout('a') == 'A'\n",
-        "tests/test_parse.py": "from pkg.parse import parse_many\n\n\ndef test_many():\n    assert parse_many([1])\n",
+        "tests/test_fmt.py": TEST_SHOW + "\n\ndef test_shout():\n    from pkg.fmt import shout\n    assert shout('a') == 'A'\n",
+        "tests/test_parse.py": TEST_PARSE + "\n\ndef test_many():\n    from pkg.parse import parse_many\n    assert parse_many([1])\n",
         "CHANGES.md": "# changes\n- shout, parse_many\n", "docs/api.md": "# api\nshout, parse_many\n",
     }
     for path, text in files.items():
@@ -100,6 +105,24 @@ def test_an_unknown_plan_is_refused_when_the_model_is_named(tmp_path):
         checked(f"{repo}#{sha}?plan=bogus")
 
 
+@pytest.mark.usefixtures("worker")
+async def test_try_propose_goes_through_the_run_s_proposal_phase_and_delivers_the_commit(temporal_address, tmp_path):
+    repo, sha = shop_repo(tmp_path)
+    env = {"TEMPORAL_ADDRESS": temporal_address}
+    done = await asyncio.to_thread(cli, "try", "--repo", str(repo), "--commit", sha, "--yes", "--propose", "careful",
+                                   env=env)
+    assert done.returncode == 0, f"stdout:\n{done.stdout}\nstderr:\n{done.stderr}"
+    out = done.stdout
+    assert f"its lanes proposed by the run (careful planner: oracle:{repo}#{sha}?plan=careful)" in out
+    assert re.search(r"^proposed lanes \(3; planner replies: 1\)", out, re.M), out
+    assert "decided: accepted at once (run --yes)" in out and "accepted (--yes): 3 lanes" in out
+    assert f"the swarm's result equals the commit {sha[:12]}" in out
+
+    refused = await asyncio.to_thread(cli, "try", "--repo", str(repo), "--commit", sha, "--propose", "careful",
+                                      "--lanes", str(repo / "CHANGES.md"), env={"TEMPORAL_ADDRESS": "127.0.0.1:1"})
+    assert refused.returncode == 2 and "--propose has the run propose its lanes; --lanes gives them" in refused.stderr
+
+
 def test_the_list_of_real_repositories_holds_what_the_harness_needs():
     entries = realrepos.load_entries()
     assert len(entries) >= 14
@@ -117,11 +140,11 @@ def test_the_list_of_real_repositories_holds_what_the_harness_needs():
 
 def test_the_break_probe_goes_after_a_module_s_docstring_and_future_imports():
     text = '"""Doc\n\nmore."""\n\nfrom __future__ import annotations\n\nimport os\n'
-    line = realrepos.probe_line("python", text)
+    line = realrepos_setup.probe_line("python", text)
     assert line == 6
-    broken = realrepos.with_probe(text, line, realrepos.probe_statement("python"))
+    broken = realrepos_setup.with_probe(text, line, realrepos_setup.probe_statement("python"))
     assert broken.splitlines()[5] == 'raise ImportError("reposwarm break probe")'
     assert compile(broken, "m.py", "exec")  # still a module: it raises when imported
-    assert realrepos.probe_line("javascript", "#!/usr/bin/env node\nx()\n") == 2
-    assert realrepos.with_probe("package p\n", 0, realrepos.probe_statement("go")).endswith(
+    assert realrepos_setup.probe_line("javascript", "#!/usr/bin/env node\nx()\n") == 2
+    assert realrepos_setup.with_probe("package p\n", 0, realrepos_setup.probe_statement("go")).endswith(
         'func init() { panic("reposwarm break probe") }\n')
