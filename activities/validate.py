@@ -17,7 +17,7 @@ from temporalio.exceptions import ApplicationError
 from activities.repo import synced
 from reposwarm import gitcmd
 from reposwarm.agent.paths import PathPolicy
-from reposwarm.checks import baselines, plans, test_changes, test_trees, toolselect, verdicts
+from reposwarm.checks import baselines, evidence, plans, test_changes, test_trees, toolselect, verdicts
 from reposwarm.checks.rebased import rebased
 from reposwarm.checks.runner import load_cases, prepared_tree, run_profile, save_baseline
 from reposwarm.checks.runners import select
@@ -86,7 +86,8 @@ async def validate(req: ValidateInput) -> TestReport:
             # (a base commit's results are kept per command and environment, and reused by every later run)
             kept = slug == "baseline" and re.fullmatch(r"[0-9a-f]{40}", req.ref) is not None
             report = await run_profile(profile, path, store, scope="base" if slug == "baseline" else "",
-                                       cached_at=req.ref if kept else "")
+                                       cached_at=req.ref if kept else "",
+                                       watched=await _watched(req, path) if slug != "baseline" else None)
     except SandboxUnavailable as err:
         # Not a passing fault: retrying cannot help until bubblewrap is installed (or the sandbox switched off).
         raise ApplicationError(str(err), type="SandboxUnavailable", non_retryable=True) from None
@@ -177,6 +178,16 @@ async def _moved_base(req: ValidateInput, old: TestReport, ran: plans.Ran, repor
                            passed=new.passed, moved_from=old.ref, tests_run=new.tests_run,
                            rerun=report.tests_run, duration_s=report.duration_s)
     return new
+
+
+async def _watched(req: ValidateInput, path: Path) -> evidence.Watched:
+    """The files the check's evidence is held against (reposwarm/checks/evidence/): the change, the files that differ
+    between the base commit and the checked tree (each part of a check, the remainder too, gets all of them), with
+    their changed lines; without a base known, the files the lanes touched."""
+    base = req.baseline.ref if req.baseline is not None else ""
+    files = {f for touched in req.touched.values() for f in touched} | set(req.part.changed if req.part else [])
+    net = await asyncio.to_thread(evidence.changed_files, path, base) if base else None
+    return await evidence.watched_in(path, base, sorted(net if net is not None else files))
 
 
 def _checkout_name(req: ValidateInput) -> str:

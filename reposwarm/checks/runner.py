@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from reposwarm import gitcmd
-from reposwarm.checks import baselines, runners, sandbox, setup
+from reposwarm.checks import baselines, evidence, runners, sandbox, setup
 from reposwarm.checks.sandbox import caches, environment, python
 from reposwarm.contracts import CheckProfile, CommandResult, TestFailure, TestReport
 from reposwarm.runs import ledger, objects
@@ -71,13 +71,19 @@ def _case_failure(case: runners.Case, command: str) -> TestFailure:
 
 
 async def _run_once(argv: list[str], tree: sandbox.Tree, profile: CheckProfile, timeout_s: float,
-                    store: Store | None) -> tuple[CommandResult, list[TestFailure]]:
-    """Run one command with per-test reporting added for its runner; its failures, per test where it can."""
+                    store: Store | None, watching: evidence.Context | None = None
+                    ) -> tuple[CommandResult, list[TestFailure]]:
+    """Run one command with per-test reporting added for its runner; its failures, per test where it can. With
+    `watching`, what its processes loaded is taken too (reposwarm/checks/evidence/): `CommandResult.loaded`."""
     # A folder of its own for its report: the one place outside the tree this command may write.
     reports = Path(tempfile.mkdtemp(prefix="command-", dir=tree.reports))
     prepared = runners.prepare(argv, reports, "report", tree.root)
-    result, log = await run_command(prepared.argv, dataclasses.replace(tree, reports=reports), profile, timeout_s,
-                                    store)
+    taking = await asyncio.to_thread(
+        evidence.start, reports, watching, {**profile.env, **dict(tree.env)},
+        {b.dest: b.host for b in tree.binds}) if watching is not None else None
+    env = tree.env if taking is None else tuple(sorted((dict(tree.env) | taking.env).items()))
+    result, log = await run_command(prepared.argv, dataclasses.replace(tree, reports=reports, env=env), profile,
+                                    timeout_s, store)
     command = " ".join(argv)
     cases = None
     report = _safe_report(prepared.report)
@@ -95,7 +101,9 @@ async def _run_once(argv: list[str], tree: sandbox.Tree, profile: CheckProfile, 
         "unparsed_results": runners.unparsed(prepared.runner, log, report, cases) if prepared.runner else 0,
         "exit_class": runners.exit_class(prepared.runner, result.exit_code, result.timed_out, cases),
         "cases_ref": store.put_json([dataclasses.asdict(c) for c in cases])
-        if store is not None and cases is not None else None})
+        if store is not None and cases is not None else None,
+        "loaded": await asyncio.to_thread(evidence.collect, taking, prepared.runner, log, store)
+        if taking is not None else None})
     if failed or not why:
         return result, failed
     # No test of its own to blame: the command is the failure, and its message says why, first.
@@ -130,7 +138,8 @@ def load_cases(store: Store | None, result: CommandResult) -> list[runners.Case]
 
 
 async def _counted(argv: list[str], tree: sandbox.Tree, profile: CheckProfile, started: float, store: Store | None,
-                   rerun: bool) -> tuple[CommandResult, list[TestFailure], list[TestFailure]]:
+                   rerun: bool, watching: evidence.Context | None = None
+                   ) -> tuple[CommandResult, list[TestFailure], list[TestFailure]]:
     """One command, run again once if it failed: the result that counts, its failures, and its flaky tests.
 
     A failure is blamed only if it failed on both runs. When the re-run is green, it is the run that counts
@@ -138,11 +147,11 @@ async def _counted(argv: list[str], tree: sandbox.Tree, profile: CheckProfile, s
     command that "already fails on the base commit". When both runs failed, on different tests, neither is
     green: the re-run counts, with its failures."""
     remaining = max(1.0, profile.timeout_s - (time.monotonic() - started))
-    result, failed = await _run_once(argv, tree, profile, remaining, store)
+    result, failed = await _run_once(argv, tree, profile, remaining, store, watching)
     if not failed or not rerun or result.exit_code is None:  # (a command killed at a limit is not rerun)
         return result, failed, []
     remaining = max(1.0, profile.timeout_s - (time.monotonic() - started))
-    again, failed_again = await _run_once(argv, tree, profile, remaining, store)
+    again, failed_again = await _run_once(argv, tree, profile, remaining, store, watching)
     if again.exit_code is None:  # the re-run was killed: it tells nothing about the first run's failures
         return result, failed, []
     if not failed_again:
@@ -187,15 +196,20 @@ async def prepared_tree(profile: CheckProfile, cwd: Path, store: Store | None, *
 
 
 async def run_profile(profile: CheckProfile, cwd: Path, store: Store | None, *, rerun: bool = True,
-                      readable: tuple[str, ...] | None = None, scope: str = "", cached_at: str = "") -> TestReport:
+                      readable: tuple[str, ...] | None = None, scope: str = "", cached_at: str = "",
+                      watched: evidence.Watched | None = None) -> TestReport:
     """Run each command in `cwd`, the one tree they may write; a failing one runs once more, and what passes the
     second time is flaky. `readable`: the paths (a lane's) the commands' git view holds; None: the whole commit.
     `scope`: whose language caches the commands use (reposwarm/checks/sandbox/caches.py). `cached_at`: `cwd` is a
     clean checkout of this commit, and a command's results there are kept and reused, by every run on every host
-    sharing the object store, for as long as its environment is the same (reposwarm/checks/baselines.py)."""
+    sharing the object store, for as long as its environment is the same (reposwarm/checks/baselines.py).
+    `watched`: the changed files (and lines) the evidence of what the commands loaded is held against
+    (reposwarm/checks/evidence/: `TestReport.exercise`); None: none, only the tree's modules loaded from elsewhere
+    are said."""
     started = time.monotonic()
     done: dict[int, tuple[CommandResult, list[TestFailure], list[TestFailure]]] = {}
     lines: list[str] = []
+    watching: evidence.Context | None = None
     async with contextlib.AsyncExitStack() as stack:
         prepared: tuple[sandbox.Tree, setup.Prepared] | None = None
         if profile.setup or not cached_at:  # (first: lanes wait on a baseline's setup only once it has begun)
@@ -220,8 +234,9 @@ async def run_profile(profile: CheckProfile, cwd: Path, store: Store | None, *, 
                                   problems=[deps.failed.reason], duration_s=round(time.monotonic() - started, 3),
                                   unsandboxed=not deps.failed.sandboxed)
             lines = deps.lines + lines
+            watching = await asyncio.to_thread(evidence.context, cwd, watched) if evidence.enabled() else None
             for i in misses:
-                done[i] = await _counted(profile.commands[i], tree, profile, started, store, rerun)
+                done[i] = await _counted(profile.commands[i], tree, profile, started, store, rerun, watching)
                 if cached_at:
                     result, failed, flakes = done[i]
                     await asyncio.to_thread(baselines.keep, keys[i], baselines.Cached(
@@ -232,6 +247,10 @@ async def run_profile(profile: CheckProfile, cwd: Path, store: Store | None, *, 
     counted = [r.tests_run for r in results if r.tests_run is not None]
     # (the gate's judge keeps these problems beside its own: reposwarm/checks/verdicts.py)
     problems = [p for p in map(runners.not_fully_judged, results) if p]
+    asked = watching.watched if watching is not None else watched or evidence.Watched()  # (files still there)
+    exercise = evidence.exercise(results, asked.files, asked.lines) \
+        if any(r.loaded is not None for r in results) else None
     return TestReport(passed=not failures and not problems, failures=failures, flaky=flaky, setup=lines,
                       duration_s=round(time.monotonic() - started, 3), commands=results, problems=problems,
-                      unsandboxed=any(not r.sandboxed for r in results), tests_run=sum(counted) if counted else None)
+                      unsandboxed=any(not r.sandboxed for r in results), tests_run=sum(counted) if counted else None,
+                      exercise=exercise)

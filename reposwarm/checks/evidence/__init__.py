@@ -34,6 +34,7 @@ __all__ = ["SWITCH", "Context", "Taking", "TreeFiles", "Watched", "changed_lines
 SWITCH = "REPOSWARM_EVIDENCE"
 INSIDE_MAX = 200  # tree files named when no file was asked about
 OUTSIDE_MAX = 200
+WATCHED_MAX = 2000  # changed source files a check is asked about; a larger change's others are not spoken for
 PYTHON_RUNNERS = ("pytest", "unittest")
 NODE_RUNNERS = ("node", "jest", "vitest", "mocha")
 
@@ -283,7 +284,8 @@ def _code_lines(code: Any) -> set[int]:
 
 async def watched_in(tree: Path, base: str, files: Sequence[str]) -> Watched:
     """The files asked about in the checkout at `tree`, with their changed lines against `base` ("" unknown)."""
-    present = tuple(sorted({f for f in files if (tree / f).is_file()}))
+    # (source files only, and a bounded number: the evidence travels in the check's report)
+    present = tuple(sorted({f for f in files if language(f) is not None and (tree / f).is_file()})[:WATCHED_MAX])
     lines = await asyncio.to_thread(changed_lines, tree, base, present) if base else {}
     return Watched(present, lines)
 
