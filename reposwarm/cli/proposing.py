@@ -126,11 +126,13 @@ async def cmd_run_proposing(args: argparse.Namespace) -> int:
         repo = check_repo(args.repo)  # (a missing or wrong folder is said first, as with a lanes file)
     config_path, base = load_configuration(args, repo)
     if not (args.model or os.environ.get("REPOSWARM_MODEL") or base.swarm.model):
-        where = f"to {repo}" if repo is not None else "(a lanes file of yours: --lanes FILE)"
+        model = "name the planner model (--model provider:name, REPOSWARM_MODEL, or swarm.model in the configuration)"
+        if repo is None:
+            raise UserError(f"a repository named by URL with no lanes file and no model: pass --lanes FILE (read here, "
+                            f"not from {args.repo}), or {model} and the run proposes its lanes on a worker")
         raise UserError(f"no lanes file and no model: pass --lanes FILE or add one of {', '.join(LANES_FILE_NAMES)} "
-                        f"{where}, or name the planner model (--model provider:name, REPOSWARM_MODEL, or swarm.model in "
-                        f"the configuration) and the run proposes its lanes (`{prog()} try --repo {repo or 'PATH'}` "
-                        "proposes a lanes file from a commit of yours and replays it offline)")
+                        f"to {repo}, or {model} and the run proposes its lanes (`{prog()} try --repo {repo}` proposes "
+                        "a lanes file from a commit of yours and replays it offline)")
     if args.plan:
         raise UserError("--plan needs a lanes file (--lanes FILE): with none, the run proposes its lanes and their "
                         "plan together")
