@@ -27,6 +27,7 @@ from pydantic import ValidationError
 from reposwarm.agent import slices
 from reposwarm.agent.paths import _spec, is_git_name
 from reposwarm.checks.imports import is_code
+from reposwarm.checks.test_files import is_config
 from reposwarm.contracts.config import HelperRole, LanesFile, SwarmConfig, ValidationConfig
 from reposwarm.contracts.proposal import LaneProposal
 from reposwarm.intel.packages import is_test_path
@@ -170,6 +171,12 @@ class _Imports:
         return [self.graph.names[t] for t in sorted(found)]
 
 
+def _is_test(path: str) -> bool:
+    """A test file, a file in a test folder, or code that configures the tests (conftest.py, jest.config.js):
+    the test side of a split, never code under test."""
+    return is_test_path(path) or (is_config(path) and is_code(path))
+
+
 def _test_lines(lanes: Mapping[str, HelperRole], tree: TrackedFiles, graph: Graph, lines: list[str],
                 warnings: list[str]) -> None:
     """A lane that writes only tests runs after every lane that writes code those tests import (the import
@@ -184,15 +191,15 @@ def _test_lines(lanes: Mapping[str, HelperRole], tree: TrackedFiles, graph: Grap
     reach = _reach(lanes)
     imports = _Imports(graph)
     for name, files in written.items():
-        tests = [f for f in files if is_test_path(f)]
+        tests = [f for f in files if _is_test(f)]
         if not tests:
             continue
-        only_tests = not any(is_code(f) for f in files if not is_test_path(f))
+        only_tests = not any(is_code(f) for f in files if not _is_test(f))
         mine = set(files)
         said: set[str] = set()
         for test in tests[:MAX_TESTS_READ]:
             for code in imports.of(test):
-                if is_test_path(code) or code in mine:
+                if _is_test(code) or code in mine:
                     continue  # (a test helper is no code under test; what the lane writes itself is its own)
                 for other in writers.get(code, ()):
                     if other in said or other in reach.get(name, set()):

@@ -19,8 +19,8 @@ import pytest
 from activities.proposing import _files, checked, import_graph, proposal_of
 from reposwarm.agent.specs import SubmitLanesArgs
 from reposwarm.contracts import LaneProposal
-from tests.helpers import git
-from tests.real_shapes import SHAPES, shaped_repo
+from tests.helpers import git, make_repo
+from tests.real_shapes import HUMANIZE, SHAPES, shaped_repo
 
 
 def check(repo: Path, reply: dict[str, Any], max_lanes: int = 8) -> LaneProposal:
@@ -72,9 +72,14 @@ def test_a_lane_of_only_tests_still_runs_after_the_code_it_imports(tmp_path: Pat
     repo = shaped_repo(tmp_path, "humanize")
     reply = copy.deepcopy(SHAPES["humanize"][1])
     lane_of(reply, "tests")["depends_on"] = []
-    assert check(repo, reply).problems == [
-        "lane 'tests' writes only tests and does not depend on 'number', which writes the code they import "
-        "(tests/test_number.py imports src/humanize/__init__.py): add 'number' to its depends_on"]
+    refused = ["lane 'tests' writes only tests and does not depend on 'number', which writes the code they import "
+               "(tests/test_number.py imports src/humanize/__init__.py): add 'number' to its depends_on"]
+    assert check(repo, reply).problems == refused
+    # a conftest.py at the root is the tests' side too (test configuration, not code under test): its imports
+    # are the tests' imports
+    rooted = make_repo(tmp_path / "rooted", {**HUMANIZE, "conftest.py": "import humanize\n"})
+    lane_of(reply, "tests")["allowed_paths"] = ["tests/**", "conftest.py"]
+    assert check(rooted, reply).problems == [refused[0].replace("tests/test_number.py imports", "conftest.py imports")]
 
 
 def test_what_the_guardrails_cannot_decide_is_a_warning(tmp_path: Path, reposwarm_home: Path) -> None:
