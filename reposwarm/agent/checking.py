@@ -14,11 +14,12 @@ from dataclasses import dataclass, field
 
 from reposwarm.agent.paths import PathPolicy, ToolRefused
 from reposwarm.agent.specs import RunChecksArgs
-from reposwarm.checks import affected, exercised, plans, sandbox, verdicts
+from reposwarm.checks import affected, evidence, exercised, plans, sandbox, verdicts
 from reposwarm.checks.runner import load_cases, run_profile
 from reposwarm.checks.runners import select
 from reposwarm.checks.sandbox import SandboxUnavailable
 from reposwarm.contracts import CheckProfile, TestReport
+from reposwarm.intel.symbols import SymbolIndexError
 from reposwarm.runs.store import Store
 
 MAX_OUTPUT_TAIL = 3000
@@ -83,8 +84,8 @@ def run(a: RunChecksArgs, profile: CheckProfile, name: str, policy: PathPolicy, 
         # Tools run in the worker's thread pool; the checks get an event loop of their own.
         # (their git view holds only what this lane may read: no other lane's branch, none of HEAD's other paths)
         readable = (*policy.allowed_patterns, *policy.read_only_patterns)
-        report = asyncio.run(run_profile(ran.profile if ran else profile, policy.root, store, readable=readable,
-                                         scope=f"lane:{store.run_id}/{policy.root.name}" if store is not None else ""))
+        report = asyncio.run(_checked(ran.profile if ran else profile, policy, store, readable,
+                                      baseline.ref if baseline is not None else ""))
     except SandboxUnavailable as err:
         raise ToolRefused(str(err)) from None
 
@@ -104,6 +105,21 @@ def run(a: RunChecksArgs, profile: CheckProfile, name: str, policy: PathPolicy, 
     note = chosen.note or ("" if not chosen.targeted else select.described(
         list(dict.fromkeys(n for t in chosen.targeted for n in t.names)), report.tests_run))
     return _said(report, note, chosen, baseline, waiting)
+
+
+async def _checked(profile: CheckProfile, policy: PathPolicy, store: Store | None, readable: tuple[str, ...],
+                   since: str) -> TestReport:
+    """The profile run in the lane's worktree, its evidence held against what the lane changed since the base commit
+    (committed or not): a changed module its tests loaded from outside the tree makes the check NOT JUDGED."""
+    watched = None
+    if since:
+        try:
+            changed = await asyncio.to_thread(affected.worktree_changes, policy.root, since)
+            watched = await evidence.watched_in(policy.root, since, changed)
+        except (OSError, SymbolIndexError):  # (git cannot say: the evidence speaks of no changed file)
+            watched = None
+    return await run_profile(profile, policy.root, store, readable=readable, watched=watched,
+                             scope=f"lane:{store.run_id}/{policy.root.name}" if store is not None else "")
 
 
 def _said(report: TestReport, note: str, chosen: Chosen, baseline: TestReport | None, waiting: bool) -> str:
