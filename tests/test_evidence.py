@@ -208,6 +208,31 @@ async def test_a_node_test_that_loads_the_changed_source_loaded_it_with_the_chan
     assert report.exercise.diff_lines == {"src/index.js": (1, 2)}  # add's body ran, sub's did not
 
 
+NODE_MODULES = (Path(__file__).parent / "fixtures" / "node" / "node_modules").resolve()
+
+
+@pytest.mark.skipif(not (NODE_MODULES / "vitest").is_dir() or shutil.which("node") is None,
+                    reason="tests/fixtures/node/node_modules is missing (make toolchains installs vitest)")
+async def test_vitest_s_forked_workers_give_their_coverage_though_they_end_by_sigterm(tmp_path):
+    tree = make_repo(tmp_path / "repo", {
+        "package.json": '{"name": "v", "version": "1.0.0", "type": "module"}\n', ".gitignore": "node_modules\n",
+        "src/sum.ts": "export function sum(a: number, b: number): number {\n  return a + b;\n}\n",
+        "src/unused.ts": "export const unused = 1;\n",
+        "test/sum.test.ts": "import { test, expect } from 'vitest'\nimport { sum } from '../src/sum'\n\n"
+                            "test('adds', () => expect(sum(1, 2)).toBe(3))\n"})
+    (tree / "node_modules").symlink_to(NODE_MODULES)
+    profile = CheckProfile(commands=[["node", "node_modules/vitest/vitest.mjs", "run", "--pool=forks"]],
+                           read_only_paths=[str(NODE_MODULES)], timeout_s=240)
+    report = await runner.run_profile(profile, tree, None, rerun=False,
+                                      watched=evidence.Watched(("src/sum.ts", "src/unused.ts")))
+
+    command = report.commands[0]
+    assert command.exit_code == 0 and command.runner == "vitest", command.output_tail
+    assert command.loaded is not None and command.loaded.languages == ["node"], command.loaded
+    assert report.exercise is not None
+    assert report.exercise.loaded == ["src/sum.ts"] and report.exercise.not_loaded == ["src/unused.ts"]
+
+
 # --- Go, Rust ---
 
 
@@ -300,3 +325,46 @@ async def test_validation_watches_the_change_against_the_base_in_every_part(tmp_
     watched = await _watched(req, tree)
 
     assert watched.files == ("pkg/a.py",) and watched.lines == {"pkg/a.py": (1,)}
+
+
+HOSTILE = """
+import os, sys
+import pkg
+site = os.environ["PYTHONPATH"].split(os.pathsep)[0]
+records = os.path.join(os.path.dirname(site), "evidence-python")
+os.mkfifo(os.path.join(records, "fifo.json"))  # reading it would hang the worker
+os.symlink("/etc/passwd", os.path.join(records, "link.json"))  # the worker's own file
+with open(os.path.join(records, "deep.json"), "w") as f:
+    f.write("[" * 200000 + "]" * 200000)  # a parser's recursion
+with open(os.path.join(records, "shape.json"), "w") as f:
+    f.write('{"modules": {"x": 1, "pkg.other": "/elsewhere/pkg/other.py"}, "lines": [1], "pid": "no"}')
+print("planted")
+"""
+
+
+async def test_records_a_check_plants_are_read_as_data_never_followed_or_waited_on(tmp_path):
+    tree = make_repo(tmp_path / "repo", {"pkg/__init__.py": "", "pkg/other.py": "", "main.py": HOSTILE})
+    report = await _check(tree, [PY, "main.py"], ("pkg/__init__.py", "pkg/other.py"))
+
+    command = report.commands[0]
+    assert command.exit_code == 0 and "planted" in command.output_tail, command.output_tail
+    assert report.exercise is not None
+    assert report.exercise.loaded == ["pkg/__init__.py"]  # its own record, read
+    # the planted record is data: a tree module it says came from elsewhere is said so (it proves a mistake, not
+    # honesty: docs/checks.md), its malformed fields dropped
+    assert report.exercise.outside == {"pkg/other.py": "/elsewhere/pkg/other.py"}
+
+
+async def test_unsandboxed_checks_take_the_same_evidence_and_not_the_supervisor_s(tmp_path, monkeypatch,
+                                                                                  reposwarm_home):
+    monkeypatch.setenv("REPOSWARM_SANDBOX", "off")
+    tree = make_repo(tmp_path / "repo", {"pkg/__init__.py": "", "main.py": "import pkg\n"})
+    store = Store("evidence-test-unsandboxed")
+    report = await _check(tree, [PY, "main.py"], ("pkg/__init__.py",), store=store)
+
+    command = report.commands[0]
+    assert command.exit_code == 0 and not command.sandboxed
+    assert report.exercise is not None and report.exercise.loaded == ["pkg/__init__.py"]
+    assert command.loaded is not None and command.loaded.ref is not None
+    processes = store.get_json(command.loaded.ref)["python"]
+    assert len(processes) == 1 and processes[0]["argv"][0].endswith("main.py")

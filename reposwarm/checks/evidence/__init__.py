@@ -84,9 +84,17 @@ class Taking:
     notes: tuple[str, ...] = ()
 
 
-def start(reports: Path, ctx: Context, env: Mapping[str, str], binds: Mapping[Path, Path]) -> Taking:
+def start(reports: Path, ctx: Context, env: Mapping[str, str], binds: Mapping[Path, Path]) -> Taking | None:
     """Make the command's runtimes write their evidence under `reports` (its own folder). `env`: the variables the
-    command would get from the profile and the tree, which the evidence's are added to."""
+    command would get from the profile and the tree, which the evidence's are added to. None: it could not (the
+    command runs as it would without evidence)."""
+    try:
+        return _start(reports, ctx, env, binds)
+    except OSError:
+        return None
+
+
+def _start(reports: Path, ctx: Context, env: Mapping[str, str], binds: Mapping[Path, Path]) -> Taking:
     root = ctx.files.root
     asked = {str(root / f): ls for f, ls in ctx.watched.lines.items() if f.endswith(".py") and ls}
     out, additions = python.start(reports, env.get("PYTHONPATH"), asked)
@@ -95,7 +103,7 @@ def start(reports: Path, ctx: Context, env: Mapping[str, str], binds: Mapping[Pa
     if node.VARIABLE in env:
         notes.append(f"node: the profile sets {node.VARIABLE} itself, so its coverage is not read here")
     else:
-        v8, more = node.start(reports)
+        v8, more = node.start(reports, env.get("NODE_OPTIONS"))
         additions |= more
     return Taking(ctx, out, v8, additions, dict(binds), tuple(notes))
 
@@ -111,7 +119,15 @@ class _Found:
 
 
 def collect(taking: Taking, runner: str, output: str, store: Store | None) -> Loaded:
-    """What the command's processes loaded, read after it ended (its evidence folders, its output)."""
+    """What the command's processes loaded, read after it ended (its evidence folders, its output). Never raises:
+    evidence that cannot be read is no evidence (its files unknown), said."""
+    try:
+        return _collect(taking, runner, output, store)
+    except Exception as err:  # (written by the check's own processes: whatever it holds, the check goes on)
+        return Loaded(note=f"the evidence could not be read ({type(err).__name__}): no evidence")
+
+
+def _collect(taking: Taking, runner: str, output: str, store: Store | None) -> Loaded:
     found = _Found(notes=list(taking.notes))
     ctx = taking.context
     watched = set(ctx.watched.files)
@@ -193,6 +209,10 @@ def _node(taking: Taking, runner: str, found: _Found, watched: set[str]) -> None
                            f"({transformed[0]}...)")
     if budget.skipped:
         found.notes.append(f"node: {budget.skipped} coverage file(s) not read (over the caps): partial")
+    elif runner in NODE_RUNNERS and not node.ran_tests(read):
+        found.notes.append(f"node: {len(read.processes)} process(es) wrote coverage, none of which ran a test file "
+                           f"of the tree: {runner}'s test processes gave none (ended by a signal, or with "
+                           f"{node.VARIABLE} cleared)")
     else:
         found.languages.append("node")
 

@@ -46,24 +46,29 @@ class TreeFiles:
     root: Path
     files: frozenset[str]
     walked: bool = False  # not a git tree: every file but NEVER_SOURCE folders counts (nothing is known ignored)
-    _dirs: frozenset[str] = field(default=frozenset(), repr=False)
+    _real: dict[str, str | None] = field(default_factory=dict, repr=False, compare=False)
 
     def relative(self, path: str) -> str | None:
         """`path` (absolute, as a process inside the sandbox saw it: the tree is bound at its own path) relative to
         the root, or None when it is not under it. Symlinks are resolved only when the plain path is not under it."""
         rel = _under(self.root, os.path.normpath(path))
         if rel is None and os.path.isabs(path):
-            try:
-                rel = _under(self.root, os.path.realpath(path))
-            except (OSError, ValueError):
-                return None
+            # (every process of a check names the same installed modules: each is resolved once per check)
+            if path not in self._real:
+                self._real[path] = _realpath(path)
+            real = self._real[path]
+            rel = _under(self.root, real) if real is not None else None
         return rel
 
     def own(self, rel: str) -> bool:
         return rel in self.files
 
-    def is_dir(self, rel: str) -> bool:
-        return rel in self._dirs
+
+def _realpath(path: str) -> str | None:
+    try:
+        return os.path.realpath(path)
+    except (OSError, ValueError):
+        return None
 
 
 def _under(root: Path, path: str) -> str | None:
@@ -83,9 +88,7 @@ def tree_files(root: Path) -> TreeFiles:
         walked = False
     else:
         files, walked = frozenset(_walk(root)), True
-    dirs = {str(Path(f).parent.as_posix()) for f in files}
-    parents = {p.as_posix() for d in dirs for p in Path(d).parents}
-    return TreeFiles(root, files, walked, frozenset((dirs | parents) - {"."}))
+    return TreeFiles(root, files, walked)
 
 
 def _walk(root: Path) -> Iterator[str]:

@@ -45,10 +45,42 @@ INLINE_MAP_TAIL = 4 * 1024 * 1024
 _INLINE = re.compile(rb"sourceMappingURL=data:application/json;(?:charset=[\w-]+;)?base64,([A-Za-z0-9+/=]+)")
 
 
-def start(reports: Path) -> tuple[Path, dict[str, str]]:
-    out = reports / FOLDER
+# Preloaded in every node process (NODE_OPTIONS=--require): a process ended by SIGTERM writes no coverage, and
+# vitest's default pool (forks, through tinypool) ends its workers so. On SIGTERM it writes the coverage first
+# (v8.takeCoverage, node 15.1+), then, when it is the only listener, dies of the signal as it would have.
+HOOK = """"use strict";
+try {
+  const v8 = require("v8");
+  if (process.env.NODE_V8_COVERAGE && typeof v8.takeCoverage === "function") {
+    const onTerm = function () {
+      try { v8.takeCoverage(); } catch (e) {}
+      if (process.listenerCount("SIGTERM") === 1) {
+        process.removeListener("SIGTERM", onTerm);
+        process.kill(process.pid, "SIGTERM");
+      }
+    };
+    process.on("SIGTERM", onTerm);
+  }
+} catch (e) {}
+"""
+HOOK_FOLDER = "evidence-node"
+_TEST_FILE = re.compile(r"(^|/)(__tests__|tests?|spec|specs)/|\.(test|spec)\.[cm]?[jt]sx?$")
+
+
+def start(reports: Path, node_options: str | None) -> tuple[Path, dict[str, str]]:
+    """The coverage folder, and the command's environment additions (`node_options`: what NODE_OPTIONS it has)."""
+    out, hooks = reports / FOLDER, reports / HOOK_FOLDER
     out.mkdir()
-    return out, {VARIABLE: str(out)}
+    hooks.mkdir()
+    hook = hooks / "sigterm.cjs"
+    hook.write_text(HOOK, encoding="utf-8")
+    quoted = '"' + str(hook).replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return out, {VARIABLE: str(out), "NODE_OPTIONS": " ".join(o for o in (node_options, f"--require {quoted}") if o)}
+
+
+def ran_tests(read: Read) -> bool:
+    """Whether some process ran a test file of the tree (else the coverage is its runner's own, not its tests')."""
+    return any(_TEST_FILE.search(script) for p in read.processes for script in p.scripts)
 
 
 def script_path(url: str) -> str | None:
@@ -113,7 +145,7 @@ def read(folder: Path, files: TreeFiles, budget: Budget, watched: set[str], line
 def _scripts(data: bytes) -> list[dict[str, Any]]:
     try:
         raw = json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):  # (a record nested to break the parser)
         return []
     result = raw.get("result") if isinstance(raw, dict) else None
     return [s for s in result if isinstance(s, dict)] if isinstance(result, list) else []
@@ -212,7 +244,7 @@ class Builds:
                 data = None
         try:
             raw = json.loads(data) if data else None
-        except ValueError:
+        except (ValueError, RecursionError):  # (a record nested to break the parser)
             return set()
         if not isinstance(raw, dict) or not isinstance(raw.get("sources"), list):
             return set()

@@ -82,7 +82,7 @@ def read(folder: Path, budget: Budget) -> list[Process]:
     for _, data in budget.evidence(folder, ".json"):
         try:
             raw = json.loads(data)
-        except ValueError:
+        except (ValueError, RecursionError):  # (a record nested to break the parser)
             continue
         if not isinstance(raw, dict) or not isinstance(raw.get("modules"), dict):
             continue
@@ -180,7 +180,7 @@ def sort(processes: list[Process], files: TreeFiles, watched: set[str]) -> Sorte
                 index = ModuleIndex.of(files, import_roots(files, processes))
             init = os.path.basename(path).startswith("__init__.")
             for tree_file in index.names.get(name, []):
-                if tree_file.endswith("/__init__.py") == init or tree_file == "__init__.py":
+                if (tree_file.rsplit("/", 1)[-1] == "__init__.py") == init:  # (a package for a package)
                     out.outside.setdefault(tree_file, where(path, files))
         out.inside |= mine
         if process.monitored:  # (its changed lines were watched: each watched file it loaded is measured)
