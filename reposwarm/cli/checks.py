@@ -132,11 +132,40 @@ def outside_any(report: TestReport) -> bool:
     return any(r.loaded is not None and r.loaded.outside for r in report.commands)
 
 
+def chosen_profile(args: argparse.Namespace, repo: Path) -> tuple[str, CheckProfile]:
+    """The lanes file's profile; with no lanes file, the one a run with none detects from HEAD's files, printed
+    with what was found, what was chosen and why (reposwarm/intel/detected.py)."""
+    from reposwarm.cli.common import LANES_FILE_NAMES
+
+    if args.lanes or any((repo / n).is_file() for n in LANES_FILE_NAMES):
+        _, config = load_config(repo, args.lanes)
+        name = args.profile or config.validation.profile
+        return name, profile_of(config.validation.profiles, name)
+    if args.profile:
+        raise UserError(f"--profile {args.profile}: there is no lanes file to name it (--lanes FILE, or one of "
+                        f"{', '.join(LANES_FILE_NAMES)} in {repo}); without one the detected profile runs")
+    from reposwarm.intel.detected import detect_at
+
+    found, notes = detect_at(repo, "HEAD")
+    print("no lanes file: the profile detected from HEAD's files (what `reposwarm try` and a run with no lanes "
+          "file check with):")
+    for note in notes:
+        print(f"  {inert_line(note)}")
+    if found is None:
+        raise UserError(f"no tests found in {repo}: add validation.profiles to a lanes file (docs/checks.md)")
+    profile = CheckProfile.model_validate(found)
+    for key, commands in (("setup", profile.setup), ("commands", profile.commands)):
+        for argv in commands:
+            print(f"  {key}: {inert_line(' '.join(argv))}")
+    return "detected", profile
+
+
 async def cmd_checks(args: argparse.Namespace) -> int:
     repo = check_repo(args.repo)
-    _, config = load_config(repo, args.lanes)
-    name = args.profile or config.validation.profile
-    profile = profile_of(config.validation.profiles, name)
+    name, profile = chosen_profile(args, repo)
+    from reposwarm.cli import preflight
+
+    preflight.refuse_missing(profile, *preflight.tree_of(repo, "HEAD"))
     head = git_out(repo, "rev-parse", "--verify", "HEAD^{commit}")
     if (why := sandbox.status()) is not None:
         print(f"warning: {why}")

@@ -142,6 +142,10 @@ async def cmd_run_proposing(args: argparse.Namespace) -> int:
     if args.write_lanes and Path(args.write_lanes).is_dir():
         raise UserError(f"--write-lanes {args.write_lanes}: is a folder; give the lanes file's path")
     req = build_request(args, config=base, config_path=config_path)
+    if repo is not None:  # (a worker on this host needs the checks' toolchains: said before anything starts)
+        from reposwarm.cli import preflight
+
+        preflight.refuse_proposing(base, repo, req.base_ref)
     terminal = sys.stdin.isatty() and sys.stdout.isatty()
     written = bool(args.write_lanes)
     req.dry_run, req.record = bool(args.dry_run or written), args.record

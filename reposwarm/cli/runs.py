@@ -332,6 +332,9 @@ async def cmd_run(args: argparse.Namespace) -> int:
         return await proposing.cmd_run_proposing(args)
     proposing.refuse_proposal_flags(args)
     req = build_request(args)
+    from reposwarm.cli import preflight  # (a worker on this host needs the profile's toolchains: said before starting)
+
+    preflight.refuse_run(req.config, args.repo, req.base_ref)
     req.dry_run, req.record = args.dry_run, args.record
     with if_interrupted("nothing was started"):
         client = await client_or_die()

@@ -164,6 +164,9 @@ async def cmd_try(args: argparse.Namespace) -> int:
     folder = home() / "try" / f"{repo_slug(repo)}-{sha[:12]}"
     lanes_path, config = lanes_for(args, repo, parent, changed, folder)
     config = offline(config, lanes_path)
+    from reposwarm.cli import preflight  # (before a dev server, a worker or the clone: a missing toolchain)
+
+    preflight.refuse_missing(preflight.profile_of(config), tree_files(repo, parent), reader(repo, parent))
     if missing := uncovered(config, changed):
         say(f"note: no lane may write {', '.join(missing[:5])}{' and more' if len(missing) > 5 else ''}: the "
             "result will differ from the commit there")

@@ -220,6 +220,8 @@ def program_step(words: list[str], settings: tuple[str, ...], text: str) -> Step
     if name in RUNNERS or name == "mocha":
         if name == "vitest" and words[1:2] == ["bench"]:  # benchmarks, not tests
             return Step(OTHER, tuple(words), settings, text=text, said=said)
+        if name == "vitest" and (words[1:2] == ["typecheck"] or any(w.startswith("--typecheck.only") for w in words)):
+            return Step(TYPECHECK, tuple(words), settings, text=text, said=said)
         args, changed = _once(name, words[1:])
         return Step(RUNNER, (words[0], *args), settings, runner=name, text=text,
                     said=", ".join(filter(None, [said, changed])))
@@ -251,8 +253,15 @@ def _once(runner: str, args: list[str]) -> tuple[list[str], str]:
     kept = [a for a in args if a.partition("=")[0] not in watch]
     changed = "without its watch mode" if len(kept) != len(args) else ""
     if runner == "vitest":
+        typed = [a for a in kept if a.partition("=")[0] in ("--typecheck", "--typecheck.enabled")]
+        if typed:  # tsc writes its build info into node_modules, which checks bind read-only (the setup's cache)
+            kept = [a for a in kept if a not in typed]
+            changed = ", ".join(filter(None, [changed, "without its --typecheck (vitest's tsc writes into "
+                                                      "node_modules, which checks bind read-only)"]))
         if kept[:1] in (["watch"], ["dev"]):
-            return ["run", *kept[1:]], "`vitest " + kept[0] + "` as `vitest run` (once, not watching)"
-        if kept[:1] not in (["run"], ["bench"], ["related"], ["typecheck"]) and "--run" not in kept:
-            return ["run", *kept], "`vitest` as `vitest run` (once, not watching)"
+            return ["run", *kept[1:]], ", ".join(filter(None, ["`vitest " + kept[0] + "` as `vitest run` (once, "
+                                                                 "not watching)", changed]))
+        if kept[:1] not in (["run"], ["related"]) and "--run" not in kept:
+            return ["run", *kept], ", ".join(filter(None, ["`vitest` as `vitest run` (once, not watching)",
+                                                           changed]))
     return kept, changed

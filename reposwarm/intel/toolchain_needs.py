@@ -25,15 +25,15 @@ from pathlib import Path
 
 # what to install for each toolchain's program, as a line a user can act on
 INSTALL = {
-    "go": "apt-get install golang-go (or https://go.dev/dl)",
-    "gofmt": "apt-get install golang-go (or https://go.dev/dl)",
+    "go": "apt-get install golang-go, or https://go.dev/dl",
+    "gofmt": "apt-get install golang-go, or https://go.dev/dl",
     "cargo": "rustup (https://rustup.rs), or apt-get install cargo",
     "rustc": "rustup (https://rustup.rs), or apt-get install rustc",
     "mvn": "apt-get install maven default-jdk",
     "gradle": "apt-get install gradle default-jdk",
     "java": "apt-get install default-jdk",
     "javac": "apt-get install default-jdk",
-    "node": "apt-get install nodejs (or nvm)",
+    "node": "apt-get install nodejs, or nvm",
     "nodejs": "apt-get install nodejs",
     "npm": "apt-get install npm",
     "npx": "apt-get install npm",
@@ -41,7 +41,7 @@ INSTALL = {
     "yarn": "npm i -g yarn@1",
     "bun": "npm i -g bun",
     "bunx": "npm i -g bun",
-    "deno": "https://deno.com (or npm i -g deno)",
+    "deno": "npm i -g deno, or https://deno.com",
 }
 # programs that are node scripts once installed (npm i -g): they need node as well
 ON_NODE = frozenset({"npm", "npx", "pnpm", "yarn"})
@@ -158,13 +158,13 @@ def refusal(commands: Iterable[Iterable[str]], hints: Mapping[str, str] | None =
     to install (`problems`: what else makes a found tool unusable, said by the ecosystem's detection); None
     when every one is there."""
     gone = missing(commands, hints, path)
-    said = [f"{n.tool} (for `{_short(n.command)}`): install it where the checks run, {n.hint}" if n.hint else
-            f"{n.tool} (for `{_short(n.command)}`): install it where the checks run" for n in gone]
+    said = [f"{n.tool} is not installed where the checks run (needed by `{_short(n.command)}`): install it"
+            + (f" ({n.hint})" if n.hint else "") for n in gone]
     said += list(problems)
     if not said:
         return None
-    return ("the checks need what is not installed here, so every check would fail (on the base commit too): "
-            + "; ".join(said) + "; then run this again (or give a profile whose commands this host has: --lanes FILE)")
+    return "; ".join(said) + "; then run this again. Without it every check fails, on the base commit too (or give " \
+        "a profile this host can run: --lanes FILE)"
 
 
 def found_lines(commands: Iterable[Iterable[str]], hints: Mapping[str, str] | None = None,
