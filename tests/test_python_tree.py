@@ -420,3 +420,28 @@ def test_try_proposes_the_checkouts_venv(tmp_path, bare_machine, capsys):
     text = lanes.read_text()
     assert f"- - {venv / 'bin' / 'python'}\n" in text, text
     assert "the .venv of your checkout" in capsys.readouterr().out
+
+
+# --- what the build writes into the package ---
+
+
+async def test_a_version_file_the_build_writes_is_made_for_the_check_and_removed_after(tmp_path):
+    # hatch-vcs and setuptools-scm write src/pkg/_version.py at install time, the project ignores it, and the
+    # package imports it: a clean tree's package cannot be imported without it
+    files = project(tmp_path, "tree", {
+        "pyproject.toml": PYPROJECT + '\n[tool.hatch.build.hooks.vcs]\nversion-file = "src/pkg/_version.py"\n',
+        ".gitignore": "src/*/_version.py\n",
+        "src/pkg/__init__.py": "from ._version import __version__\nWHERE = 'tree'\n",
+        "tests/test_version.py": "import pkg\n\ndef test_version():\n    assert pkg.__version__ == '2.3.0'\n"})
+    repo = make_repo(tmp_path / "repo", files)
+    subprocess.run(["git", "-C", str(repo), "tag", "v2.3.0"], check=True)
+    report = await check(repo, [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"])
+    assert report.passed and report.tests_run == 2, said(report)
+    assert any("python: wrote src/pkg/_version.py (version 2.3.0)" in line for line in report.setup), report.setup
+    assert not (repo / "src" / "pkg" / "_version.py").exists()
+    # one git does not ignore is never written (a lane's checkpoint would commit it)
+    (repo / ".gitignore").write_text("")
+    subprocess.run(["git", "-C", str(repo), "commit", "-qam", "track it"], check=True,
+                   env={**os.environ, "GIT_AUTHOR_NAME": "u", "GIT_AUTHOR_EMAIL": "u@h", "GIT_COMMITTER_NAME": "u",
+                        "GIT_COMMITTER_EMAIL": "u@h"})
+    assert tree_python.write_version_files(repo) == ([], [])

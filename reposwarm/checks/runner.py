@@ -189,10 +189,16 @@ async def prepared_tree(profile: CheckProfile, cwd: Path, store: Store | None, *
         binds, env = await asyncio.to_thread(caches.prepare, profile, key, scope, Path(scratch))
         tree = dataclasses.replace(tree, binds=tuple(binds), env=tuple(sorted(env.items())))
         deps = await setup.prepare(profile, tree, key, store, scope)  # (with network: npm not offline there)
-        # the tree's own Python packages first on PYTHONPATH, before any copy installed in the interpreter
+        # the tree's own Python packages first on PYTHONPATH, before any copy installed in the interpreter, with the
+        # version file its build would write (an ignored _version.py the package imports)
         roots = await asyncio.to_thread(python.pythonpath, tree.root, environment.given_env(profile))
-        yield dataclasses.replace(tree, binds=tree.binds + tuple(deps.binds), env=tuple(sorted(
-            (offline(profile) | env | ({"PYTHONPATH": roots} if roots else {})).items()))), deps
+        made, said = await asyncio.to_thread(python.write_version_files, tree.root) if roots else ([], [])
+        deps.lines += said
+        try:
+            yield dataclasses.replace(tree, binds=tree.binds + tuple(deps.binds), env=tuple(sorted(
+                (offline(profile) | env | ({"PYTHONPATH": roots} if roots else {})).items()))), deps
+        finally:
+            await asyncio.to_thread(python.remove_files, made)
 
 
 async def run_profile(profile: CheckProfile, cwd: Path, store: Store | None, *, rerun: bool = True,
