@@ -34,7 +34,11 @@ bubblewrap:
 	echo "checks run in a bubblewrap sandbox: install it (sudo apt-get install bubblewrap), or set REPOSWARM_SANDBOX=off"
 
 # The Go toolchain (Debian's golang-go), so the tests that play a gaming lane on a real Go module run: installed
-# when missing and we can (as root, with apt-get); without it those tests are skipped and say so.
+# when missing and we can (as root, with apt-get); without it those tests are skipped and say so. And pnpm and yarn
+# (pinned, from the npm registry), the package managers JavaScript projects' lock files name, for the detection
+# tests (tests/test_detect_js.py): installed when missing and we can (as root, with npm); else those tests skip.
+PNPM_VERSION ?= 9.15.9
+YARN_VERSION ?= 1.22.22
 toolchains:
 	@command -v go >/dev/null 2>&1 || \
 	{ [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
@@ -46,6 +50,13 @@ toolchains:
 	{ npm ci --prefix tests/fixtures/node --no-audit --no-fund --loglevel=error >/dev/null 2>&1 && \
 	  echo "installed vitest, jest and mocha (tests/fixtures/node): the JavaScript runner tests run"; } || \
 	echo "npm ci in tests/fixtures/node failed: the JavaScript runner tests are skipped"
+	@for tool in pnpm@$(PNPM_VERSION) yarn@$(YARN_VERSION); do \
+	  command -v $${tool%@*} >/dev/null 2>&1 || \
+	  { [ "$$(id -u)" = 0 ] && command -v npm >/dev/null 2>&1 && \
+	    npm i -g $$tool --no-audit --no-fund --loglevel=error >/dev/null 2>&1 && \
+	    echo "installed $$tool (npm i -g): the JavaScript detection tests run with it"; } || \
+	  echo "$${tool%@*} is not installed: the JavaScript detection tests that need it are skipped (npm i -g $$tool)"; \
+	done
 
 # Debian's Chromium, for the test that screenshots the Web UI (tests/test_webui.py, driven by Playwright with this
 # browser: nothing downloads one): installed when missing and we can (as root, with apt-get); else that test skips.
