@@ -6,7 +6,9 @@ its check runs, as a user's environment has it. The lane breaks the changed modu
 installed copy, pass, and before issue 44 the gate said PASSED and delivered the broken change. Now the check is
 NOT JUDGED, naming the module and where it was loaded from; no lane is sent to repair it; status, watch, the review,
 the Web UI's details and the RepoSwarmVerdict search attribute say it; an approval without --accept-unjudged is
-refused (the Update, the CLI), and one with it delivers.
+refused (the Update, the CLI), and one with it delivers. A lane's run_checks says the same, and `reposwarm checks`
+says before any run that the tree's files are loaded from outside it. And `require_exercised: true`: a changed
+file no test loads fails the check and goes back to its lane, which adds a test that loads it.
 """
 
 from __future__ import annotations
@@ -163,3 +165,71 @@ async def test_a_lane_s_run_checks_says_not_judged_with_the_module_where_from_an
     said = await asyncio.to_thread(checking.run, RunChecksArgs(), fixed, "default", policy, None, baseline, False)
     assert said.startswith("checks FAILED"), said
     assert "NOT JUDGED" not in said, said
+
+
+@pytest.mark.skipif(not _can_install(), reason=f"{SYSTEM_PY} cannot build a wheel offline (setuptools, wheel)")
+async def test_reposwarm_checks_says_the_tree_s_files_were_loaded_from_outside_it(client, tmp_path):
+    # Before any run: `reposwarm checks` on HEAD runs the profile as a run would and says what its commands loaded
+    # of the tree; files of the tree loaded from an installed copy are a fix, since a change to them would be
+    # NOT JUDGED.
+    repo = make_repo(tmp_path / "repo", FILES)
+    venv = installed(tmp_path, repo)
+    lanes = write_yaml(tmp_path / "lanes.yaml", {
+        "swarm": {"lanes": {"tiny": {"allowed_paths": ["packages/tiny/tiny/"]}}},
+        "validation": {"profiles": {"default": {"timeout_s": 120, "commands": [
+            [str(venv / "bin/python"), "-m", "unittest", "discover", "-s", "packages/tiny/tests"]]}}}})
+
+    done = await cli(client, tmp_path / "home", "checks", "--repo", str(repo), "--lanes", str(lanes))
+
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    assert "file(s) of the tree were loaded from outside it" in done.stdout, done.stdout
+    assert f"from {venv}" in done.stdout and "a change to them would be NOT JUDGED" in done.stdout, done.stdout
+    assert "but they loaded files of the tree from outside it" in done.stdout, done.stdout
+
+
+CALC = {"calc/__init__.py": "def add(a, b):\n    return a + b\n", "calc/unused.py": "def half(a):\n    return a / 2\n",
+        "tests/__init__.py": "", "tests/test_add.py": "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"}
+TEST_HALF = "from calc.unused import half\n\n\ndef test_half():\n    assert half(4) == 2\n"
+
+
+async def test_require_exercised_sends_a_changed_file_no_check_loaded_back_to_its_lane(client, tmp_path):
+    # The lane changes calc/unused.py, which no test imports: with require_exercised the check fails, saying which
+    # file; the lane is sent back to add a test that loads it, and the check then passes, counting it exercised.
+    import sys
+
+    from tests.test_gaming_runs import assignments
+    from tests.test_validation import QUICK
+
+    repo = make_repo(tmp_path / "repo", CALC)
+    lanes = write_yaml(tmp_path / "lanes.yaml", {
+        "swarm": {"max_helper_loops": 2, "lanes": {"calc": {"allowed_paths": ["calc/", "tests/"]}}},
+        "validation": {"profiles": {"default": {"timeout_s": 120, "env": QUICK, "require_exercised": True,
+                                                "commands": [[sys.executable, "-m", "pytest", "-q", "tests"]]}}}})
+    plan = write_yaml(tmp_path / "plan.yaml", {"interface_contract": "calc keeps add.",
+                                               "lanes": [{"lane": "calc", "goal": "Make half floor-divide."}]})
+    script = write_yaml(tmp_path / "replay.yaml", {"version": 1, "lanes": {"calc": {
+        1: [turn(("w1", "write_file", {"path": "calc/unused.py", "content": "def half(a):\n    return a // 2\n",
+                                       "reason": "Make half floor-divide as the goal says"})),
+            finish("f1", "half floor-divides")],
+        "1.2": [turn(("w2", "write_file", {"path": "tests/test_half.py", "content": TEST_HALF,
+                                           "reason": "A test that runs half, as the repair asks"})),
+                finish("f2", "half is tested")]}}})
+    run_id = await start_run(client, repo, lanes, script, plan=plan)
+    handle = client.get_workflow_handle_for(SwarmWorkflow.run, run_id)
+    try:
+        status = await wait_for_phase(client, run_id, Phase.review, timeout=240)
+        history = status.review.validations if status.review is not None else []
+        first = history[0].split(": ", 1)[1]
+        assert first.startswith("FAILED, red: changed source files not exercised by any check, and the profile says "
+                                "require_exercised: true: `calc/unused.py`"), history
+        assert "0 of 1 changed source file exercised" in history[0], history
+        tasks = await assignments(client, run_id, "calc")
+        assert len(tasks) == 2, [t.task_id for t in tasks]
+        assert "No check loads these files you changed" in tasks[1].goal and "- calc/unused.py" in tasks[1].goal, \
+            tasks[1].goal
+        report = status.review.test_report
+        assert report is not None and report.verdict_of == Verdict.passed, (report, history)
+        assert report.exercise is not None and "calc/unused.py" in report.exercise.loaded, report.exercise
+        assert "changed source files exercised" in render_status(status), render_status(status)
+    finally:
+        await handle.terminate("test done")
