@@ -49,7 +49,8 @@ from reposwarm.runs.store import Store
 
 log = logging.getLogger(__name__)
 
-FORMAT = 1  # of the entries and of what the digests cover: a new one makes every older entry a miss
+FORMAT = 2  # of the entries and of what the digests cover: a new one makes every older entry a miss
+# (2: Python checks import the tree, its import roots first on PYTHONPATH: results kept before ran installed copies)
 FOLDER = "baselines"
 _COMMIT = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
 _KEY = re.compile(r"^([0-9a-f]{24})-([0-9a-f]{40})$")
