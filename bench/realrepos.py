@@ -38,6 +38,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -245,8 +246,9 @@ def judged_ok(mode: str, r: dict[str, Any]) -> bool:
 
 # --- one entry, the results, the table ---
 
-def run_entry(entry: dict[str, Any], modes: list[str], mirrors: Path | None, work: Path,
-              timeout: float) -> dict[str, Any]:
+def run_entry(entry: dict[str, Any], modes: list[str], mirrors: Path | None, work: Path, timeout: float,
+              save: Callable[[str, dict[str, Any]], None]) -> None:
+    """The entry's checkout, environment and probe, then its tries, each saved as it ends."""
     folder = work / entry["name"]
     record: dict[str, Any] = {"repo": entry["repo"], "commit": entry["commit"], "language": entry["language"],
                               "environment": entry["environment"]["kind"], "probe_at": entry["probe"]}
@@ -258,7 +260,8 @@ def run_entry(entry: dict[str, Any], modes: list[str], mirrors: Path | None, wor
         probe = make_probe(entry, checkout, parent) if "probe" in modes else None
     except (RuntimeError, subprocess.SubprocessError, OSError) as err:
         record["setup_error"] = str(err)[:500]
-        return record
+        save(entry["name"], record)
+        return
     for mode in modes:
         sha = probe if mode == "probe" and probe else entry["commit"]
         print(f"[{entry['name']}] {mode}: reposwarm try --commit {sha[:12]} ...", flush=True)
@@ -267,7 +270,7 @@ def run_entry(entry: dict[str, Any], modes: list[str], mirrors: Path | None, wor
         print(f"[{entry['name']}] {mode}: {'ok' if r['ok'] else 'NOT OK'} verdict={r.get('verdict')} "
               f"tree={r.get('tree')} tests={r.get('tests_run')} exercised={r.get('exercised')} {r['seconds']} s "
               f"{r.get('error') or r.get('run_error') or ''}", flush=True)
-    return record
+        save(entry["name"], {**record, mode: r})
 
 
 def reposwarm_commit() -> str:
@@ -352,21 +355,30 @@ def main(argv: list[str] | None = None) -> int:
     args.work.mkdir(parents=True, exist_ok=True)
     ensure_server(args.work)
     results = json.loads(args.out.read_text()) if args.out.is_file() else {"entries": {}}
-    for entry in entries:
-        if wanted and entry["name"] not in wanted:
-            continue
-        record = run_entry(entry, modes, args.mirrors, args.work.resolve(), args.timeout)
-        record["date"] = dt.date.today().isoformat()
-        record["reposwarm"] = reposwarm_commit()
-        old = results["entries"].get(entry["name"], {})
-        results["entries"][entry["name"]] = {**old, **record}  # modes not run this time keep their last result
-        results.update(date=record["date"], reposwarm=record["reposwarm"])
-        order = [e["name"] for e in entries]
+    order = [e["name"] for e in entries]
+
+    def save(name: str, record: dict[str, Any]) -> None:
+        """One more result in the file (and the table): the entry's other tries keep their last results."""
+        stamp = {"date": dt.date.today().isoformat(), "reposwarm": reposwarm_commit()}
+        for mode in MODES:
+            if isinstance(record.get(mode), dict):
+                record[mode].update(stamp)
+        merged = {**results["entries"].get(name, {}), **record, **stamp}
+        if "setup_error" not in record:  # (set up this time: an earlier failure is history)
+            merged.pop("setup_error", None)
+        results["entries"][name] = merged
+        results.update(stamp)
         results["entries"] = dict(sorted(results["entries"].items(),
                                          key=lambda kv: order.index(kv[0]) if kv[0] in order else len(order)))
         args.out.write_text(json.dumps(results, indent=1, ensure_ascii=False) + "\n")
         if not args.no_docs:
             write_docs(results)
+
+    # the verdicts first (every entry's commit and probe), then the proposals
+    for group in ([m for m in modes if m in ("commit", "probe")], [m for m in modes if m in ("careful", "structure")]):
+        for entry in entries:
+            if group and not (wanted and entry["name"] not in wanted):
+                run_entry(entry, group, args.mirrors, args.work.resolve(), args.timeout, save)
     return 0
 
 

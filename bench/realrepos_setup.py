@@ -38,7 +38,7 @@ def source_of(entry: dict[str, Any], mirrors: Path | None) -> str:
 
 def make_checkout(entry: dict[str, Any], folder: Path, source: str) -> tuple[Path, str]:
     """The user's checkout: branch main at the commit's parent, clean (what setup made, ignored, is kept)."""
-    checkout = folder / "checkout"
+    checkout = folder / entry["repo"].rsplit("/", 1)[1]  # named as a user's clone is (runs and try folders say it)
     sha = entry["commit"]
     if not (checkout / ".git").is_dir():
         folder.mkdir(parents=True, exist_ok=True)

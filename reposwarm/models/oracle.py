@@ -137,6 +137,10 @@ class OracleProvider:
                                                           "reason": "a stray file, on purpose"}))
         if not calls:
             return ModelReply(tool_calls=[_call(98, "finish", {"summary": "nothing of the commit in my paths"})])
+        # the writes and the finish in one reply: a second call would only say "done", and its prompt (the
+        # conversation, every file written) can exceed the lane's token budget on a large commit, which pauses the
+        # lane for a person
+        calls.append(_call(len(calls), "finish", {"summary": "applied the commit's changes", "assumptions": []}))
         return ModelReply(tool_calls=calls)
 
     def _plan(self, request: ModelRequest) -> ModelReply:
