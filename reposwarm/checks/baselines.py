@@ -42,6 +42,7 @@ from typing import Any
 
 from reposwarm.checks import sandbox, shards
 from reposwarm.checks.runners import Case
+from reposwarm.checks.runners.prefixes import programs
 from reposwarm.checks.sandbox.environment import private_home
 from reposwarm.contracts import CheckProfile, CommandResult, TestFailure
 from reposwarm.runs import objects
@@ -114,7 +115,8 @@ def _check_env(profile: CheckProfile) -> dict[str, str]:
 
 def tools(profile: CheckProfile, path: str) -> dict[str, str]:
     """Each toolchain the commands see, by name: what it is (its version, or its contents' digest)."""
-    named = [argv[0] for argv in [*profile.commands, *profile.setup] if argv]
+    # (argv[0], and the programs its prefixes run: `env PYTHONPATH=src /venv/bin/python -m pytest` is that venv's)
+    named = [p for argv in [*profile.commands, *profile.setup] if argv for p in programs(argv)]
     found: dict[str, str] = {}
     for name in dict.fromkeys([*named, *_ALWAYS]):
         if "/" in name and not name.startswith("/"):
