@@ -78,3 +78,26 @@ def test_bad_input_is_one_error_line(tmp_path: Path) -> None:
     assert done.stderr.strip() == "error: no check profile 'fast': the lanes file has default"
     gone = checks(tmp_path, tmp_path / "nowhere", {"commands": [["true"]]})
     assert gone.returncode == 2 and gone.stderr.strip() == f"error: no such repository: {tmp_path / 'nowhere'}"
+
+
+def test_a_configuration_without_lanes_gives_its_profile(tmp_path: Path) -> None:
+    """The repository's own reposwarm.yaml may hold its check profiles and no lanes (a run proposes its lanes):
+    `checks` runs that profile, not the detected one."""
+    config = {"validation": {"profiles": {"default": {"commands": [["node", "--test", "test/"]]}}},
+              "prices": {"openai:gpt-4.1": {"input_per_mtok": 2, "output_per_mtok": 8}}}
+    repo = make_repo(tmp_path / "repo", {"reposwarm.yaml": json.dumps(config), "test/a.test.js":
+                                         "require('node:test')('one', () => {});\n"})
+    env = {**os.environ, "REPOSWARM_HOME": str(tmp_path / "home")}
+    done = subprocess.run([sys.executable, str(ROOT / "starter.py"), "checks", "--repo", str(repo)],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "using the repository's own reposwarm.yaml" in done.stderr
+    assert "- `node --test test/` (node; 1 tests ran;" in done.stdout or "- `node --test test/` (node; 1 test ran;" \
+        in done.stdout, done.stdout
+    # with prices and no profile, the detected profile runs, and says so
+    (repo / "reposwarm.yaml").write_text(json.dumps({"prices": config["prices"]}))
+    git(repo, "commit", "-qam", "no profile")
+    bare = subprocess.run([sys.executable, str(ROOT / "starter.py"), "checks", "--repo", str(repo)],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert "reposwarm.yaml has no validation.profiles: the detected profile runs" in bare.stdout, \
+        bare.stdout + bare.stderr

@@ -13,7 +13,7 @@ from reposwarm.contracts import HelperRole, HelperTask, Plan
 
 # The prompts' version: a change to any of them (their words, or what they say about the tools) bumps it, so a run's
 # record says which words its models were given (tests/test_prompts.py renders every one).
-PROMPTS_VERSION = "2026-12-01.2"
+PROMPTS_VERSION = "2026-12-02.1"
 
 LANE_SYSTEM = """You are one lane of a swarm of coding agents changing one repository together.
 
@@ -81,9 +81,10 @@ paths it may write as gitignore-style globs, the paths it may also read, and dep
 exact interfaces the lanes share: names, signatures, data shapes) and summary (one line).
 Follow the repository's structure: a lane per package or service the change touches, never a slice crossing an
 owner's boundary when it need not. Writable slices must be disjoint (list any path two lanes must both write in
-overlaps), inside the repository, and never the whole repository. A lane that writes tests depends on the lanes
-whose code those tests import; a lane whose files the others import comes first. Propose no lane the task does
-not need, and at most the number of lanes you are given.
+overlaps), inside the repository, and never the whole repository. A lane may hold a feature and its own tests;
+a lane that writes only tests depends on the lanes whose code those tests import; a lane whose code the others
+import comes first. Documentation and changelogs may have a lane of their own. Propose no lane the task does not
+need, and at most the number of lanes you are given.
 If you cannot call tools, reply with the same arguments as one JSON object and nothing else."""
 
 

@@ -138,10 +138,13 @@ def chosen_profile(args: argparse.Namespace, repo: Path) -> tuple[str, CheckProf
     from reposwarm.cli.common import LANES_FILE_NAMES
 
     if args.lanes or any((repo / n).is_file() for n in LANES_FILE_NAMES):
-        _, config = load_config(repo, args.lanes)
-        name = args.profile or config.validation.profile
-        return name, profile_of(config.validation.profiles, name)
-    if args.profile:
+        # (the profile is all a check needs: the repository's configuration may hold no lanes)
+        path, config = load_config(repo, args.lanes, need_lanes=False)
+        if config.validation.profiles or args.profile:
+            name = args.profile or config.validation.profile
+            return name, profile_of(config.validation.profiles, name)
+        print(f"{path.name} has no validation.profiles: the detected profile runs, as in a run with it")
+    elif args.profile:
         raise UserError(f"--profile {args.profile}: there is no lanes file to name it (--lanes FILE, or one of "
                         f"{', '.join(LANES_FILE_NAMES)} in {repo}); without one the detected profile runs")
     from reposwarm.intel.detected import detect_at

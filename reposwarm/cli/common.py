@@ -258,17 +258,19 @@ def tracked_files(repo: Path, rev: str = "HEAD") -> list[str] | None:
     return [name.decode("utf-8", "surrogateescape") for name in done.stdout.split(b"\0") if name]
 
 
-def load_config(repo: Path, given: str | None, *, rev: str = "HEAD", warn: bool = True) -> tuple[Path, LanesFile]:
+def load_config(repo: Path, given: str | None, *, rev: str = "HEAD", warn: bool = True,
+                need_lanes: bool = True) -> tuple[Path, LanesFile]:
     """The lanes file (given, or found at the repository's root), checked, with the environment's knobs applied.
 
     Every problem is one ConfigError (reposwarm/config.py read_lanes_file: the schema's, unknown lanes, lanes
     that may write the same path, a path both writable and read-only); the warnings (a slice matching no file of
     commit `rev`, a check command not installed here) are said on stderr unless `warn` is false (a lanes file the
-    command wrote itself).
+    command wrote itself). `need_lanes=False`: the repository's configuration may hold no lanes (its profiles,
+    prices, delivery and defaults: reposwarm/config.py read_configuration), as `checks` and `try` take it.
 
     One found in the repository is its author's, not the user's: said on stderr, and refused if it sets what
     only the user may (settings_only_the_user_makes)."""
-    from reposwarm.config import apply_env, read_lanes_file
+    from reposwarm.config import apply_env, read_configuration, read_lanes_file
 
     path = Path(given) if given else next((repo / n for n in LANES_FILE_NAMES if (repo / n).is_file()), None)
     if path is None:
@@ -278,7 +280,8 @@ def load_config(repo: Path, given: str | None, *, rev: str = "HEAD", warn: bool 
                         f"(`{prog()} try --repo {repo}` proposes one from a commit of yours and replays it offline)")
     files = tracked_files(repo, rev)
     at = f" at {rev[:12] if re.fullmatch(r'[0-9a-f]{40}', rev) else rev}"
-    config, findings = read_lanes_file(path, files, root=repo, at=at, tools_on_path=warn)
+    read = read_lanes_file if need_lanes else read_configuration
+    config, findings = read(path, files, root=repo, at=at, tools_on_path=warn)
     if not given:
         print(f"note: using the repository's own {path.name} (untrusted: it may not set delivery, a check "
               "profile's env or network, or a lane's shell: true; --lanes FILE gives a lanes file of your own)",
