@@ -40,6 +40,12 @@ EXEC_PREFIXES = {"npx": 1, "bunx": 1}  # `npx vitest`: the program after them (t
 RECURSIVE = {"npm": frozenset({"--workspaces", "-ws", "--workspace", "-w"}),
              "pnpm": frozenset({"-r", "--recursive", "--filter", "-F", "--filter-prod"}),
              "yarn": frozenset()}
+# what a script is by its name, where its program does not say (`"lint": "node scripts/lint.js"`)
+NAMED = ((re.compile(r"(^|:)(lint|eslint|prettier|format|fmt|style|stylelint|spell|cspell|biome|check-format)(:|$)"),
+          "lint"),
+         (re.compile(r"(^|:)(typecheck|type-check|types|check-types|typings|tsc|ts-check|check:types)(:|$)"),
+          "typecheck"),
+         (re.compile(r"(^|:)(build|compile|bundle|prepare|pretest|generate|codegen)(:|$)"), "build"))
 MAX_DEPTH = 6  # scripts that run scripts...
 MAX_STEPS = 40
 NO_TEST = re.compile(r"no test specified")  # `npm init`'s placeholder: no tests
@@ -107,7 +113,9 @@ class _Reader:
         """A script run from another: its steps, each named by the outermost script that runs only non-tests."""
         steps = self.script(name, passed, depth + 1, chain)
         if not any(s.kind in (RUNNER, WORKSPACES) for s in steps):
-            steps = [replace(s, script=(name, *passed)) for s in steps]
+            named = next((kind for pattern, kind in NAMED if pattern.search(name)), None)
+            steps = [replace(s, script=(name, *passed), kind=named if named and s.kind == OTHER else s.kind)
+                     for s in steps]
         return steps
 
     def part(self, text: str, depth: int, chain: tuple[str, ...]) -> list[Step]:
