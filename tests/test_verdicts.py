@@ -298,6 +298,10 @@ def test_changed_files_no_check_loaded_are_counted_and_the_verdict_word_stays_fi
     from reposwarm.checks import exercised
 
     assert "not exercised by any check: `d.py`, `e.py`" in exercised.lines(report)
+    # every one exercised: the line says nothing more (the review counts them all the same)
+    every = verdicts.settle(green(Exercise(loaded=["a.py", "b.py"])))
+    assert verdicts.summary(every) == "PASSED; 4 tests ran (base commit: 4)", verdicts.summary(every)
+    assert exercised.counted(every, always=True) == "2 of 2 changed source files exercised"
 
 
 def test_require_exercised_fails_a_change_no_check_loaded_and_says_which():

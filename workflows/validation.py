@@ -198,7 +198,7 @@ class Gate:
             else f"{verdict}, red: {len(report.failures)} new failure(s)" if report.failures
             else f"{verdict}, red: {'; '.join(report.problems)[:300]}")
         extra = [report.selection] if report.selection else []  # (a selected check says so wherever it is shown)
-        extra += [exercised.counted(report)] if exercised.counted(report) else []
+        extra += [exercised.counted(report, always=True)] if exercised.counted(report, always=True) else []
         extra += [f"{len(report.pre_existing)} pre-existing"] if report.pre_existing else []
         extra += [f"{len(report.fixed)} fixed"] if report.fixed else []
         extra += [f"{report.tests_run} tests ran, {report.base_tests_run} on the base"] \

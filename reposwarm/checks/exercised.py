@@ -80,11 +80,12 @@ def not_exercised(report: TestReport) -> list[str]:
     return list(report.exercise.not_loaded) if report.exercise is not None else []
 
 
-def counted(report: TestReport) -> str:
+def counted(report: TestReport, always: bool = False) -> str:
     """"3 of 5 changed source files exercised" (those the runtimes spoke for; loaded from outside is not
-    exercised); "" with no evidence or no changed source file."""
+    exercised); "" with no evidence or no changed source file, and, unless `always`, when every one was exercised
+    (the verdict line says the count where it tells something)."""
     ex = report.exercise
-    if ex is None or not ex.counted:
+    if ex is None or not ex.counted or (not always and len(ex.loaded) == ex.counted):
         return ""
     noun = "file" if ex.counted == 1 else "files"
     return f"{len(ex.loaded)} of {ex.counted} changed source {noun} exercised"
@@ -111,13 +112,15 @@ def outside_reason(report: TestReport) -> str:
 
 
 def lines(report: TestReport) -> list[str]:
-    """The evidence in plain lines, for status, a lane's run_checks and `reposwarm checks`: what was loaded from
-    outside the tree (each file, and where from), what no check loaded, diff coverage, unchanged files shadowed."""
+    """The evidence in plain lines, for status, a lane's run_checks and `reposwarm checks`: how many changed source
+    files ran, what was loaded from outside the tree (each file, and where from), what no check loaded, diff
+    coverage, unchanged files shadowed."""
     ex = report.exercise
     if ex is None:
         return []
-    out = [f"loaded from outside the tree (NOT JUDGED): `{_path(path)}` from {_path(where)}"
-           for path, where in list(ex.outside.items())[:SHOWN * 2]]
+    out = [counted(report, always=True)] if ex.counted else []
+    out += [f"loaded from outside the tree (NOT JUDGED): `{_path(path)}` from {_path(where)}"
+            for path, where in list(ex.outside.items())[:SHOWN * 2]]
     if len(ex.outside) > SHOWN * 2:
         out.append(f"... and {len(ex.outside) - SHOWN * 2} more changed files loaded from outside the tree")
     if ex.outside:
