@@ -153,6 +153,21 @@ def _has_tool(data: dict[str, object], name: str) -> bool:
     return isinstance(tool, dict) and name in tool
 
 
+# What in pyproject.toml says a tool keeps the project's environment, not only builds it (hatchling and
+# pdm-backend are build backends too: their build settings say nothing of an environment).
+_ENV_KEYS = {"poetry": None, "pdm": {"dev-dependencies", "scripts", "venv", "python"}, "hatch": {"envs"},
+             "pipenv": set()}
+
+
+def _keeps_env(data: dict[str, object], name: str) -> bool:
+    tool = data.get("tool")
+    section = tool.get(name) if isinstance(tool, dict) else None
+    if not isinstance(section, dict):
+        return False
+    wanted = _ENV_KEYS.get(name)
+    return wanted is None or bool(wanted & set(section))
+
+
 def _ask(argv: list[str], checkout: Path) -> str | None:
     """A tool's one-line answer in the checkout (its own environment, not the active one's)."""
     env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
@@ -179,7 +194,7 @@ _TOOLS: tuple[tuple[str, tuple[str, ...], list[str], bool], ...] = (
 def tool_envs(checkout: Path, files: Collection[str], data: dict[str, object], notes: list[str]) -> list[Candidate]:
     out = []
     for tool, markers, question, is_python in _TOOLS:
-        if not (any(m in files for m in markers) or _has_tool(data, tool)):
+        if not (any(m in files for m in markers) or _keeps_env(data, tool)):
             continue
         if shutil.which(tool) is None:
             notes.append(f"Python: the project uses {tool}, which is not installed here: its environment was not "
