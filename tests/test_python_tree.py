@@ -445,3 +445,15 @@ async def test_a_version_file_the_build_writes_is_made_for_the_check_and_removed
                    env={**os.environ, "GIT_AUTHOR_NAME": "u", "GIT_AUTHOR_EMAIL": "u@h", "GIT_COMMITTER_NAME": "u",
                         "GIT_COMMITTER_EMAIL": "u@h"})
     assert tree_python.write_version_files(repo) == ([], [])
+
+
+def test_the_checkouts_venv_named_by_the_profile_is_not_a_missing_dependency(tmp_path):
+    from reposwarm.cli.checks import missing_dependencies
+
+    checkout = make_repo(tmp_path / "checkout", {".gitignore": ".venv/\nnode_modules/\n", "setup.py": ""})
+    venv = venv_with(checkout, ".venv", [], with_pytest=False)
+    (checkout / "node_modules").mkdir()
+    named = CheckProfile(commands=[["env", "X=1", str(venv / "bin" / "python"), "-m", "pytest"]])
+    assert missing_dependencies(checkout, named) == ["node_modules"]
+    relative = CheckProfile(commands=[[".venv/bin/python", "-m", "pytest"]])
+    assert sorted(missing_dependencies(checkout, relative)) == [".venv", "node_modules"]

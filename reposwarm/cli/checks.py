@@ -15,6 +15,7 @@ from reposwarm import gitcmd
 from reposwarm.checks import exercised, sandbox
 from reposwarm.checks.runner import run_profile
 from reposwarm.checks.runners import reasons
+from reposwarm.checks.runners.prefixes import programs
 from reposwarm.cli.common import UserError, check_repo, git_out, load_config
 from reposwarm.contracts import CheckProfile, CommandResult, TestReport
 from reposwarm.runs.store import home
@@ -44,7 +45,10 @@ def missing_dependencies(repo: Path, profile: CheckProfile) -> list[str]:
     done = gitcmd.run(["-C", str(repo), "ls-files", "-z", "--others", "--ignored", "--exclude-standard",
                        "--directory"], capture_output=True)
     ignored = [p.rstrip("/") for p in done.stdout.decode("utf-8", "replace").split("\0") if p.endswith("/")]
-    return [p for p in ignored if Path(p).name in DEPENDENCY_FOLDERS and p not in profile.deps_from_checkout]
+    # (a venv of the checkout a command names by absolute path is bound into the checks: not missing)
+    named = [Path(p) for argv in profile.commands for p in programs(argv) if p.startswith("/")]
+    return [p for p in ignored if Path(p).name in DEPENDENCY_FOLDERS and p not in profile.deps_from_checkout
+            and not any(repo / p in n.parents for n in named)]
 
 
 def advice(result: CommandResult, profile: CheckProfile, missing: list[str], tests_failed: int,
