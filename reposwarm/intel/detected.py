@@ -24,6 +24,7 @@ def detect_at(repo: Path, rev: str = "HEAD") -> tuple[dict[str, Any] | None, lis
             return texts[path]
         return layout.read_blobs(repo, {path: blobs[path]}).get(path) if path in blobs else None
 
-    python = functools.cache(structure.python_with_pytest)
+    # (the interpreter looked for where the checkout at `repo` keeps the project's environment: python_env.py)
+    python = functools.cache(functools.partial(structure.python_with_pytest, repo, files, read))
     found, _ = packages.find_packages(files, read, python)
     return structure.detect_profile(files, read, python, packages=found)
