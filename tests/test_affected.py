@@ -309,3 +309,29 @@ def test_extraction_reads_each_language(tmp_path: Path) -> None:
     assert imports.extract("java", b"package a.b;\nimport static c.D.e;\nimport f.*;\n") == \
         ["i:c.D.e", "i:f.*", "p:a.b"]
     assert imports.extract("py", b"\0binary") == []
+
+
+def test_a_command_whose_tests_selection_cannot_name_runs_whole(tmp_path: Path) -> None:
+    """`unittest discover -s DIR` without `-t .` names its tests relative to DIR, which no selector can give: the
+    plan cannot tell which tests it runs, so it runs the command whole (never "none affected": a check of zero
+    tests), and the remainder does not run it again."""
+    from reposwarm.checks import plans
+    from reposwarm.contracts import CheckProfile
+
+    repo = make_repo(tmp_path / "repo", {"packages/tiny/tiny/__init__.py": "def f():\n    return 1\n",
+                                         "packages/tiny/tests/__init__.py": "",
+                                         "packages/tiny/tests/test_tiny.py": "from tiny import f\n",
+                                         "packages/tiny/tests/test_other.py": "X = 1\n"})
+    head = git(repo, "rev-parse", "HEAD").strip()
+    argv = ["python3", "-m", "unittest", "discover", "-s", "packages/tiny/tests"]
+    profile = CheckProfile(commands=[argv])
+    changed = ["packages/tiny/tiny/__init__.py"]
+    selected = plans.plan(repo, head, head, profile, "affected", lambda a: {}, changed=changed)
+    assert [p.whole for p in selected.parts] == [[" ".join(argv)]]
+    assert "cannot tell which of the tree's tests it runs" in selected.fallback
+    rest = plans.plan(repo, head, head, profile, "remainder", lambda a: {}, changed=changed)
+    assert rest.parts == [] and "ran whole in the selected check" in rest.skipped[0]
+    # with `-t .` its tests are named from the root: only the affected ones run, as before
+    rooted = CheckProfile(commands=[[*argv, "-t", "."]])
+    narrow = plans.plan(repo, head, head, rooted, "affected", lambda a: {}, changed=changed)
+    assert [p.names for p in narrow.parts] == [{" ".join([*argv, "-t", "."]): ["packages/tiny/tests/test_tiny.py"]}]

@@ -159,6 +159,16 @@ def plan(root: Path, ref: str, since: str, profile: CheckProfile, scope: str, du
                 entries.append(_Entry(argv, None))
                 continue
         mine = claimed(argv, names, root)
+        if not mine and not (names is not every.get(kind) and claimed(argv, every.get(kind, []), root)):
+            # No test of the tree is one this command's selector can name (`unittest discover -s DIR` without
+            # `-t .`): reposwarm cannot tell which tests it runs, so "none affected" would be a guess. It runs whole.
+            why = "reposwarm cannot tell which of the tree's tests it runs"
+            if scope == "remainder":
+                skipped.append(f"`{line}`: ran whole in the selected check ({why})")
+            else:
+                entries.append(_Entry(argv, None))
+                whole_why += [f"`{line}` whole: {why}"] if selective else []
+            continue
         if not mine:
             skipped.append(f"`{line}`: " + ("every test it runs ran in the selected check" if scope == "remainder"
                                             else "none of its tests is affected by the changes" if selective
