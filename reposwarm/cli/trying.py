@@ -158,6 +158,10 @@ async def cmd_try(args: argparse.Namespace) -> int:
     if not changed:
         raise UserError(f"commit {sha[:12]} changes no file: there is nothing to replay; pick another (--commit SHA)")
     if getattr(args, "propose", None):  # the run proposes its lanes through its proposal phase (trying_proposed.py)
+        from reposwarm.cli import preflight  # (the profile the proposal will detect: its toolchains, first)
+        from reposwarm.intel.detected import detect_at
+
+        preflight.refuse_missing(detect_at(repo, parent)[0], tree_files(repo, parent), reader(repo, parent))
         from reposwarm.cli.trying_proposed import try_proposed
 
         return await try_proposed(args, repo, sha, parent, changed)
