@@ -457,3 +457,13 @@ def test_the_checkouts_venv_named_by_the_profile_is_not_a_missing_dependency(tmp
     assert missing_dependencies(checkout, named) == ["node_modules"]
     relative = CheckProfile(commands=[[".venv/bin/python", "-m", "pytest"]])
     assert sorted(missing_dependencies(checkout, relative)) == [".venv", "node_modules"]
+
+
+def test_a_monorepos_nested_projects_add_their_package_folders_not_their_fixtures(tmp_path):
+    files = {"pyproject.toml": "", "tools/t.py": "",
+             "services/api/pyproject.toml": "", "services/api/src/api/__init__.py": "",
+             "services/web/setup.cfg": "[options]\npackage_dir =\n    = lib\n", "services/web/lib/web/__init__.py": "",
+             "services/flat/pyproject.toml": "", "services/flat/flat/__init__.py": "",  # (its folder: not added)
+             "services/evil/pyproject.toml": '[tool.setuptools]\npackage-dir = {"" = "../../.."}\n',
+             "tests/fixtures/proj/pyproject.toml": "", "tests/fixtures/proj/src/requests/__init__.py": ""}
+    assert roots(tmp_path, files) == [".", "services/api/src", "services/web/lib"]

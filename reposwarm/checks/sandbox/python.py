@@ -33,6 +33,14 @@ PROJECT_FILES = ("pyproject.toml", "setup.py", "setup.cfg")
 SRC = "src"
 MAX_CONFIG_BYTES = 1024 * 1024  # a project file bigger than this is not read (a planted one could be huge)
 MAX_ROOTS = 32
+NESTED_DEPTH = 3  # how far below the root a monorepo's own Python projects are looked for
+MAX_NESTED = 32
+MAX_WALKED = 3000  # folders walked looking for them (a huge tree is not walked whole at every check)
+# (dependencies, builds, and tests' fixtures: a fixture project's src/requests first on PYTHONPATH would shadow the
+# real requests of every check)
+SKIPPED_FOLDERS = frozenset({"node_modules", "venv", "site-packages", "__pycache__", "build", "dist", "vendor",
+                             "third_party", "target", "tests", "test", "testing", "fixtures", "__fixtures__",
+                             "testdata", "examples", "docs"})
 MAX_SCANNED = 400  # folder entries looked at to tell whether a tree without project files holds Python files
 # pytest reads the first of these that configures it (its "inifile"); pyproject.toml, tox.ini and setup.cfg only
 # when they have its section
@@ -268,21 +276,49 @@ def is_python_project(root: Path) -> bool:
     return False
 
 
+def _declared(project: Path) -> list[str]:
+    """The package folders a project's files declare, and its src layout's `src/`, relative to its folder."""
+    data = _toml(project, "pyproject.toml")
+    declared = [*_setuptools(data), *_hatch(data), *_poetry(data), *_others(data), *_setup_cfg(project),
+                *_setup_py(project)]
+    return [*declared, SRC] if _src_layout(project) else declared
+
+
+def nested_projects(root: Path) -> list[str]:
+    """The folders below the root holding a Python project of their own (a monorepo's packages), up to
+    NESTED_DEPTH folders down, relative to the tree; bounded, and never in a dependency or build folder."""
+    found: list[str] = []
+    seen = 0
+    for top, dirs, names in os.walk(root):
+        seen += 1
+        rel = os.path.relpath(top, root)
+        depth = 0 if rel == "." else rel.count(os.sep) + 1
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in SKIPPED_FOLDERS) \
+            if depth < NESTED_DEPTH else []
+        # (a package's own setup.py module is no project: reposwarm/checks/setup.py)
+        if depth and ("pyproject.toml" in names or ("__init__.py" not in names and any(
+                name in names for name in PROJECT_FILES))):
+            found.append(rel.replace(os.sep, "/"))
+        if seen >= MAX_WALKED or len(found) >= MAX_NESTED:
+            break
+    return found
+
+
 def import_roots(root: Path) -> list[Path]:
     """The tree's import roots, absolute and inside it, in the order they go on PYTHONPATH (none: not a Python
-    project)."""
+    project): the root project's package folders (the root itself for a flat layout), pytest's `pythonpath`,
+    then the package folders of the projects nested below (a monorepo's; not their own folders, whose flat
+    layouts' names would clash: pytest puts those first itself)."""
     if not is_python_project(root):
         return []
-    data = _toml(root, "pyproject.toml")
-    declared = [*_setuptools(data), *_hatch(data), *_poetry(data), *_others(data), *_setup_cfg(root),
-                *_setup_py(root)]
-    if _src_layout(root):
-        declared.append(SRC)
-    found = _folders(root, declared)
+    found = _folders(root, _declared(root))
     tested = _folders(root, pytest_pythonpath(root))
     if not found:  # a flat layout: the packages are at the root
         found = [root]
-    return list(dict.fromkeys([*found, *tested]))[:MAX_ROOTS]
+    nested = [p for project in nested_projects(root)
+              for p in _folders(root, (posixpath.normpath(posixpath.join(project, rel))
+                                       for rel in _declared(root / project) if not posixpath.isabs(rel)))]
+    return list(dict.fromkeys([*found, *tested, *nested]))[:MAX_ROOTS]
 
 
 def _folders(root: Path, rels: Iterable[str]) -> list[Path]:
