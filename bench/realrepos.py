@@ -162,6 +162,8 @@ def summarize(out: str, err: str, code: int, status: dict[str, Any] | None) -> d
         result["tests_run"], result["base_tests_run"] = report.get("tests_run"), report.get("base_tests_run")
         result["pre_existing"] = len(report.get("pre_existing") or [])
         result["check_problems"] = [p[:300] for p in report.get("problems") or []][:5]
+        if report.get("setup"):
+            result["setup"] = [line[:300] for line in report["setup"]][:4]
         exercise = report.get("exercise")
         if exercise:
             judged = len(exercise.get("loaded", [])) + len(exercise.get("not_loaded", [])) + len(exercise.get("outside", {}))
@@ -329,7 +331,7 @@ def write_docs(results: dict[str, Any]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--only", help="entries to run, by name, comma-separated (default: all)")
+    p.add_argument("--only", help="entries to run, by name, comma-separated, in that order (default: all)")
     p.add_argument("--modes", default=",".join(MODES), help=f"which tries, comma-separated (default {','.join(MODES)})")
     p.add_argument("--mirrors", type=Path, help="a folder of mirrors (owner+name/repo, or owner/name[.git])")
     p.add_argument("--work", type=Path, default=Path("/work/realrepos"), help="checkouts, environments, logs, the "
@@ -344,8 +346,8 @@ def main(argv: list[str] | None = None) -> int:
     if problems:
         print("\n".join(problems), file=sys.stderr)
         return 2
-    wanted = set(args.only.split(",")) if args.only else None
-    if wanted and (unknown := wanted - {e["name"] for e in entries}):
+    wanted = [name for name in args.only.split(",") if name] if args.only else None
+    if wanted and (unknown := set(wanted) - {e["name"] for e in entries}):
         print(f"unknown entries: {', '.join(sorted(unknown))}", file=sys.stderr)
         return 2
     modes = [m for m in args.modes.split(",") if m]
@@ -376,8 +378,9 @@ def main(argv: list[str] | None = None) -> int:
 
     # the verdicts first (every entry's commit and probe), then the proposals
     for group in ([m for m in modes if m in ("commit", "probe")], [m for m in modes if m in ("careful", "structure")]):
-        for entry in entries:
-            if group and not (wanted and entry["name"] not in wanted):
+        by_name = {e["name"]: e for e in entries}
+        for entry in [by_name[name] for name in wanted] if wanted else entries:  # (--only: in its order)
+            if group:
                 run_entry(entry, group, args.mirrors, args.work.resolve(), args.timeout, save)
     return 0
 
