@@ -213,7 +213,7 @@ def parser() -> argparse.ArgumentParser:
                          "say per command what ran, the tests found and what to fix")
     chk.add_argument("--repo", required=True, help="the git repository's top folder (its checkout is only read)")
     chk.add_argument("--lanes", metavar="FILE", help="lanes file (default: reposwarm.yaml or helpers.yaml in the "
-                     "repository, as run finds it)")
+                     "repository, as run finds it; with none, the profile a run with none detects, and why)")
     chk.add_argument("--profile", help="the validation profile to run (default: the lanes file's validation.profile)")
     chk.set_defaults(handler=f"{CHECKS}:cmd_checks")
     lns = sub.add_parser("lanes", help="write a starting lanes file from the repository's structure alone (packages, "
