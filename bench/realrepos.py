@@ -297,9 +297,11 @@ def cell(mode: str, r: dict[str, Any] | None) -> str:
         bits.append("tree =" if r.get("tree") == "equal" else ("not delivered" if r.get("tree") == "not delivered"
                                                                else "tree differs"))
     bits.append(f"{r.get('seconds', 0):.0f} s")
-    why = r.get("first_failure") or r.get("error") or r.get("run_error")
-    if why and not r.get("ok"):
-        bits.append(f"— {why[:90]}")
+    if r.get("paused"):
+        bits.append(f"{len(r['paused'])} budget pause(s)")
+    why = (r.get("check_problems") or [None])[0] or r.get("first_failure") or r.get("error") or r.get("run_error")
+    if why and (mode == "probe" or not r.get("ok")):  # (a probe's reason is what it is judged by)
+        bits.append(f"— {why[:110]}")
     return ("✓ " if r.get("ok") else "✗ ") + ", ".join(bits)
 
 
@@ -329,6 +331,41 @@ def write_docs(results: dict[str, Any]) -> None:
     DOCS.write_text(text)
 
 
+def check_proposals(entries: list[dict[str, Any]], mirrors: Path | None, work: Path) -> int:
+    """Each entry's careful and structure proposals through the guardrails as the proposal phase checks them (the
+    base commit's import graph), with no run: seconds, where the tries take hours."""
+    import asyncio
+
+    sys.path.insert(0, str(ROOT))
+    from activities.proposing import checked, import_graph, proposal_of
+    from reposwarm.agent.specs import SubmitLanesArgs
+    from reposwarm.contracts import ProposeOptions
+    from reposwarm.intel.layout import survey
+    from reposwarm.models import ModelRequest
+    from reposwarm.models.oracle import OracleProvider
+
+    most = ProposeOptions().max_lanes
+    ask = ModelRequest(model="oracle", agent="proposer", system="", tools=[], round=0, turn=0,
+                       messages=[{"role": "user", "content": f"Propose at most {most} lanes.\n"}])
+    refused = 0
+    for entry in entries:
+        checkout, parent = make_checkout(entry, work / entry["name"], source_of(entry, mirrors))
+        files = git(checkout, "ls-tree", "-r", "--name-only", parent).splitlines()
+        graph, unread = import_graph(str(checkout), parent)
+        layout = survey(checkout, parent)
+        for plan in ("careful", "structure"):
+            oracle = OracleProvider(f"{checkout}#{entry['commit']}?plan={plan}")
+            reply = asyncio.run(oracle.complete(ask))
+            args = SubmitLanesArgs.model_validate_json(reply.tool_calls[0].raw_arguments)
+            proposal = checked(proposal_of(args, "oracle", layout), files, graph, most, unread)
+            refused += bool(proposal.problems)
+            lanes = ", ".join(f"{name} ({len(role.allowed_paths)})" for name, role in proposal.lanes.items())
+            print(f"{entry['name']} {plan}: {'REFUSED' if proposal.problems else 'accepted'}: {lanes}")
+            for line in proposal.problems:
+                print(f"    problem: {line[:300]}")
+    return 1 if refused else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--only", help="entries to run, by name, comma-separated, in that order (default: all)")
@@ -340,7 +377,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--list", type=Path, default=LIST, help="the list of entries (default bench/realrepos.yaml)")
     p.add_argument("--out", type=Path, default=RESULTS)
     p.add_argument("--no-docs", action="store_true", help="do not rewrite the table in docs/benchmarks.md")
+    p.add_argument("--check-proposals", action="store_true", help="only check each entry's careful and structure "
+                   "proposals against the guardrails (no run)")
+    p.add_argument("--table-only", action="store_true", help="rewrite the docs' table from the results file; run nothing")
     args = p.parse_args(argv)
+    if args.table_only:
+        write_docs(json.loads(args.out.read_text()))
+        return 0
     entries = load_entries(args.list)
     problems = [line for e in entries for line in entry_problems(e)]
     if problems:
@@ -350,6 +393,9 @@ def main(argv: list[str] | None = None) -> int:
     if wanted and (unknown := set(wanted) - {e["name"] for e in entries}):
         print(f"unknown entries: {', '.join(sorted(unknown))}", file=sys.stderr)
         return 2
+    if args.check_proposals:
+        return check_proposals([e for e in entries if not wanted or e["name"] in wanted], args.mirrors,
+                               args.work.resolve())
     modes = [m for m in args.modes.split(",") if m]
     if bad := [m for m in modes if m not in MODES]:
         print(f"unknown modes: {', '.join(bad)} (known: {', '.join(MODES)})", file=sys.stderr)
