@@ -21,7 +21,7 @@ from activities.validate import _watched
 from reposwarm.checks import evidence, runner
 from reposwarm.contracts import CheckProfile, CommandResult, Loaded, TestReport, ValidateInput
 from reposwarm.runs.store import Store
-from tests.helpers import HAS_CARGO, cargo_on_path, git, make_repo
+from tests.helpers import HAS_CARGO, ROOT, cargo_on_path, git, make_repo, write_yaml
 
 PY = sys.executable  # reposwarm's venv: pytest and pytest-xdist
 SYSTEM_PY = "/usr/bin/python3"
@@ -55,16 +55,27 @@ TINY = {
 }
 
 
-@pytest.mark.skipif(not _can_install(), reason=f"{SYSTEM_PY} cannot build a wheel offline (setuptools, wheel)")
-async def test_an_installed_copy_of_a_changed_module_is_named_then_loaded_once_the_tree_is_first(tmp_path):
+INSTALLABLE = pytest.mark.skipif(not _can_install(),
+                                 reason=f"{SYSTEM_PY} cannot build a wheel offline (setuptools, wheel)")
+
+
+@pytest.fixture(scope="module")
+def tiny_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A venv with `tiny` installed from a copy of TINY, not editable: the copy a user's environment holds."""
+    source = make_repo(tmp_path_factory.mktemp("tiny-source"), TINY)
+    venv = tmp_path_factory.mktemp("tiny") / "venv"
+    subprocess.run([SYSTEM_PY, "-m", "venv", "--system-site-packages", str(venv)], check=True)
+    subprocess.run([str(venv / "bin/python"), "-m", "pip", "install", "-q", "--no-index", "--no-build-isolation",
+                    str(source / "packages/tiny")], check=True, capture_output=True)
+    return venv
+
+
+@INSTALLABLE
+async def test_an_installed_copy_of_a_changed_module_is_named_then_loaded_once_the_tree_is_first(tmp_path, tiny_venv):
     # A monorepo's Python project in packages/tiny, installed (not editable) in the venv the check runs; the tree's
     # copy then changes (the lane's change), and the tests import `tiny` from the venv.
     tree = make_repo(tmp_path / "repo", TINY)
-    venv = tmp_path / "venv"
-    subprocess.run([SYSTEM_PY, "-m", "venv", "--system-site-packages", str(venv)], check=True)
-    subprocess.run([str(venv / "bin/python"), "-m", "pip", "install", "-q", "--no-index", "--no-build-isolation",
-                    str(tree / "packages/tiny")], check=True, capture_output=True)
-    shutil.rmtree(tree / "packages/tiny/build", ignore_errors=True)
+    venv = tiny_venv
     (tree / "packages/tiny/tiny/mod.py").write_text("def g():\n    return 1  # the change\n")
     (tree / "packages/tiny/tiny/unused.py").write_text("def never():\n    return 2\n")
     argv = [str(venv / "bin/python"), "-m", "unittest", "discover", "-s", "packages/tiny/tests"]
@@ -89,6 +100,23 @@ async def test_an_installed_copy_of_a_changed_module_is_named_then_loaded_once_t
     assert first.exercise is not None
     assert first.exercise.loaded == ["packages/tiny/tiny/mod.py"]
     assert first.exercise.outside == {} and first.exercise.not_loaded == ["packages/tiny/tiny/unused.py"]
+
+
+@INSTALLABLE
+def test_reposwarm_checks_on_head_says_which_tree_modules_were_loaded_from_outside(tmp_path, tiny_venv):
+    repo = make_repo(tmp_path / "repo", TINY)
+    lanes = write_yaml(tmp_path / "lanes.yaml", {
+        "swarm": {"lanes": {"all": {"allowed_paths": ["**"]}}},
+        "validation": {"profiles": {"default": {"commands": [[str(tiny_venv / "bin/python"), "-m", "unittest",
+                                                                "discover", "-s", "packages/tiny/tests"]]}}}})
+    done = subprocess.run([PY, str(ROOT / "starter.py"), "checks", "--repo", str(repo), "--lanes", str(lanes)],
+                          capture_output=True, text=True, env={**os.environ, "REPOSWARM_HOME": str(tmp_path / "home")},
+                          timeout=300)
+
+    assert done.returncode == 0, done.stdout + done.stderr  # (green: the installed copy passes its tests)
+    site = next((tiny_venv / "lib").glob("python3*/site-packages"))
+    assert "fix: 2 file(s) of the tree were loaded from outside it" in done.stdout, done.stdout
+    assert f"`packages/tiny/tiny/` (2 files) was loaded from {site}/tiny/" in done.stdout, done.stdout
 
 
 async def test_a_command_that_gave_no_evidence_leaves_its_files_unknown_never_not_loaded(tmp_path):

@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 
 from reposwarm import gitcmd
-from reposwarm.checks import exercised, sandbox
+from reposwarm.checks import evidence, exercised, sandbox
 from reposwarm.checks.runner import run_profile
 from reposwarm.checks.runners import reasons
 from reposwarm.checks.runners.prefixes import programs
@@ -126,6 +126,8 @@ def loaded_lines(result: CommandResult) -> list[str]:
         first, where = next(iter(loaded.outside.items()))
         out.append(f"fix: {len(loaded.outside)} file(s) of the tree were loaded from outside it (`{first}` from "
                    f"{where}): a change to them would be NOT JUDGED; {exercised.FIX}")
+        # (by folder: "`src/attr/` (19 files) was loaded from /usr/lib/python3/dist-packages/attr/")
+        out += [f"  {line}" for line in evidence.shadowing(loaded)[:5]]
     if loaded.note:
         out.append(f"evidence: {loaded.note}")
     return [inert_line(line)[:600] for line in out]
