@@ -23,6 +23,8 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from reposwarm.checks.runners import prefixes
+
 # what to install for each toolchain's program, as a line a user can act on
 INSTALL = {
     "go": "apt-get install golang-go, or https://go.dev/dl",
@@ -48,8 +50,8 @@ ON_NODE = frozenset({"npm", "npx", "pnpm", "yarn"})
 # a project's own wrappers that download their tool and run it on a JDK
 JAVA_WRAPPERS = frozenset({"gradlew", "mvnw"})
 # programs that run the command after their options (`env -C web X=1 pnpm exec jest`, `timeout 60 go test`)
-_RUNS_AFTER = {"env": {"-u", "--unset", "-C", "--chdir", "-S", "--split-string"}, "timeout": {"-s", "--signal",
-               "-k", "--kill-after"}, "nice": {"-n", "--adjustment"}, "nohup": set(), "stdbuf": set()}
+# package managers whose next program is one of the tree's own (node_modules/.bin): it needs no toolchain of its own
+FROM_THE_TREE = {"npx", "pnpm", "yarn", "bunx", "bun", "npm"}
 
 
 @dataclass(frozen=True)
@@ -100,26 +102,13 @@ def version(path: str) -> str | None:
 
 def programs(argv: Iterable[str]) -> list[str]:
     """The programs a command needs from the host, outermost first: its first word, and the one `env`, `timeout`,
-    `nice`... run after their options. (What `npx`, `pnpm exec`... run comes from the tree: not a toolchain.)"""
-    rest = list(argv)
+    `nice`, `uv run`... run after their options (reposwarm/checks/runners/prefixes.py reads them as the sandbox
+    binds them). What `npx`, `pnpm exec`, `yarn`... run comes from the tree's node_modules: not a toolchain."""
     out: list[str] = []
-    while rest:
-        program = rest[0]
+    for program in prefixes.programs(list(argv)):
         out.append(program)
-        name = os.path.basename(program)
-        if name not in _RUNS_AFTER:
+        if os.path.basename(program) in FROM_THE_TREE:
             break
-        i = 1
-        while i < len(rest) and (rest[i].startswith("-") or (name == "env" and "=" in rest[i])):
-            if rest[i] == "--":
-                i += 1
-                break
-            i += 2 if rest[i] in _RUNS_AFTER[name] else 1
-        if name == "timeout" and i < len(rest):
-            i += 1  # its duration
-        elif name == "nice" and i < len(rest) and rest[i].lstrip("-").isdigit():
-            i += 1
-        rest = rest[i:]
     return out
 
 
