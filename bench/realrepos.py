@@ -282,7 +282,11 @@ def reposwarm_commit() -> str:
     return git(ROOT, "rev-parse", "--short=12", "HEAD") + ("+uncommitted" if dirty else "")
 
 
-def cell(mode: str, r: dict[str, Any] | None) -> str:
+def cell(mode: str, r: dict[str, Any] | None, checked: dict[str, Any] | None = None) -> str:
+    if r is None and checked:  # not run: the proposal through the guardrails alone (--check-proposals)
+        lanes = ", ".join(checked["lanes"])
+        return (f"accepted (checked, not run): {lanes}" if checked["accepted"]
+                else f"refused (checked, not run): {checked['problems'][0][:110]}")
     if r is None:
         return "—"
     if mode in ("careful", "structure") and r.get("proposal") and r["proposal"].get("problems"):
@@ -313,7 +317,8 @@ def table(results: dict[str, Any]) -> str:
         if "setup_error" in rec:
             rows.append(f"| {name} | {rec['environment']} | setup failed: {rec['setup_error'][:120]} | | | |")
             continue
-        cells = [cell(mode, rec.get(mode)).replace("|", "\\|") for mode in MODES]
+        cells = [cell(mode, rec.get(mode), (rec.get("proposals_checked") or {}).get(mode)).replace("|", "\\|")
+                 for mode in MODES]
         rows.append(f"| {name} | {rec['environment']} | " + " | ".join(cells) + " |")
     return "\n".join(head + rows)
 
@@ -331,7 +336,8 @@ def write_docs(results: dict[str, Any]) -> None:
     DOCS.write_text(text)
 
 
-def check_proposals(entries: list[dict[str, Any]], mirrors: Path | None, work: Path) -> int:
+def check_proposals(entries: list[dict[str, Any]], mirrors: Path | None, work: Path,
+                    save: Callable[[str, dict[str, Any]], None]) -> int:
     """Each entry's careful and structure proposals through the guardrails as the proposal phase checks them (the
     base commit's import graph), with no run: seconds, where the tries take hours."""
     import asyncio
@@ -349,6 +355,7 @@ def check_proposals(entries: list[dict[str, Any]], mirrors: Path | None, work: P
                        messages=[{"role": "user", "content": f"Propose at most {most} lanes.\n"}])
     refused = 0
     for entry in entries:
+        found: dict[str, Any] = {}
         checkout, parent = make_checkout(entry, work / entry["name"], source_of(entry, mirrors))
         files = git(checkout, "ls-tree", "-r", "--name-only", parent).splitlines()
         graph, unread = import_graph(str(checkout), parent)
@@ -363,6 +370,13 @@ def check_proposals(entries: list[dict[str, Any]], mirrors: Path | None, work: P
             print(f"{entry['name']} {plan}: {'REFUSED' if proposal.problems else 'accepted'}: {lanes}")
             for line in proposal.problems:
                 print(f"    problem: {line[:300]}")
+            found[plan] = {"accepted": not proposal.problems, "problems": proposal.problems[:5],
+                           "lanes": {name: role.allowed_paths for name, role in proposal.lanes.items()},
+                           "depends_on": {name: role.depends_on for name, role in proposal.lanes.items()
+                                          if role.depends_on}, "overlaps": proposal.overlaps,
+                           "warnings": proposal.warnings[:5], "date": dt.date.today().isoformat(),
+                           "reposwarm": reposwarm_commit()}
+        save(entry["name"], {"proposals_checked": found})
     return 1 if refused else 0
 
 
@@ -393,15 +407,13 @@ def main(argv: list[str] | None = None) -> int:
     if wanted and (unknown := set(wanted) - {e["name"] for e in entries}):
         print(f"unknown entries: {', '.join(sorted(unknown))}", file=sys.stderr)
         return 2
-    if args.check_proposals:
-        return check_proposals([e for e in entries if not wanted or e["name"] in wanted], args.mirrors,
-                               args.work.resolve())
     modes = [m for m in args.modes.split(",") if m]
     if bad := [m for m in modes if m not in MODES]:
         print(f"unknown modes: {', '.join(bad)} (known: {', '.join(MODES)})", file=sys.stderr)
         return 2
     args.work.mkdir(parents=True, exist_ok=True)
-    ensure_server(args.work)
+    if not args.check_proposals:
+        ensure_server(args.work)
     results = json.loads(args.out.read_text()) if args.out.is_file() else {"entries": {}}
     order = [e["name"] for e in entries]
 
@@ -422,6 +434,9 @@ def main(argv: list[str] | None = None) -> int:
         if not args.no_docs:
             write_docs(results)
 
+    if args.check_proposals:
+        return check_proposals([e for e in entries if not wanted or e["name"] in wanted], args.mirrors,
+                               args.work.resolve(), save)
     # the verdicts first (every entry's commit and probe), then the proposals
     for group in ([m for m in modes if m in ("commit", "probe")], [m for m in modes if m in ("careful", "structure")]):
         by_name = {e["name"]: e for e in entries}
