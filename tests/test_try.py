@@ -81,6 +81,31 @@ async def test_try_replays_a_real_commit_offline_and_delivers_it_in_its_own_clon
     assert git(repo, "status", "--porcelain", "--untracked-files=all") == ""
 
 
+@pytest.mark.usefixtures("worker")
+async def test_try_proposes_lanes_into_the_repository_s_configuration_without_lanes(temporal_address, tmp_path):
+    """A reposwarm.yaml holding the repository's check profile and no lanes (issue 45): try proposes the lanes and
+    checks with that profile, not the detected one."""
+    repo = make_repo(tmp_path / "calc", {
+        "pyproject.toml": "[project]\nname = \"calc\"\nversion = \"0.1\"\n", "calc/__init__.py": "",
+        "calc/ops.py": OPS, "tests/test_ops.py": TEST_OPS,
+        "reposwarm.yaml": yaml.safe_dump({"validation": {"profiles": {"unit": {
+            "commands": [[sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"]]}},
+            "profile": "unit"}})})
+    (repo / "calc/ops.py").write_text(OPS + MUL)
+    (repo / "tests/test_ops.py").write_text(TEST_OPS + TEST_MUL)
+    git(repo, "commit", "-qam", "Add mul, with a test")
+    done = await asyncio.to_thread(cli, "try", "--repo", str(repo), "--yes",
+                                   env={"TEMPORAL_ADDRESS": temporal_address})
+    assert done.returncode == 0, f"stdout:\n{done.stdout}\nstderr:\n{done.stderr}"
+    assert "reposwarm.yaml holds no lanes: the proposed lanes run in its configuration (its profile 'unit')" \
+        in done.stdout
+    run_id = re.search(r"as run (reposwarm-try-\S+),", done.stdout).group(1)
+    review = cli("review", run_id, "--json", env={"TEMPORAL_ADDRESS": temporal_address})
+    argvs = re.findall(r'"argv": \[([^\]]*)\]', review.stdout)
+    assert argvs and all('"no:cacheprovider",' in a and a.strip().endswith('"tests"') for a in argvs), argvs
+    assert "checks PASSED" in done.stdout
+
+
 def test_what_try_cannot_replay_is_one_error_line(tmp_path):
     unreachable = {"TEMPORAL_ADDRESS": "127.0.0.1:1", "REPOSWARM_HOME": str(tmp_path / "home")}
     plain = tmp_path / "plain"

@@ -96,10 +96,23 @@ def propose_lanes(repo: Path, parent: str, changed: list[str], folder: Path) -> 
 
 def lanes_for(args: argparse.Namespace, repo: Path, parent: str, changed: list[str],
               folder: Path) -> tuple[Path, LanesFile]:
-    if args.lanes or any((repo / name).is_file() for name in LANES_FILE_NAMES):
+    from reposwarm.config import declares_lanes
+
+    own = Path(args.lanes) if args.lanes else next((repo / n for n in LANES_FILE_NAMES if (repo / n).is_file()), None)
+    if own is not None and declares_lanes(own):
         return load_config(repo, args.lanes, rev=parent)  # (the try starts from the parent: its files)
     path = propose_lanes(repo, parent, changed, folder)
-    return load_config(repo, str(path), rev=parent, warn=False)  # (written here: its warnings would be noise)
+    proposed = load_config(repo, str(path), rev=parent, warn=False)[1]  # (written here: its warnings would be noise)
+    if own is None:
+        return path, proposed
+    # The repository's configuration without lanes (its profiles, prices, defaults: issue 45): the proposed lanes
+    # go into it, and its own profile is the one the try checks with, never the detected one in its place.
+    _, configured = load_config(repo, args.lanes, rev=parent, need_lanes=False)
+    swarm = configured.swarm.model_copy(update={"lanes": proposed.swarm.lanes})
+    validation = configured.validation if configured.validation.profiles else proposed.validation
+    say(f"{own.name} holds no lanes: the proposed lanes run in its configuration"
+        + (f" (its profile {validation.profile!r})" if configured.validation.profiles else " (the detected profile)"))
+    return own, configured.model_copy(update={"swarm": swarm, "validation": validation})
 
 
 def offline(config: LanesFile, path: Path) -> LanesFile:
