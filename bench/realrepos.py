@@ -243,7 +243,9 @@ def judged_ok(mode: str, r: dict[str, Any]) -> bool:
     """Whether the try gave what is wanted of it."""
     if mode == "probe":
         return r.get("verdict") in ("FAILED", "NOT JUDGED") and r.get("tree") != "equal"
-    return r.get("verdict") == "PASSED" and r.get("tree") == "equal" and r.get("exit") == 0
+    # (a commit that removes or rewrites its tests is honestly PASSED WITH TEST CHANGES, which try --yes accepts)
+    return r.get("verdict") in ("PASSED", "PASSED WITH TEST CHANGES") and r.get("tree") == "equal" \
+        and r.get("exit") == 0
 
 
 # --- one entry, the results, the table ---
@@ -324,6 +326,10 @@ def table(results: dict[str, Any]) -> str:
 
 
 def write_docs(results: dict[str, Any]) -> None:
+    for record in results["entries"].values():  # (judged again: what is wanted may have been said better since)
+        for mode in MODES:
+            if isinstance(record.get(mode), dict):
+                record[mode]["ok"] = judged_ok(mode, record[mode])
     text = DOCS.read_text()
     block = (f"{TABLE_START}\nMeasured {results['date']} at reposwarm {results['reposwarm']} "
              f"({sum(1 for r in results['entries'].values() for m in MODES if isinstance(r.get(m), dict) and r[m].get('ok'))}"
