@@ -68,7 +68,7 @@ def _stem(path: str) -> str:
     stem = re.sub(r"^test_|_test$", "", stem)
     if stem == "__init__":
         stem = posixpath.basename(posixpath.dirname(path)) or stem
-    return stem
+    return stem.lstrip("_") or stem  # (a private module _cached.py is what test_cached.py tests)
 
 
 def _dotted(key: str) -> set[str]:
