@@ -29,13 +29,14 @@ TEST_SHOW = "from pkg.fmt import show\n\n\ndef test_show():\n    assert show(1) 
 TEST_PARSE = "from pkg.parse import parse\n\n\ndef test_parse():\n    assert parse('2') == 2\n"
 
 
-def shop_repo(tmp_path: Path) -> tuple[Path, str]:
+def shop_repo(tmp_path: Path, config: str | None = None) -> tuple[Path, str]:
     """A package whose commit adds a function to two modules (each with its own test), re-exports both from the
     package's __init__, makes one module use the other, and notes it in the changelog and docs."""
     repo = make_repo(tmp_path / "shop", {
         "pyproject.toml": "[project]\nname = \"pkg\"\nversion = \"1\"\n", "CHANGES.md": "# changes\n",
         "docs/api.md": "# api\n", "src/pkg/__init__.py": INIT, "src/pkg/fmt.py": FMT, "src/pkg/parse.py": PARSE,
-        "tests/test_fmt.py": TEST_SHOW, "tests/test_parse.py": TEST_PARSE})
+        "tests/test_fmt.py": TEST_SHOW, "tests/test_parse.py": TEST_PARSE,
+        **({"reposwarm.yaml": config} if config else {})})
     files = {
         "src/pkg/__init__.py": INIT + "from pkg.fmt import shout\nfrom pkg.parse import parse_many\n",
         "src/pkg/fmt.py": FMT + "\n\ndef shout(x):\n    return show(x).upper()\n",
@@ -107,12 +108,16 @@ def test_an_unknown_plan_is_refused_when_the_model_is_named(tmp_path):
 
 @pytest.mark.usefixtures("worker")
 async def test_try_propose_goes_through_the_run_s_proposal_phase_and_delivers_the_commit(temporal_address, tmp_path):
-    repo, sha = shop_repo(tmp_path)
+    # the repository's configuration without lanes: its profile checks the proposed lanes
+    repo, sha = shop_repo(tmp_path, config="validation:\n  profile: mine\n  profiles:\n    mine:\n      commands:\n"
+                                           "        - [python3, -m, pytest, -q, tests/test_fmt.py]\n")
     env = {"TEMPORAL_ADDRESS": temporal_address}
     done = await asyncio.to_thread(cli, "try", "--repo", str(repo), "--commit", sha, "--yes", "--propose", "careful",
                                    env=env)
     assert done.returncode == 0, f"stdout:\n{done.stdout}\nstderr:\n{done.stderr}"
     out = done.stdout
+    assert "reposwarm.yaml holds no lanes: the proposed lanes run in its configuration (its profile 'mine')" in out
+    assert re.search(r"^  checks: python3 -m pytest -q tests/test_fmt\.py$", out, re.M), out
     assert f"its lanes proposed by the run (careful planner: oracle:{repo}#{sha}?plan=careful)" in out
     assert re.search(r"^proposed lanes \(3; planner replies: 1\)", out, re.M), out
     assert "decided: accepted at once (run --yes)" in out and "accepted (--yes): 3 lanes" in out

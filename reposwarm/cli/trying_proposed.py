@@ -16,7 +16,7 @@ import sys
 import uuid
 from pathlib import Path
 
-from reposwarm.cli.common import LANES_FILE_NAMES, UserError, git_out, repo_slug, resolve_model, ui_url
+from reposwarm.cli.common import LANES_FILE_NAMES, UserError, git_out, load_config, repo_slug, resolve_model, ui_url
 from reposwarm.cli.local import local_swarm, review_and_approve, say
 from reposwarm.contracts import LanesFile, ProposeOptions, SwarmConfig, SwarmRequest
 from reposwarm.runs.store import home
@@ -27,20 +27,26 @@ PROPOSERS = ("careful", "structure")
 async def try_proposed(args: argparse.Namespace, repo: Path, sha: str, parent: str, changed: list[str]) -> int:
     from reposwarm.cli.proposing import answer_hint, ask, proposal_of, show
     from reposwarm.cli.runs import start
-    from reposwarm.cli.trying import BASE_BRANCH, compare, make_clone
-    from reposwarm.config import apply_env
+    from reposwarm.cli.trying import BASE_BRANCH, compare, make_clone, offline
+    from reposwarm.config import apply_env, declares_lanes
     from workflows.swarm import SwarmWorkflow
 
     if args.lanes:
         raise UserError("--propose has the run propose its lanes; --lanes gives them: pass one of the two")
     if args.propose not in PROPOSERS:
         raise UserError(f"--propose {args.propose}: give one of {', '.join(PROPOSERS)}")
-    if own := [name for name in LANES_FILE_NAMES if (repo / name).is_file()]:
-        say(f"note: {repo / own[0]} is not used: with --propose the run proposes its lanes")
     folder = home() / "try" / f"{repo_slug(repo)}-{sha[:12]}"
     model = resolve_model(f"oracle:{repo}#{sha}?plan={args.propose}", where="the try's model")
     message = git_out(repo, "log", "-1", "--format=%B", sha).strip() or f"Make the change of commit {sha[:12]}"
     config = apply_env(LanesFile(swarm=SwarmConfig()))
+    own = next((repo / name for name in LANES_FILE_NAMES if (repo / name).is_file()), None)
+    if own is not None and declares_lanes(own):
+        say(f"note: {own}'s lanes are not used: with --propose the run proposes its lanes")
+    elif own is not None:  # the repository's configuration without lanes (issue 45): the proposal runs in it
+        _, configured = load_config(repo, None, rev=parent, need_lanes=False)
+        config = offline(configured, own)
+        say(f"{own.name} holds no lanes: the proposed lanes run in its configuration"
+            + (f" (its profile {config.validation.profile!r})" if config.validation.profiles else ""))
     terminal = sys.stdin.isatty() and sys.stdout.isatty()
     async with local_swarm() as local:
         client = local.client
