@@ -110,6 +110,9 @@ typecheck: venv
 #                   tests a three-service change affects, those in 2 shards on one host and on two (pinned to a core
 #                   each), injected breaks caught: bench/results_checks.json, and validation_* merged into
 #                   bench/results.json (after bench_swarm.py); --quick (the default when CI=true)
+#   bench_evidence.py what the evidence of what a check loaded costs: attrs' suite (about 1,400 tests) through the
+#                   sandbox with and without it, alternating: wall and CPU time ratios: bench/results_evidence.json.
+#                   Needs a clone of python-attrs/attrs: ATTRS_REPO=DIR (skipped, and said, without one)
 # `reposwarm try` on real commits of public repositories with their users' environments (bench/realrepos.yaml;
 # docs/benchmarks.md "Real repositories"). Not part of bench or test: it needs the repositories' mirrors
 # (REALREPOS_ARGS="--mirrors DIR"), or their URLs, and installs from PyPI and npm. REALREPOS_ARGS="--only NAME"
@@ -126,6 +129,7 @@ bench: venv
 	$(PY) bench/bench_propose.py
 	$(PY) bench/bench_cache.py
 	$(PY) bench/bench_checks.py $(BENCH_CHECKS_ARGS)
+	$(if $(ATTRS_REPO),$(PY) bench/bench_evidence.py $(ATTRS_REPO) $(BENCH_EVIDENCE_ARGS),@echo "bench_evidence.py skipped: ATTRS_REPO=<a clone of https://github.com/python-attrs/attrs>")
 
 # record this version's workflow histories into tests/histories/$(VERSION)/ (keep the older folders)
 record-history: venv
