@@ -396,3 +396,25 @@ async def test_unsandboxed_checks_take_the_same_evidence_and_not_the_supervisor_
     assert command.loaded is not None and command.loaded.ref is not None
     processes = store.get_json(command.loaded.ref)["python"]
     assert len(processes) == 1 and processes[0]["argv"][0].endswith("main.py")
+
+
+def test_a_module_is_held_against_the_tree_file_it_names_in_src_layouts_packages_and_namespace_packages(tmp_path):
+    from reposwarm.checks.evidence import python as tracer
+
+    tree = make_repo(tmp_path / "repo", {
+        "pyproject.toml": "[project]\nname = 'x'\n", "src/attr/__init__.py": "", "src/attr/_make.py": "",
+        "src/ns/pkg/mod.py": "", "vendor/six.py": "", "tests/test_a.py": ""})
+    root = str(evidence.tree_files(tree).root)
+    files = evidence.tree_files(tree)
+    record = tracer.Process(pid=1, argv=[], executable="", version="3.11", how="exit", path=[f"{root}/tests"],
+                            modules={"attr": "/site/attr/__init__.py", "attr._make": f"{root}/src/attr/_make.py",
+                                     "ns.pkg.mod": "/site/ns/pkg/mod.py", "six": "/site/six.py",
+                                     "test_a": f"{root}/tests/test_a.py", "x.y": f"{root}/build/lib/x/y.py"},
+                            lines={}, monitored=False)
+
+    found = tracer.sort([record], files, set())
+
+    assert found.inside == {"src/attr/_make.py", "tests/test_a.py"}
+    assert found.outside == {"src/attr/__init__.py": "/site/attr/__init__.py",  # a package for a package
+                             "src/ns/pkg/mod.py": "/site/ns/pkg/mod.py"}  # a namespace package's module
+    # vendor/ is no import root (no project there, on no sys.path): an installed `six` is not the tree's
