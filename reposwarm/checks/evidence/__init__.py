@@ -28,8 +28,8 @@ from reposwarm.checks.evidence.files import Budget, TreeFiles, language, read_ca
 from reposwarm.contracts import Loaded
 from reposwarm.runs.store import Store
 
-__all__ = ["SWITCH", "Context", "Taking", "TreeFiles", "Watched", "changed_lines", "collect", "context", "enabled",
-           "exercise", "language", "shadowing", "sources", "start", "tree_files"]
+__all__ = ["SWITCH", "Context", "Taking", "TreeFiles", "Watched", "changed_files", "changed_lines", "collect",
+           "context", "enabled", "exercise", "language", "shadowing", "sources", "start", "tree_files", "watched_in"]
 
 SWITCH = "REPOSWARM_EVIDENCE"
 INSIDE_MAX = 200  # tree files named when no file was asked about
