@@ -254,7 +254,7 @@ def run_entry(entry: dict[str, Any], modes: list[str], mirrors: Path | None, wor
               save: Callable[[str, dict[str, Any]], None]) -> None:
     """The entry's checkout, environment and probe, then its tries, each saved as it ends."""
     folder = work / entry["name"]
-    record: dict[str, Any] = {"repo": entry["repo"], "commit": entry["commit"], "language": entry["language"],
+    record: dict[str, Any] = {"repo": entry["repo"], "sha": entry["commit"], "language": entry["language"],
                               "environment": entry["environment"]["kind"], "probe_at": entry["probe"]}
     try:
         checkout, parent = make_checkout(entry, folder, source_of(entry, mirrors))
@@ -307,6 +307,7 @@ def cell(mode: str, r: dict[str, Any] | None, checked: dict[str, Any] | None = N
         bits.append(f"{len(r['paused'])} budget pause(s)")
     why = (r.get("check_problems") or [None])[0] or r.get("first_failure") or r.get("error") or r.get("run_error")
     if why and (mode == "probe" or not r.get("ok")):  # (a probe's reason is what it is judged by)
+        why = re.sub(r"^`[^`]*`: |^(error: )?", "", why)  # (the command line is in the results file)
         bits.append(f"— {why[:110]}")
     return ("✓ " if r.get("ok") else "✗ ") + ", ".join(bits)
 
@@ -321,7 +322,8 @@ def table(results: dict[str, Any]) -> str:
             continue
         cells = [cell(mode, rec.get(mode), (rec.get("proposals_checked") or {}).get(mode)).replace("|", "\\|")
                  for mode in MODES]
-        rows.append(f"| {name} | {rec['environment']} | " + " | ".join(cells) + " |")
+        sha = rec.get("sha") or (rec.get("commit") or {}).get("sha", "")  # (the entry's commit; "commit" is a try)
+        rows.append(f"| {name} ({sha[:8]}) | {rec['environment']} | " + " | ".join(cells) + " |")
     return "\n".join(head + rows)
 
 
