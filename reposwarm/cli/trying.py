@@ -34,7 +34,7 @@ from reposwarm.cli.common import (
     resolve_model,
     ui_url,
 )
-from reposwarm.cli.local import local_swarm, review_and_approve, say
+from reposwarm.cli.local import Local, local_swarm, review_and_approve, say
 from reposwarm.contracts import DeliveryConfig, LanesFile, SwarmRequest
 from reposwarm.intel import structure
 from reposwarm.runs.store import home
@@ -192,7 +192,6 @@ async def cmd_try(args: argparse.Namespace) -> int:
     async with local_swarm() as local:
         client = local.client
         from reposwarm.cli.runs import start
-        from workflows.swarm import SwarmWorkflow
 
         say(f"cloning commit {parent[:12]} (the commit's parent) and its history into {folder / 'repo.git'}, branch "
             f"{BASE_BRANCH}; {repo} is only read (a large history takes a while: git fetch, no time limit)")
@@ -204,11 +203,18 @@ async def cmd_try(args: argparse.Namespace) -> int:
         await start(client, req)
         say(f"replaying commit {sha[:12]} ({len(changed)} file(s) changed) as run {run_id}, lanes "
             f"{', '.join(config.swarm.lanes)}; watch it at {ui_url(run_id)}")
-        code = await review_and_approve(local, run_id, yes=args.yes, comment=f"try of commit {sha[:12]}",
-                                        accept_test_changes=args.yes)
-        if code is not None:
-            return code
-        result = await client.get_workflow_handle_for(SwarmWorkflow.run, run_id).result()
-        for line in compare(repo, clone, sha, result.delivered_branch):
-            print(line)
+        return await approve_and_compare(local, run_id, repo, clone, sha, yes=args.yes)
+
+
+async def approve_and_compare(local: Local, run_id: str, repo: Path, clone: Path, sha: str, *, yes: bool) -> int:
+    """The try's end: its review (approved with --yes), then the delivered branch against the commit."""
+    from workflows.swarm import SwarmWorkflow
+
+    code = await review_and_approve(local, run_id, yes=yes, comment=f"try of commit {sha[:12]}",
+                                    accept_test_changes=yes)
+    if code is not None:
+        return code
+    result = await local.client.get_workflow_handle_for(SwarmWorkflow.run, run_id).result()
+    for line in compare(repo, clone, sha, result.delivered_branch):
+        print(line)
     return 0

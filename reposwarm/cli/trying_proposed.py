@@ -17,7 +17,7 @@ import uuid
 from pathlib import Path
 
 from reposwarm.cli.common import LANES_FILE_NAMES, UserError, git_out, load_config, repo_slug, resolve_model, ui_url
-from reposwarm.cli.local import local_swarm, review_and_approve, say
+from reposwarm.cli.local import local_swarm, say
 from reposwarm.contracts import LanesFile, ProposeOptions, SwarmConfig, SwarmRequest
 from reposwarm.runs.store import home
 
@@ -27,9 +27,8 @@ PROPOSERS = ("careful", "structure")
 async def try_proposed(args: argparse.Namespace, repo: Path, sha: str, parent: str, changed: list[str]) -> int:
     from reposwarm.cli.proposing import answer_hint, ask, proposal_of, show
     from reposwarm.cli.runs import start
-    from reposwarm.cli.trying import BASE_BRANCH, compare, make_clone, offline
+    from reposwarm.cli.trying import BASE_BRANCH, approve_and_compare, make_clone, offline
     from reposwarm.config import apply_env, declares_lanes
-    from workflows.swarm import SwarmWorkflow
 
     if args.lanes:
         raise UserError("--propose has the run propose its lanes; --lanes gives them: pass one of the two")
@@ -71,11 +70,4 @@ async def try_proposed(args: argparse.Namespace, repo: Path, sha: str, parent: s
             return 0
         elif not await ask(client, run_id, proposal, config, clone):
             return 0
-        code = await review_and_approve(local, run_id, yes=args.yes, comment=f"try of commit {sha[:12]}",
-                                        accept_test_changes=args.yes)
-        if code is not None:
-            return code
-        result = await client.get_workflow_handle_for(SwarmWorkflow.run, run_id).result()
-        for line in compare(repo, clone, sha, result.delivered_branch):
-            print(line)
-    return 0
+        return await approve_and_compare(local, run_id, repo, clone, sha, yes=args.yes)
