@@ -179,7 +179,7 @@ def test_package_scripts_resolve_to_the_runner_s_own_command(tmp_path):
         "node_modules/.bin/mocha", "test/**/*.js", "--reporter", "json", "--reporter-option", f"output={report}"]
     assert argv("yarn", "jest", "--ci") == ["yarn", "jest", "--ci", "--json", f"--outputFile={report}"]  # a binary
     assert argv("pnpm", "run", "v") == ["node_modules/.bin/vitest", "--reporter=default", "--reporter=json",
-                                        f"--outputFile.json={report}"]
+                                        f"--outputFile.json={report}", "--no-cache"]
     for command, said in [(["npm", "run", "lint"], "(a shell `&&`)"), (["npm", "run", "e2e"], "cannot read"),
                           (["npm", "run", "test:x"], "runs `pretest:x` too"), (["npm", "run", "nope"], "no `nope`"),
                           (["npm", "--prefix", "web", "test"], "another package")]:
@@ -243,9 +243,9 @@ def test_a_user_s_reporter_kept_beside_reposwarm_s(tmp_path):
 
     report = tmp_path / "r.report"
     assert argv("vitest", "run", "--reporter=dot") == ["vitest", "run", "--reporter=dot", "--reporter=json",
-                                                       f"--outputFile.json={report}"]
-    assert argv("vitest", "--reporter", "junit", "--outputFile.junit=j.xml")[-2:] == [
-        "--reporter=json", f"--outputFile.json={report}"]
+                                                       f"--outputFile.json={report}", "--no-cache"]
+    assert argv("vitest", "--reporter", "junit", "--outputFile.junit=j.xml")[-3:] == [
+        "--reporter=json", f"--outputFile.json={report}", "--no-cache"]
     assert argv("jest", "--reporters=jest-junit", "--", "x") == ["jest", "--reporters=jest-junit", "--json",
                                                                  f"--outputFile={report}", "--", "x"]
     assert argv("node", "--test", "--test-reporter", "tap", "--test-reporter-destination", "stdout")[-2:] == [

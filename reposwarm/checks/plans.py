@@ -25,7 +25,7 @@ from pathlib import Path
 
 from reposwarm.agent.paths import spec
 from reposwarm.checks import affected, shards
-from reposwarm.checks.runners import prefixes, select
+from reposwarm.checks.runners import jscollect, prefixes, select
 from reposwarm.checks.runners.commands import JUNIT
 from reposwarm.checks.runners.parsers import Case
 from reposwarm.checks.runners.selectors import SELECT
@@ -54,6 +54,8 @@ def selectable(argv: list[str], root: Path) -> tuple[str, str]:
         return "", "no test runner reposwarm knows" + (f" ({view.why})" if view.why else "")
     if view.workdir is None or view.runner not in SELECT or view.runner not in affected.RUNNER_KIND:
         return "", f"reposwarm cannot select {view.runner} tests this command runs"
+    if view.runner in ("jest", "vitest") and (rules := jscollect.collection(view, root)).matches is None:
+        return "", f"which files it runs as tests is not known ({rules.why})"
     return affected.RUNNER_KIND[view.runner], ""
 
 
@@ -82,10 +84,11 @@ def _deleted_test(path: str, kind: str, root: Path) -> bool:
         kind == "cargo" and path.endswith(".rs"))
 
 
-def _selected(argv: list[str], kind: str, chosen: affected.Affected, every: dict[str, list[str]], root: Path,
+def _selected(argv: list[str], kind: str, chosen: affected.Affected, runs: list[str], root: Path,
               changed: list[str]) -> tuple[list[str] | None, str]:
     """The affected tests this command runs; None (and why, "" when it need not be said) for the whole command:
-    the graph cannot see through a change, a test file of its was deleted, or every test of it is affected."""
+    the graph cannot see through a change, a test file of its was deleted, or every test of it is affected
+    (`runs`: the tree's tests this command runs)."""
     if chosen.names is None:
         return None, chosen.fallback
     if why := _unsafe(chosen.names.get(kind, []), root):
@@ -94,7 +97,7 @@ def _selected(argv: list[str], kind: str, chosen: affected.Affected, every: dict
     if gone:
         return None, f"{gone[0]} was deleted or renamed: the whole command runs, so a lost test is seen"
     mine = claimed(argv, chosen.names.get(kind, []), root)
-    if mine and set(mine) == set(claimed(argv, every.get(kind, []), root)):
+    if mine and set(mine) == set(runs):
         return None, ""  # (every test of it is affected: the command as it is)
     return mine, ""
 
@@ -111,6 +114,7 @@ def plan(root: Path, ref: str, since: str, profile: CheckProfile, scope: str, du
         changed = affected.changed_files(root, since, ref) if since else None
     chosen: affected.Affected | None = None
     every: dict[str, list[str]] | None = None
+    totals: dict[str, set[str]] = {}  # kind -> the tree's tests the selectable commands run ("14 of 1,600")
     entries: list[_Entry] = []
     skipped: list[str] = []
     whole_why: list[str] = []
@@ -141,7 +145,9 @@ def plan(root: Path, ref: str, since: str, profile: CheckProfile, scope: str, du
         if selective:
             chosen = chosen or affected.affected(root, ref, changed or [], worktree=worktree)
             every = every or affected.all_tests(root, ref)
-            names, why = _selected(argv, kind, chosen, every, root, changed or [])
+            runs = claimed(argv, every.get(kind, []), root) if chosen.names is not None else []
+            totals.setdefault(kind, set()).update(runs)
+            names, why = _selected(argv, kind, chosen, runs, root, changed or [])
             if names is None:  # the whole command: in the selected check, never in the remainder
                 if scope == "remainder":
                     skipped.append(f"`{line}`: ran whole in the selected check ({why})")
@@ -175,7 +181,7 @@ def plan(root: Path, ref: str, since: str, profile: CheckProfile, scope: str, du
                                             else "no test of it is known to reposwarm's selection"))
             continue
         entries.append(_Entry(argv, mine, kind))
-    label = _label(scope, selective, entries, chosen, changed, whole_why, skipped)
+    label = _label(scope, selective, entries, {k: len(v) for k, v in totals.items()}, changed, whole_why, skipped)
     parts = _sharded(entries, profile, durations, label, skipped, single, changed or [], since)
     shown = (changed or [])[:MAX_CHANGED_SHOWN]
     if not parts and selective:
@@ -185,7 +191,7 @@ def plan(root: Path, ref: str, since: str, profile: CheckProfile, scope: str, du
                      label=label, skipped=skipped)
 
 
-def _label(scope: str, selective: bool, entries: list[_Entry], chosen: affected.Affected | None,
+def _label(scope: str, selective: bool, entries: list[_Entry], totals: dict[str, int],
            changed: list[str] | None, whole_why: list[str], skipped: list[str]) -> str:
     """What the check says it ran, beside its verdict; "" (or "whole profile: why") for the whole profile."""
     if not selective:
@@ -199,7 +205,6 @@ def _label(scope: str, selective: bool, entries: list[_Entry], chosen: affected.
     for e in entries:
         if e.names is not None:
             ran.setdefault(e.kind, set()).update(e.names)
-    totals = chosen.tests if chosen is not None else {}
     counts = ", ".join(f"{len(names):,}" + (f" of {totals[kind]:,}" if totals.get(kind) else "")
                        + f" {NOUNS.get(kind, 'test')}{'' if len(names) == 1 and not totals.get(kind) else 's'}"
                        for kind, names in ran.items()) or "no test"

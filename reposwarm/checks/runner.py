@@ -78,6 +78,8 @@ async def _run_once(argv: list[str], tree: sandbox.Tree, profile: CheckProfile, 
     # A folder of its own for its report: the one place outside the tree this command may write.
     reports = Path(tempfile.mkdtemp(prefix="command-", dir=tree.reports))
     prepared = runners.prepare(argv, reports, "report", tree.root)
+    if shown := runners.shown_argv_env(prepared, reports, {**profile.env, **dict(tree.env)}):
+        tree = dataclasses.replace(tree, env=tuple(sorted((dict(tree.env) | shown).items())))
     taking = await asyncio.to_thread(
         evidence.start, reports, watching, {**profile.env, **dict(tree.env)},
         {b.dest: b.host for b in tree.binds}) if watching is not None else None

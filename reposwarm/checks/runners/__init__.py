@@ -22,7 +22,7 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 from reposwarm.checks.runners import parsers as outcome
-from reposwarm.checks.runners.commands import JUNIT, Prepared, detect, prepare
+from reposwarm.checks.runners.commands import JUNIT, Prepared, detect, prepare, shown_argv_env
 from reposwarm.checks.runners.counts import unparsed
 from reposwarm.checks.runners.parsers import (
     FAILING,
@@ -46,7 +46,7 @@ from reposwarm.contracts.validation import CommandResult
 __all__ = ["ERROR", "JUNIT", "MESSAGE_CHARS", "NO_RESULTS", "NO_TESTS", "OUTCOMES", "PASSED", "TESTS_FAILED",
            "TIMED_OUT", "Case", "Prepared", "detect", "exit_class", "failing", "guess_file", "not_fully_judged", "parse",
            "parse_cargo", "parse_go", "outcome", "parse_jest", "parse_junit", "parse_mocha", "parse_unittest", "prepare",
-           "ran", "reason", "stops_judging", "unparsed", "unread"]
+           "ran", "reason", "shown_argv_env", "stops_judging", "unparsed", "unread"]
 
 # Exit classes, from best to worst. (A test's outcomes are runners.outcome.PASSED, .XFAILED...)
 PASSED, TESTS_FAILED, NO_TESTS, ERROR, TIMED_OUT = (ExitClass.passed, ExitClass.tests_failed, ExitClass.no_tests,

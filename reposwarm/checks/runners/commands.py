@@ -2,10 +2,12 @@
 `python -m`, `npx`, npm scripts, tox, nox), and the command as it will run: `prepare` adds what makes each runner
 report per test, after the runner's own arguments, the prefix kept as it is. A command that already chose a
 reporter keeps it: reposwarm's is added beside it where the runner takes several, or the user's own report is
-read where it is one reposwarm reads."""
+read where it is one reposwarm reads. What reposwarm adds stays out of the tests' sight where a runner runs them
+in its own process (`shown_argv_env`), and out of node_modules (vitest's results cache)."""
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,6 +25,10 @@ class Prepared:
     argv: list[str]  # what really runs
     report: Path | None  # where the runner writes its report, if it writes one
     why: str = ""  # no runner: why, where reposwarm can tell ("" otherwise)
+    # A runner that runs tests in its own process (jest in band, mocha): the runner's arguments as it runs
+    # (`ran`) and as its tests should see them in process.argv (`shown`: the command as the profile wrote it)
+    ran: list[str] | None = None
+    shown: list[str] | None = None
 
 
 def detect(argv: list[str], cwd: Path | None = None) -> str:
@@ -50,7 +56,64 @@ def _unread(argv: list[str], why: str) -> Prepared:
 
 
 def _made(runner: str, view: View, args: list[str], report: Path | None) -> Prepared:
+    shown = IN_PROCESS[runner](view.args) if runner in IN_PROCESS else args
+    if shown != args:
+        return Prepared(runner, [*view.lead, *args], report, ran=args, shown=shown)
     return Prepared(runner, [*view.lead, *args], report)
+
+
+# --- what the tests see of the command line -----------------------------------------------------------------------
+#
+# jest runs the tests in its own process when it runs in band (one test file, or one worker: a machine of two
+# cores), and mocha always does: their tests see its process.argv. A test that parses process.argv (commander's
+# `program.parse()`, yargs) then reads reposwarm's reporting flags and selection as options it does not know, and
+# exits the runner before it writes its report. A preload (NODE_OPTIONS=--require) puts back, in that one process,
+# the arguments as the profile wrote them, once the runner has read its own: after its main module ran (a
+# CommonJS main: the runner parsed its arguments while loading; an ES module's main is left as it is).
+
+SHOWN_VARIABLE = "REPOSWARM_SHOWN_ARGV"
+ARGV_HOOK = """"use strict";
+(function () {
+  try {
+    var spec = process.env.SHOWN_VARIABLE;
+    if (!spec) return;
+    var want = JSON.parse(spec);
+    var args = process.argv.slice(2);
+    if (!Array.isArray(want.ran) || !Array.isArray(want.shown) || args.length !== want.ran.length) return;
+    for (var i = 0; i < args.length; i++) if (args[i] !== want.ran[i]) return;
+    delete process.env.SHOWN_VARIABLE;
+    setImmediate(function () {
+      try {
+        var main = require("fs").realpathSync(process.argv[1]);
+        if (!require.cache[main]) return;
+        process.argv.splice.apply(process.argv, [2, process.argv.length - 2].concat(want.shown));
+      } catch (e) {}
+    });
+  } catch (e) {}
+})();
+""".replace("SHOWN_VARIABLE", SHOWN_VARIABLE)
+
+
+def _jest_shown(args: list[str]) -> list[str]:
+    """jest's arguments without a selection's (`--runTestsByPath`, its names and files come last)."""
+    return args[:args.index("--runTestsByPath")] if "--runTestsByPath" in args else list(args)
+
+
+IN_PROCESS: dict[str, Callable[[list[str]], list[str]]] = {"jest": _jest_shown, "mocha": list}
+
+
+def shown_argv_env(prepared: Prepared, scratch: Path, env: dict[str, str]) -> dict[str, str]:
+    """The variables that make the runner's tests see the command as the profile wrote it (the preload, written
+    in `scratch`, which the sandbox shows; `env`: the command's environment, whose NODE_OPTIONS is kept first).
+    Empty when the runner runs no test in its own process, or reposwarm added nothing to its arguments."""
+    if prepared.ran is None or prepared.shown is None:
+        return {}
+    hook = scratch / "argv-hook.cjs"
+    hook.write_text(ARGV_HOOK, encoding="utf-8")
+    quoted = '"' + str(hook).replace("\\", "\\\\").replace('"', '\\"') + '"'
+    own = env.get("NODE_OPTIONS", "")
+    return {"NODE_OPTIONS": " ".join(o for o in (own, f"--require {quoted}") if o),
+            SHOWN_VARIABLE: json.dumps({"ran": prepared.ran, "shown": prepared.shown})}
 
 
 def _before_dashes(args: list[str], extra: list[str]) -> list[str]:
@@ -181,7 +244,17 @@ def _vitest(view: View, report: Path, cwd: Path | None) -> Prepared:
     extra = [] if "json" in reporters else ["--reporter=json"]
     if not reporters:
         extra.insert(0, "--reporter=default")  # (a reporter given replaces the default one: kept on the console)
-    return _made("vitest", view, _before_dashes(args, [*extra, f"--outputFile.json={report}"]), report)
+    return _made("vitest", view, _before_dashes(args, [*extra, f"--outputFile.json={report}", *_no_cache(args)]),
+                 report)
+
+
+def _no_cache(args: list[str]) -> list[str]:
+    """vitest keeps its results cache (test order by last durations) in node_modules/.vitest or .vite/vitest, which
+    checks bind read-only: vitest 1 and 2 then end in an unhandled ENOENT and exit 1 with every test passed, on
+    the base commit and the merged tree alike. Without the cache the run writes nothing there (a cache the
+    command asks for itself is left as it is)."""
+    asked = any(a.partition("=")[0] in ("--cache", "--no-cache") or a.startswith("--cache.") for a in args)
+    return [] if asked else ["--no-cache"]
 
 
 def _mocha_reporter(args: list[str]) -> tuple[str | None, str | None]:

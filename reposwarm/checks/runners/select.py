@@ -11,6 +11,8 @@ skips and why, and the names no command selects. Per runner:
 - node --test: test files or folders, after `--`;
 - jest: files with `--runTestsByPath`, after `--`; `FILE::NAME` adds `--testNamePattern` (the name, literally);
 - vitest: files as its path filters (vitest reads no `--`), and `FILE::NAME` as jest;
+- (node, jest, vitest: only files the runner collects by its own rules, where reposwarm can read them:
+  jscollect.py; a helper in a test folder, or vitest's `*.test-d.ts` without --typecheck, is no test of theirs)
 - go test: packages (`./pkg/...`) replace the command's; test names (`TestA`, `pkg/path.TestA`,
   `example.com/m/pkg.TestA`) become `-run=^(TestA|TestB)$`, over the command's packages or the named ones;
 - cargo test: libtest filters after `--` (substrings of the test's path, `tests::adds`; libtest takes several
@@ -167,8 +169,11 @@ def narrow(baseline: TestReport, targets: list[Target], results: list[CommandRes
         names = None if chosen is None else {c.name for c in chosen}
         old, new = " ".join(target.command), " ".join(target.argv)
         for into, failed in ((failures, baseline.failures), (pre_existing, baseline.pre_existing)):
-            into += [f.model_copy(update={"command": new}) for f in failed
-                     if f.command == old and (names is None or f.name in names)]
+            # (a failure of the command itself, its exit with no test to blame, is the targeted command's too:
+            # named by its line, as the targeted run's own is)
+            into += [f.model_copy(update={"command": new, "name": new}) if f.name == old and f.file is None
+                     else f.model_copy(update={"command": new}) for f in failed
+                     if f.command == old and (names is None or f.name in names or (f.name == old and f.file is None))]
     ran = [c.tests_run for c in commands if c.tests_run is not None]
     narrowed = baseline.model_copy(update={"commands": commands, "failures": failures, "pre_existing": pre_existing,
                                            "tests_run": sum(ran) if ran else None, "flaky": []})

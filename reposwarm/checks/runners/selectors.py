@@ -14,7 +14,7 @@ import tomllib
 from collections.abc import Callable
 from pathlib import Path
 
-from reposwarm.checks.runners import parsers, prefixes
+from reposwarm.checks.runners import jscollect, parsers, prefixes
 from reposwarm.checks.runners.parsers import Case
 
 Pred = Callable[[Case], "bool | None"]  # is this base test one the name selects? None: its result cannot tell
@@ -179,11 +179,14 @@ def _node(view: prefixes.View, names: list[str], root: Path, wd: str) -> Picks |
     pos = set(_positionals(args, prefixes._NODE_VALUED))
     scope = [posixpath.normpath(args[i]) for i in pos]
     chosen: dict[str, Pred] = {}
+    collects = jscollect.collection(view, root).matches
     for name in names:
         here = _local(root, wd, name)
         if here is None or not ((root / wd / here).is_dir() or here.endswith(_JS_FILES)) or \
                 (scope and not any(_under(here, s) for s in scope)):
             continue
+        if collects is not None and not (root / wd / here).is_dir() and not collects(here):
+            continue  # (a helper in a test folder: node would run it as a test file)
         chosen[name] = _file_pred(here, wd, True)
     dashes = {args.index("--")} if "--" in args else set()
     return [([*_without(args, pos | dashes), "--", *(_local(root, wd, n) or n for n in chosen)], chosen)] \
@@ -222,11 +225,13 @@ def _jest(view: prefixes.View, names: list[str], root: Path, wd: str) -> Picks |
                 patterns.append(value if eq else (args[i + 1] if i + 1 < len(args) else ""))
     files: dict[str, set[str]] = {}  # each file, and the test names asked of it (none: the whole file)
     claimed: dict[str, str] = {}
+    collects = jscollect.collection(view, root).matches  # (None: its rules unread, each name taken as named)
     for name in names:
         path, sep, test = name.partition("::")
         here = _local(root, wd, path)
         if here is None or not here.endswith(_JS_FILES) or (sep and not test) or \
-                (patterns and not any(_searches(p, here) for p in patterns)):
+                (patterns and not any(_searches(p, here) for p in patterns)) or \
+                (collects is not None and not collects(here)):
             continue
         claimed[name] = here
         if not sep:
