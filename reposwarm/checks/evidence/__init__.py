@@ -23,8 +23,8 @@ from typing import Any
 
 from reposwarm import gitcmd
 from reposwarm.checks.evidence import compiled, node, python
-from reposwarm.checks.evidence.exercise import exercise, sources
-from reposwarm.checks.evidence.files import Budget, TreeFiles, language, read_capped, tree_files
+from reposwarm.checks.evidence.files import Budget, TreeFiles, read_capped, tree_files
+from reposwarm.checks.exercised import exercise, language, sources
 from reposwarm.contracts import Loaded
 from reposwarm.runs.store import Store
 

@@ -13,13 +13,6 @@ from pathlib import Path
 
 from reposwarm import gitcmd
 
-# The runtime that runs a source file, by its name's ending. Files of no language here (docs, data, configuration,
-# stubs, type declarations) are left out of the evidence: no runtime "loads" a README, and counting them would
-# make "3 of 5 changed source files exercised" say nothing.
-LANGUAGES = {".py": "python", ".js": "node", ".mjs": "node", ".cjs": "node", ".jsx": "node", ".ts": "node",
-             ".tsx": "node", ".mts": "node", ".cts": "node", ".go": "go", ".rs": "rust", ".java": "java",
-             ".kt": "java"}
-NOT_SOURCE = (".d.ts", ".d.mts", ".d.cts")
 # Folders of a tree that hold other people's code or made files even when no .gitignore says so (a tree outside
 # git is walked, and these are skipped).
 NEVER_SOURCE = ("node_modules", ".venv", "venv", "site-packages", "dist-packages", "__pycache__", ".git", ".tox",
@@ -28,13 +21,6 @@ WALK_MAX_FILES = 200_000
 EVIDENCE_MAX_FILES = 5_000  # per command and runtime: a check that started more processes is said to be partial
 EVIDENCE_FILE_MAX_BYTES = 256 * 1024 * 1024
 EVIDENCE_TOTAL_MAX_BYTES = 2 * 1024 * 1024 * 1024
-
-
-def language(path: str) -> str | None:
-    """"python", "node", "go", "rust", "java", or None for a file no runtime here runs."""
-    if path.endswith(NOT_SOURCE):
-        return None
-    return LANGUAGES.get(os.path.splitext(path)[1])
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from reposwarm.checks.evidence.files import Budget, TreeFiles, language, mtime, read_capped
+from reposwarm.checks.evidence.files import Budget, TreeFiles, mtime, read_capped
+from reposwarm.checks.exercised import language
 
 FOLDER = "evidence-v8"
 VARIABLE = "NODE_V8_COVERAGE"
