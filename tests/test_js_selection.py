@@ -58,7 +58,7 @@ def test_jest_is_handed_only_its_own_test_files_and_the_count_is_of_them(tmp_pat
     assert plan.parts[0].label == "affected: 2 of 3 JavaScript test files, from 1 changed file"
     # a lane naming a file jest does not collect is told so, never given jest a file it ignores
     picked = select.plan([["npx", "jest"]], ["tests/esm-imports-test.mjs", "tests/other.test.js"], repo)
-    assert [t.argv for t in picked.targets] == [["npx", "jest", "--runTestsByPath", "--", "tests/other.test.js"]]
+    assert [t.argv for t in picked.targets] == [["npx", "jest", "--runTestsByPath", "tests/other.test.js"]]
     assert [n for n, _ in picked.unclaimed] == ["tests/esm-imports-test.mjs"]
 
 
@@ -226,3 +226,18 @@ async def test_vitest_writes_no_results_cache_into_node_modules(tmp_path):
     command = report.commands[0]
     assert command.exit_code == 0 and command.tests_run == 1, command.output_tail
     assert sorted(p.name for p in own.iterdir() if p.name.startswith(".")) == []  # no .vite/vitest, no .vitest
+
+
+@pytest.mark.skipif(not HAS_JEST or shutil.which("yarn") is None, reason="jest (tests/fixtures/node) or yarn missing")
+async def test_yarn_jest_s_targeted_run_keeps_its_reporting_flags_and_selection(tmp_path):
+    """`yarn jest A -- B` (yarn 1) runs `jest B`: whatever came before the `--` is yarn's. A targeted jest command
+    has no `--`, so its --json report and --runTestsByPath reach jest (immer's merged tree gave no per-test results)."""
+    tree = make_repo(tmp_path / "repo", {**ARGV_TESTS, "tests/other.test.js": "test('other', () => {});\n"})
+    (tree / "node_modules").symlink_to(NODE_MODULES)
+    yarn = ["yarn", "jest"]
+    target = select.plan([yarn], ["tests/cli.test.js"], tree).targets[0]
+    assert "--" not in target.argv
+    profile = CheckProfile(commands=[target.argv], read_only_paths=[str(NODE_MODULES)], timeout_s=240)
+    report = await runner.run_profile(profile, tree, None, rerun=False)
+    command = report.commands[0]
+    assert command.exit_code == 0 and command.tests_run == 1, command.output_tail  # (other.test.js: not run)

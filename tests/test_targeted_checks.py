@@ -271,7 +271,7 @@ def test_jest_runs_the_named_file_and_the_named_test(tmp_path, store):
                            read_only_paths=[str(NODE_MODULES)])
     lane = Lane(tmp_path, files, profile, store, node_modules=NODE_MODULES)
     out = lane.check(["j/a.test.js"])
-    assert "--runTestsByPath -- j/a.test.js" in out  # (a path, not jest's regex: j/ba.test.js did not run)
+    assert "--runTestsByPath j/a.test.js" in out  # (a path, not jest's regex: j/ba.test.js did not run)
     assert out.startswith("checks PASSED (targeted: 2 tests of j/a.test.js); 2 tests ran (base commit: 2)"), out
     named = lane.check(["j/a.test.js::subs (x)"])
     assert r"--testNamePattern=(?:subs \(x\))" in named  # the name, literally

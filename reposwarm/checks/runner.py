@@ -185,7 +185,9 @@ async def prepared_tree(profile: CheckProfile, cwd: Path, store: Store | None, *
     `reports`, a scratch folder the commands may write their reports to."""
     git_dir = common_git_dir(cwd)
     key = repo_key(git_dir, cwd)
-    with tempfile.TemporaryDirectory(prefix="reposwarm-checks-") as scratch:
+    holder = tempfile.TemporaryDirectory(prefix="reposwarm-checks-")
+    try:
+        scratch = holder.name
         tree = sandbox.Tree(root=cwd.resolve(), git_dir=git_dir, reports=Path(scratch) if reports else None,
                             readable=readable)
         binds, env = await asyncio.to_thread(caches.prepare, profile, key, scope, Path(scratch))
@@ -201,6 +203,11 @@ async def prepared_tree(profile: CheckProfile, cwd: Path, store: Store | None, *
                 (offline(profile) | env | ({"PYTHONPATH": roots} if roots else {})).items()))), deps
         finally:
             await asyncio.to_thread(python.remove_files, made)
+    finally:
+        # In a thread: a validation's copy of the host's yarn cache is 30,000 files, and removing them on the event
+        # loop stalled the worker past its heartbeat timeout (the server retried the check beside the one still
+        # running, and `try` took the unanswered worker for gone).
+        await asyncio.to_thread(holder.cleanup)
 
 
 async def run_profile(profile: CheckProfile, cwd: Path, store: Store | None, *, rerun: bool = True,

@@ -18,6 +18,7 @@ from temporalio.service import RPCError
 
 from reposwarm.checks import verdicts
 from reposwarm.cli.answers import QUERY_TIMEOUT_S, NoWorker, RunView, ended_at, prog, view, worker_polling
+from reposwarm.cli.common import UserError
 from reposwarm.contracts import LanePhase, LaneState, Phase, SwarmStatus
 from reposwarm.text import error_line, inert, inert_line
 
@@ -27,6 +28,7 @@ if TYPE_CHECKING:  # rich is imported where a terminal's view is drawn: status, 
 PROGRESS_QUERY = "progress"  # LaneWorkflow.progress, named: workflows/lane.py brings every activity's module
 
 TICK_S = 1.0
+BUSY_MAX_S = 600  # a worker of this host that polls and has not answered for this long: said, and the wait ends
 
 
 def age(seconds: float) -> str:
@@ -142,9 +144,11 @@ async def progress_notes(client: Client, desc: WorkflowExecutionDescription) -> 
 
 async def follow(client: Client, run_id: str, *, until_review: bool, out: TextIO | None = None) -> RunView:
     """Show the run until it waits for review (when `until_review`) or ends. A run no worker moves is said in
-    one line (NoWorker) within about QUERY_TIMEOUT_S, never waited on in silence."""
+    one line (NoWorker) within about QUERY_TIMEOUT_S, never waited on in silence. A worker process of this host
+    that still polls but has not answered in time is busy, not gone: said once, and waited for (BUSY_MAX_S)."""
     out = out or sys.stdout
     unanswered_since: float | None = None
+    said_busy = False
     last = ""
     live = None
     if out.isatty():
@@ -161,8 +165,26 @@ async def follow(client: Client, run_id: str, *, until_review: bool, out: TextIO
             done = v.closed or (until_review and (v.status.phase == Phase.review or proposal_ready(v.status)))
             if not v.live and not done:
                 unanswered_since = unanswered_since or asked
-                if not await worker_polling(client, v.queue) or time.monotonic() - unanswered_since >= QUERY_TIMEOUT_S:
+                waited = time.monotonic() - unanswered_since
+                if not await worker_polling(client, v.queue):
                     raise NoWorker(v.queue, f"run {run_id} is not moving (it is at phase {v.status.phase.value})")
+                if waited >= QUERY_TIMEOUT_S:
+                    # (a worker process of this host that still polls is busy, not gone: a loaded machine, a long
+                    # replay. Giving up on it made `try` stop its own worker in the middle of a validation.)
+                    from reposwarm.cli.local import busy_here
+
+                    pid = await busy_here(client, v.queue)
+                    if pid is None:
+                        raise NoWorker(v.queue, f"run {run_id} is not moving (it is at phase {v.status.phase.value})")
+                    if waited >= BUSY_MAX_S:
+                        raise UserError(f"the worker (pid {pid}) polls task queue {v.queue!r} but has not answered "
+                                        f"for run {run_id} in {waited:.0f} s (it is at phase "
+                                        f"{v.status.phase.value}): see its log")
+                    if not said_busy:
+                        said_busy = True
+                        print(f"the worker (pid {pid}, this host) polls but has not answered in {waited:.0f} s: it is "
+                              "busy; following the run's record on the server until it answers", file=sys.stderr,
+                              flush=True)
             else:
                 unanswered_since = None
             if v.live:

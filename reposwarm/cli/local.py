@@ -140,6 +140,25 @@ async def worker_polling(client: Client, queue: str) -> bool:
                for p in resp.pollers)
 
 
+async def busy_here(client: Client, queue: str) -> int | None:
+    """The pid of a worker process of this host that polled `queue` lately and still runs (None: none, or the
+    server cannot say). Such a worker that does not answer a query in time is busy (the checks it runs load the
+    machine, a replay of a long history), not gone: a command following the run waits for it."""
+    try:
+        resp = await client.workflow_service.describe_task_queue(DescribeTaskQueueRequest(
+            namespace=client.namespace, task_queue=TaskQueue(name=queue),
+            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW), timeout=timedelta(seconds=QUERY_TIMEOUT_S))
+    except RPCError:
+        return None
+    now = time.time()
+    for poller in resp.pollers:
+        pid, _, host = poller.identity.partition("@")
+        if now - poller.last_access_time.ToSeconds() < POLL_FRESH_S and host == socket.gethostname() and \
+                pid.isdigit() and not _ended_here(poller.identity):
+            return int(pid)
+    return None
+
+
 def _ended_here(identity: str) -> bool:
     pid, _, host = identity.partition("@")
     if host != socket.gethostname() or not pid.isdigit():

@@ -9,7 +9,9 @@ skips and why, and the names no command selects. Per runner:
 - pytest: files, folders and node ids (`tests/test_x.py::T::test_a`), after `--`, replacing the command's paths;
 - unittest: dotted ids (`tests.test_x.T.test_a`) or `.py` files, after `--`;
 - node --test: test files or folders, after `--`;
-- jest: files with `--runTestsByPath`, after `--`; `FILE::NAME` adds `--testNamePattern` (the name, literally);
+- jest: files with `--runTestsByPath` (no `--`: `yarn jest` (yarn 1) drops every argument before one, reporting
+  flags and selection alike; a name is never an option: refusal); `FILE::NAME` adds `--testNamePattern` (the name,
+  literally);
 - vitest: files as its path filters (vitest reads no `--`), and `FILE::NAME` as jest;
 - (node, jest, vitest: only files the runner collects by its own rules, where reposwarm can read them:
   jscollect.py; a helper in a test folder, or vitest's `*.test-d.ts` without --typecheck, is no test of theirs)

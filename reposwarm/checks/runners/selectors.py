@@ -248,7 +248,7 @@ def _jest(view: prefixes.View, names: list[str], root: Path, wd: str) -> Picks |
         chosen = {n: _js_pred(_file_pred(here, wd, not vitest), n.partition("::")[2] if asked else "")
                   for n, here in claimed.items() if here in group}
         how = [*(args[i] for i in sub), *kept, *pattern, *group] if vitest else \
-            [*kept, "--runTestsByPath", *pattern, "--", *group]
+            [*kept, "--runTestsByPath", *pattern, *group]  # (no `--`: yarn 1 takes what comes before one as its own)
         picks.append((how, chosen))
     return picks
 
