@@ -89,6 +89,8 @@ def test_jest_s_test_match_from_its_config_or_package_json(tmp_path):
     ("module.exports = { projects: ['<rootDir>/a', '<rootDir>/b'] }\n", "sets projects"),
     ("module.exports = { preset: 'jest-expo' }\n", "preset"),
     ("module.exports = { testRegex: '(a+)+$' }\n", "exponential"),
+    ("module.exports = { testMatch: ['**/*a*a*a*a*a*a*b'] }\n", "wildcards"),
+    ("module.exports = { testMatch: " + "[" * 20000 + "]" * 20000 + " }\n", "cannot read"),
 ])
 def test_jest_rules_it_cannot_read_run_the_command_whole_and_say_why(tmp_path, config, said):
     repo = make_repo(tmp_path / "repo", {**COMMANDER, "jest.config.js": config})
@@ -97,6 +99,15 @@ def test_jest_rules_it_cannot_read_run_the_command_whole_and_say_why(tmp_path, c
     assert "which files it runs as tests is not known" in plan.fallback and said in plan.fallback, plan.fallback
     # a lane's named test is still given as named (jest checks it against its own rules)
     assert select.plan([["npx", "jest"]], ["tests/options.test.js"], repo).targets
+
+
+def test_a_hostile_package_json_leaves_jest_s_rules_unread_never_a_crash(tmp_path):
+    nested = '{"name": "c", "jest": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    repo = make_repo(tmp_path / "repo", {**{k: v for k, v in COMMANDER.items() if k != "jest.config.js"},
+                                         "package.json": nested})
+    rules = jscollect.collection(prefixes.look(["npx", "jest"], repo), repo)
+    assert rules.matches is None and "package.json" in rules.why, rules.why
+    assert [p.whole for p in _plan(repo, ["npx", "jest"], ["lib/option.js"]).parts] == [["npx jest"]]
 
 
 # --- vitest: what it collects -------------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ selection then runs the command whole, and a lane's named tests are taken as nam
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import posixpath
@@ -92,17 +93,23 @@ def _one(found: jsconfig.Found, path: tuple[str, ...], key: str) -> Any:
     return values[0] if values else None
 
 
+@functools.lru_cache(maxsize=64)
+def _parsed(text: str, keys: frozenset[str]) -> jsconfig.Found:
+    """A configuration file's text read once (a plan asks for the same command's rules several times)."""
+    return jsconfig.read(text, set(keys))
+
+
 def _config_file(root: Path, rel: str, keys: set[str]) -> tuple[jsconfig.Found | dict[str, Any], str]:
     text = _read(root / rel)
     if rel.endswith(".json"):
         try:
             data = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):
             raise _Unsure(f"{rel} is not JSON") from None
         if not isinstance(data, dict):
             raise _Unsure(f"{rel} holds no settings object")
         return data, rel
-    found = jsconfig.read(text, keys)
+    found = _parsed(text, frozenset(keys))
     if found.opaque:
         raise _Unsure(f"{rel}: {found.opaque}")
     return found, rel
@@ -126,7 +133,7 @@ def _jest_settings(root: Path, wd: str, args: list[str]) -> tuple[dict[str, Any]
         if given.lstrip().startswith("{"):
             try:
                 data = json.loads(given)
-            except ValueError:
+            except (ValueError, RecursionError):
                 raise _Unsure("its --config is JSON reposwarm cannot read") from None
             return (data if isinstance(data, dict) else {}), wd, "--config"
         rel = _in_tree(root, posixpath.join(wd, given))
@@ -141,7 +148,7 @@ def _jest_settings(root: Path, wd: str, args: list[str]) -> tuple[dict[str, Any]
         if (root / package).is_file():
             try:
                 data = json.loads(_read(root / package))
-            except ValueError:
+            except (ValueError, RecursionError):
                 raise _Unsure(f"{package} is not JSON") from None
             settings = data.get("jest") if isinstance(data, dict) else None
             if settings is not None and not isinstance(settings, dict):
@@ -345,3 +352,5 @@ def collection(view: prefixes.View, root: Path) -> Collection:
         return make(view, root, view.workdir)
     except (_Unsure, jsglobs.Unreadable) as err:
         return _unsure(f"{view.runner}: {err}")
+    except Exception as err:  # noqa: BLE001 - the tree's files are hostile input: unread, never a crash
+        return _unsure(f"{view.runner}: its configuration could not be read ({type(err).__name__})")

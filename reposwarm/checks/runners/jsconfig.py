@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 UNKNOWN = object()  # a value that is no literal
-MAX_TEXT = 512 * 1024  # a configuration file larger than this is not read
+MAX_TEXT = 256 * 1024  # a configuration file larger than this is not read
+MAX_REGEX_LITERAL = 256  # how far a regex literal is looked for (a hostile file makes every `/` start one)
 
 
 @dataclass(frozen=True)
@@ -60,7 +61,7 @@ def _tokens(text: str) -> list[tuple[str, str]]:
     i = 0
     while i < len(text):
         if text[i] == "/" and text[i + 1:i + 2] not in ("/", "*") and (out[-1][1] if out else "") in _EXPR_BEFORE:
-            found = _REGEX.match(text, i)
+            found = _REGEX.match(text, i, min(len(text), i + MAX_REGEX_LITERAL))
             if found:
                 out.append(("regex", found.group(0)))
                 i = found.end()
@@ -128,11 +129,11 @@ def _value(tokens: list[tuple[str, str]], i: int) -> tuple[Any, int]:
                     return UNKNOWN, i
                 items.append(Spread(name))
             else:
-                item, after = _value(tokens, j)
-                if item is UNKNOWN or isinstance(item, list):
+                item = _scalar(tokens[j])  # (no arrays in arrays: a file nesting them deeply reads as no literal)
+                if item is UNKNOWN:
                     return UNKNOWN, i
                 items.append(item)
-                j = after
+                j += 1
             if j < len(tokens) and tokens[j][1] == ",":
                 j += 1
             elif j >= len(tokens) or tokens[j][1] != "]":

@@ -19,6 +19,8 @@ class Unreadable(ValueError):
 
 _EXT = {"?": "?", "*": "*", "+": "+", "@": ""}
 MAX_REGEX = 2000
+MAX_WILDCARDS = 4  # `*` (and `**/`) in one glob: the test file patterns people write have one or two
+_ANY_NAME, _ANY_FOLDERS = "[^/]*", "(?:[^/]*/)*"
 # a group holding a quantifier, itself quantified (`(a+)+`, `(.*x)*`): what backtracks exponentially on a miss
 _NESTED = re.compile(r"\((?:[^()\\]|\\.)*(?<!\\)[*+}](?:[^()\\]|\\.)*\)[*+{]")
 
@@ -112,10 +114,10 @@ def _translate(glob: str) -> str:
                     out.append(".*")
                     i = j
                 else:  # `**/`: any folders, or none
-                    out.append("(?:[^/]*/)*")
+                    out.append(_ANY_FOLDERS)
                     i = j + 1
             else:
-                out.append("[^/]*")
+                out.append(_ANY_NAME)
                 i = j
         elif ch == "?":
             out.append("[^/]")
@@ -149,9 +151,14 @@ def glob(pattern: str) -> re.Pattern[str]:
     if len(pattern) > MAX_REGEX:
         raise Unreadable(f"the glob {pattern[:80]!r}... is too long")
     try:
-        return re.compile(f"(?s:{_translate(pattern)})\\Z")
-    except re.error as err:
-        raise Unreadable(f"{pattern!r}: {err}") from None
+        text = _translate(pattern)
+        deep = text.count(_ANY_FOLDERS)
+        if deep > MAX_WILDCARDS or text.count(_ANY_NAME) - deep > MAX_WILDCARDS:
+            # (`*a*a*a*...b` against a long name backtracks through every way to place its stars)
+            raise Unreadable(f"the glob {pattern[:80]!r} has more wildcards than a test file pattern needs")
+        return re.compile(f"(?s:{text})\\Z")
+    except (re.error, RecursionError) as err:  # (braces nested a thousand deep)
+        raise Unreadable(f"{pattern[:80]!r}: {err or 'nested too deep'}") from None
 
 
 @functools.lru_cache(maxsize=1024)
