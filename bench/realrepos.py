@@ -318,12 +318,12 @@ def table(results: dict[str, Any]) -> str:
     rows = []
     for name, rec in results["entries"].items():
         if "setup_error" in rec:
-            rows.append(f"| {name} | {rec['environment']} | setup failed: {rec['setup_error'][:120]} | | | |")
+            rows.append(f"| {name} | {rec.get('environment', '')} | setup failed: {rec['setup_error'][:120]} | | | |")
             continue
         cells = [cell(mode, rec.get(mode), (rec.get("proposals_checked") or {}).get(mode)).replace("|", "\\|")
                  for mode in MODES]
         sha = rec.get("sha") or (rec.get("commit") or {}).get("sha", "")  # (the entry's commit; "commit" is a try)
-        rows.append(f"| {name} ({sha[:8]}) | {rec['environment']} | " + " | ".join(cells) + " |")
+        rows.append(f"| {name} ({sha[:8]}) | {rec.get('environment', '')} | " + " | ".join(cells) + " |")
     return "\n".join(head + rows)
 
 
@@ -384,7 +384,8 @@ def check_proposals(entries: list[dict[str, Any]], mirrors: Path | None, work: P
                                           if role.depends_on}, "overlaps": proposal.overlaps,
                            "warnings": proposal.warnings[:5], "date": dt.date.today().isoformat(),
                            "reposwarm": reposwarm_commit()}
-        save(entry["name"], {"proposals_checked": found})
+        save(entry["name"], {"proposals_checked": found, "repo": entry["repo"], "sha": entry["commit"],
+                             "environment": entry["environment"]["kind"]})
     return 1 if refused else 0
 
 
