@@ -282,14 +282,20 @@ class Builds:
         return "/".join([*parts[:-1], name])
 
     def of(self, source: str) -> list[str]:
-        """The builds that hold `source`: by source map, else by path, else by package."""
+        """The builds that hold `source`: by source map, else by path, else by package (its build folders: a
+        script a tool wrote beside its config, tsup's `tsup.config.bundled_*.mjs`, builds none of its sources)."""
         ordered = sorted(self.builds)
         mapped = [b for b in ordered if source in self.sources(b)]
         if mapped:
             return mapped
         stem, package = self.stem(source, SOURCE_FOLDERS), self.package(source)
-        same = [b for b in ordered if self.package(b) == package]
+        same = [b for b in ordered if self.package(b) == package and self.in_build_folder(b, package)]
         return [b for b in same if self.stem(b, BUILD_FOLDERS) == stem] or same
+
+    @staticmethod
+    def in_build_folder(build: str, package: str) -> bool:
+        inner = build[len(package) + 1:] if package else build
+        return inner.split("/")[0] in BUILD_FOLDERS
 
     def judge(self, source: str) -> tuple[str, str] | None:
         """("outside", words) when a build of `source` older than it ran (another copy of its code ran, whatever
@@ -298,7 +304,9 @@ class Builds:
         if not found:
             return None
         written = mtime(self.files.root / source)
-        stale = [b for b in found if written is not None and (mtime(self.host(b)) or 0.0) < written]
+        # (a build gone by the end of the check was made and removed by it: a temporary file, never a stale one)
+        stale = [b for b in found if written is not None and (made := mtime(self.host(b))) is not None
+                 and made < written]
         if stale:
             return "outside", f"{stale[0]} (a build older than {source}: not made from this tree)"
         return "inside", found[0]
