@@ -184,6 +184,36 @@ def test_a_base_commit_s_failure_of_the_command_is_the_targeted_command_s_too(tm
     assert not judged.failures and [f.name for f in judged.pre_existing] == [new]
 
 
+def test_a_test_named_as_one_in_another_file_is_the_same_test_in_a_run_of_its_file_alone(tmp_path):
+    """commander's 'variadic argument when ...' is in two files: a whole run named the second "... #2", a run of
+    that file alone names it plainly, and the selected check saw 15 tests "lost" (PASSED WITH TEST CHANGES)."""
+    from reposwarm.checks.runners import Case, distinct
+
+    repo = make_repo(tmp_path / "repo", {"tests/a.test.js": "", "tests/b.test.js": "", "package.json": "{}"})
+    jest = ["npx", "jest"]
+    target = select.plan([jest], ["tests/b.test.js"], repo).targets[0]
+    # (jest reported b first: numbered by file all the same, a's is "X", b's "X #2")
+    whole = distinct([Case("X", "passed", "tests/b.test.js"), Case("X", "passed", "tests/a.test.js"),
+                      Case("Y", "failed", "tests/b.test.js", "boom"), Case("Y", "failed", "tests/a.test.js", "boom")])
+    assert [(c.name, c.file) for c in whole] == [("X #2", "tests/b.test.js"), ("X", "tests/a.test.js"),
+                                                 ("Y #2", "tests/b.test.js"), ("Y", "tests/a.test.js")]
+    alone = distinct([Case("X", "passed", "tests/b.test.js"), Case("Y", "failed", "tests/b.test.js", "boom")])
+    line, new = " ".join(jest), " ".join(target.argv)
+    base = TestReport(passed=False, commands=[CommandResult(argv=jest, exit_code=1, duration_s=1.0, tests_run=4,
+                                                            exit_class=ExitClass.tests_failed, cases_ref="base")],
+                      failures=[TestFailure(name=c.name, file=c.file, command=line) for c in whole
+                                if c.outcome == "failed"])
+    ran = CommandResult(argv=target.argv, exit_code=1, duration_s=1.0, tests_run=2, exit_class=ExitClass.tests_failed,
+                        cases_ref="merged")
+    merged = TestReport(passed=False, commands=[ran], failures=[TestFailure(name="Y", file="tests/b.test.js",
+                                                                            command=new)])
+    stored = {"base": whole, "merged": alone}
+    cut, loader = select.narrow(base, [target], [ran], lambda r: stored.get(r.cases_ref or ""))
+    judged = verdicts.judge(merged, cut, loader)
+    assert judged.test_changes == [] and judged.failures == [], (judged.test_changes, judged.failures)
+    assert [f.name for f in judged.pre_existing] == ["Y"]  # (b's failure on the base, named as its file alone)
+
+
 # --- real runners, in the sandbox -----------------------------------------------------------------------------------
 
 ARGV_TESTS = {

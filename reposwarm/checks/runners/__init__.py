@@ -44,9 +44,9 @@ from reposwarm.contracts.states import ExitClass
 from reposwarm.contracts.validation import CommandResult
 
 __all__ = ["ERROR", "JUNIT", "MESSAGE_CHARS", "NO_RESULTS", "NO_TESTS", "OUTCOMES", "PASSED", "TESTS_FAILED",
-           "TIMED_OUT", "Case", "Prepared", "detect", "exit_class", "failing", "guess_file", "not_fully_judged", "parse",
+           "TIMED_OUT", "Case", "Prepared", "detect", "distinct", "exit_class", "failing", "guess_file", "not_fully_judged", "parse",
            "parse_cargo", "parse_go", "outcome", "parse_jest", "parse_junit", "parse_mocha", "parse_unittest", "prepare",
-           "ran", "reason", "shown_argv_env", "stops_judging", "unparsed", "unread"]
+           "ran", "reason", "renumbered", "shown_argv_env", "stops_judging", "unparsed", "unread"]
 
 # Exit classes, from best to worst. (A test's outcomes are runners.outcome.PASSED, .XFAILED...)
 PASSED, TESTS_FAILED, NO_TESTS, ERROR, TIMED_OUT = (ExitClass.passed, ExitClass.tests_failed, ExitClass.no_tests,
@@ -72,26 +72,44 @@ def parse(runner: str, output: str, report: Path | None, cwd: Path) -> list[Case
     # message names (the stack or panic location): repairs go to the lanes that changed it.
     cases = [replace(c, file=_named_file(c.message, cwd))
              if not c.file and c.outcome in FAILING else c for c in cases]
-    return _distinct(cases)
+    return distinct(cases)
 
 
-def _distinct(cases: list[Case]) -> list[Case]:
-    """Two tests of one name (node tests in two files, cargo tests in two binaries) are two tests: the second
-    is "name #2", in the order the runner reported them, so neither hides the other in a comparison by name. (Never
-    a name another test has already: "a", "a", "a #2" are "a", "a #3", "a #2".)"""
+def distinct(cases: list[Case]) -> list[Case]:
+    """Two tests of one name (jest tests in two files, cargo tests in two binaries) are two tests: the second is
+    "name #2", so neither hides the other in a comparison by name. Numbered in the order of their files, then as
+    the runner reported them within a file: the same test gets the same number whatever order the runner ran the
+    files in (jest orders them by its last durations), and in any run of the files that hold the name. (Never a
+    name another test has already: "a", "a", "a #2" are "a", "a #3", "a #2".)"""
     taken = {c.name for c in cases}
     seen: Counter[str] = Counter()
-    out = []
-    for c in cases:
-        seen[c.name] += 1
-        if seen[c.name] == 1:
-            out.append(c)
+    names = [c.name for c in cases]
+    for i in sorted(range(len(cases)), key=lambda i: (cases[i].name, cases[i].file or "", i)):
+        name = cases[i].name
+        seen[name] += 1
+        if seen[name] == 1:
             continue
-        while f"{c.name} #{seen[c.name]}" in taken:
-            seen[c.name] += 1
-        taken.add(f"{c.name} #{seen[c.name]}")
-        out.append(replace(c, name=f"{c.name} #{seen[c.name]}"))
-    return out
+        while f"{name} #{seen[name]}" in taken:
+            seen[name] += 1
+        taken.add(f"{name} #{seen[name]}")
+        names[i] = f"{name} #{seen[name]}"
+    return [c if c.name == n else replace(c, name=n) for c, n in zip(cases, names, strict=True)]
+
+
+_NUMBERED = re.compile(r"^(.*) #\d+$")
+
+
+def renumbered(cases: list[Case], every: list[Case]) -> tuple[list[Case], dict[str, str]]:
+    """`cases`, some of the tests of a run whose results are `every`, numbered as a run of only their files
+    numbers them (distinct): a name "X #2" of a whole run is "X" in a run of the one file that holds it. With the
+    names that changed (old -> new)."""
+    names = {c.name for c in every}
+    plain = []
+    for c in cases:
+        found = _NUMBERED.match(c.name)
+        plain.append(replace(c, name=found.group(1)) if found and found.group(1) in names else c)
+    out = distinct(plain)
+    return out, {old.name: new.name for old, new in zip(cases, out, strict=True) if old.name != new.name}
 
 
 _SOURCE_PATH = re.compile(r"(?:^|[\s(\"'])((?:/|\./)?[\w.@-]+(?:/[\w.@-]+)*\.(?:py|js|mjs|cjs|jsx|ts|tsx|go|rs|java|rb))"

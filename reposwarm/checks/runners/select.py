@@ -33,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from reposwarm.checks.runners import parsers, prefixes
+from reposwarm.checks.runners import parsers, prefixes, renumbered
 from reposwarm.checks.runners.commands import JUNIT
 from reposwarm.checks.runners.parsers import Case
 from reposwarm.checks.runners.selectors import SELECT, TAKES, Pred, inside
@@ -165,16 +165,19 @@ def narrow(baseline: TestReport, targets: list[Target], results: list[CommandRes
         whole, reported = cases(base), {c.name for c in cases(result) or []}
         chosen = None if whole is None else [
             c for c in whole if (v := target.covers(c)) or (v is None and c.name in reported)]
+        names = None if chosen is None else {c.name for c in chosen}
+        renamed: dict[str, str] = {}
+        if chosen is not None and whole is not None:  # ("X #2" of the whole run is "X" where its file runs alone)
+            chosen, renamed = renumbered(chosen, whole)
         ref = f"targeted:{n}"
         kept[ref] = chosen
         commands.append(_narrowed(base, target, chosen, ref))
-        names = None if chosen is None else {c.name for c in chosen}
         old, new = " ".join(target.command), " ".join(target.argv)
         for into, failed in ((failures, baseline.failures), (pre_existing, baseline.pre_existing)):
             # (a failure of the command itself, its exit with no test to blame, is the targeted command's too:
             # named by its line, as the targeted run's own is)
             into += [f.model_copy(update={"command": new, "name": new}) if f.name == old and f.file is None
-                     else f.model_copy(update={"command": new}) for f in failed
+                     else f.model_copy(update={"command": new, "name": renamed.get(f.name, f.name)}) for f in failed
                      if f.command == old and (names is None or f.name in names or (f.name == old and f.file is None))]
     ran = [c.tests_run for c in commands if c.tests_run is not None]
     narrowed = baseline.model_copy(update={"commands": commands, "failures": failures, "pre_existing": pre_existing,
