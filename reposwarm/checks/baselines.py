@@ -53,8 +53,8 @@ log = logging.getLogger(__name__)
 FORMAT = 4  # of the entries and of what the digests cover: a new one makes every older entry a miss
 # (2: Python checks import the tree, its import roots first on PYTHONPATH: results kept before ran installed copies;
 # 3: JavaScript checks: jest's in-process tests see the profile's command line, vitest writes no results cache:
-# results kept before failed where the user's own run passes; 4: two tests of one name numbered by their files
-# order, not as the runner reported them)
+# results kept before failed where the user's own run passes; 4: two tests of one name numbered in the order of
+# their files, not as the runner reported them)
 FOLDER = "baselines"
 _COMMIT = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
 _KEY = re.compile(r"^([0-9a-f]{24})-([0-9a-f]{40})$")
