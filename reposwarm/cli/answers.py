@@ -87,29 +87,35 @@ class NoWorker(UserError):
                          "the same TEMPORAL_ADDRESS and REPOSWARM_TASK_QUEUE) and try again")
 
 
-async def worker_polling(client: Client, queue: str) -> bool:
-    """Whether a worker has polled the queue for workflow tasks in the last minute or so. A worker that died
-    less than a minute ago still counts: whatever then asks it gives up after QUERY_TIMEOUT_S."""
-    try:
-        resp = await client.workflow_service.describe_task_queue(DescribeTaskQueueRequest(
-            namespace=client.namespace, task_queue=TaskQueue(name=queue),
-            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW), timeout=timedelta(seconds=QUERY_TIMEOUT_S))
-    except RPCError:
-        return True  # cannot tell: let the query itself find out
-    now = time.time()
-    return any(now - p.last_access_time.ToSeconds() < POLL_FRESH_S for p in resp.pollers)
-
-
-async def last_poll(client: Client, queue: str) -> datetime | None:
-    """When a worker last polled the queue for workflow tasks, as the server saw it (None: no poller it remembers,
-    or it cannot say): what a command waiting on a worker tells the user."""
+async def pollers(client: Client, queue: str) -> list[Any] | None:
+    """The workflow-task pollers the server remembers on `queue` (each with `identity`, `pid@host`, and
+    `last_access_time`); None when the server cannot say."""
     try:
         resp = await client.workflow_service.describe_task_queue(DescribeTaskQueueRequest(
             namespace=client.namespace, task_queue=TaskQueue(name=queue),
             task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW), timeout=timedelta(seconds=QUERY_TIMEOUT_S))
     except RPCError:
         return None
-    seen = [p.last_access_time.ToSeconds() for p in resp.pollers]
+    return list(resp.pollers)
+
+
+async def worker_polling(client: Client, queue: str) -> bool:
+    """Whether a worker has polled the queue for workflow tasks in the last minute or so. A worker that died
+    less than a minute ago still counts: whatever then asks it gives up after QUERY_TIMEOUT_S."""
+    found = await pollers(client, queue)
+    if found is None:
+        return True  # cannot tell: let the query itself find out
+    now = time.time()
+    return any(now - p.last_access_time.ToSeconds() < POLL_FRESH_S for p in found)
+
+
+async def last_poll(client: Client, queue: str) -> datetime | None:
+    """When a worker last polled the queue for workflow tasks, as the server saw it (None: no poller it remembers,
+    or it cannot say): what a command waiting on a worker tells the user."""
+    found = await pollers(client, queue)
+    if found is None:
+        return None
+    seen = [p.last_access_time.ToSeconds() for p in found]
     return datetime.fromtimestamp(max(seen), UTC) if seen else None
 
 

@@ -21,17 +21,12 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from datetime import timedelta
 from pathlib import Path
 
-from temporalio.api.enums.v1 import TaskQueueType
-from temporalio.api.taskqueue.v1 import TaskQueue
-from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
-from temporalio.service import RPCError
 
 from reposwarm import gitcmd
-from reposwarm.cli.answers import POLL_FRESH_S, QUERY_TIMEOUT_S, prog
+from reposwarm.cli.answers import POLL_FRESH_S, pollers, prog
 from reposwarm.cli.common import UserError, client_or_die, ui_url
 from reposwarm.client import task_queue
 from reposwarm.contracts import Phase, ReviewDecision
@@ -129,29 +124,22 @@ async def worker_polling(client: Client, queue: str) -> bool:
     less those of this host whose process has ended. The server lists a worker for a minute after it stopped,
     and a demo or try run just after another's worker stopped would otherwise wait on it instead of starting
     one. (A worker's poller identity is the SDK's `pid@host`.)"""
-    try:
-        resp = await client.workflow_service.describe_task_queue(DescribeTaskQueueRequest(
-            namespace=client.namespace, task_queue=TaskQueue(name=queue),
-            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW), timeout=timedelta(seconds=QUERY_TIMEOUT_S))
-    except RPCError:
+    found = await pollers(client, queue)
+    if found is None:
         return True  # cannot tell: what needs the worker finds out, and says so
     now = time.time()
-    return any(now - p.last_access_time.ToSeconds() < POLL_FRESH_S and not _ended_here(p.identity)
-               for p in resp.pollers)
+    return any(now - p.last_access_time.ToSeconds() < POLL_FRESH_S and not _ended_here(p.identity) for p in found)
 
 
 async def busy_here(client: Client, queue: str) -> int | None:
     """The pid of a worker process of this host that polled `queue` lately and still runs (None: none, or the
     server cannot say). Such a worker that does not answer a query in time is busy (the checks it runs load the
     machine, a replay of a long history), not gone: a command following the run waits for it."""
-    try:
-        resp = await client.workflow_service.describe_task_queue(DescribeTaskQueueRequest(
-            namespace=client.namespace, task_queue=TaskQueue(name=queue),
-            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW), timeout=timedelta(seconds=QUERY_TIMEOUT_S))
-    except RPCError:
+    found = await pollers(client, queue)
+    if found is None:
         return None
     now = time.time()
-    for poller in resp.pollers:
+    for poller in found:
         pid, _, host = poller.identity.partition("@")
         if now - poller.last_access_time.ToSeconds() < POLL_FRESH_S and host == socket.gethostname() and \
                 pid.isdigit() and not _ended_here(poller.identity):
