@@ -160,7 +160,11 @@ def check_at_least_once_left_no_trace(out: Outcome, ref: Outcome) -> None:
     entries = out.ledger  # every line parses (a half-written line would not)
     dup = [k for k, n in Counter(e["key"] for e in entries).items() if n > 1]
     assert not dup, f"duplicate ledger keys: {dup}"
-    assert ledger_signature(out) == ledger_signature(ref), "the ledger differs from the reference's"
+    (events, calls), (ref_events, ref_calls) = ledger_signature(out), ledger_signature(ref)
+    # (the difference itself, both ways: a whole signature printed by pytest is cut before it shows)
+    assert (events, calls) == (ref_events, ref_calls), (
+        f"the ledger differs from the reference's: only here {dict(events - ref_events)} {calls - ref_calls}, "
+        f"only in the reference {dict(ref_events - events)} {ref_calls - calls}")
     for c in out.commits:
         if len(c["parents"]) == 1:
             assert c["tree"] != c["parent_trees"][0], \

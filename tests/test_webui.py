@@ -154,8 +154,11 @@ async def test_a_reviewer_finds_the_runs_waiting_for_review_with_their_task_and_
         assert {green, red} <= waiting and {green, red} <= every
         assert not ({dry.run_id} | lanes_ids) & (waiting | every)
         readme = (ROOT / "README.md").read_text()
+        assert "docs/observability.md#saved-views" in readme, "the README no longer points at the saved views"
+        views = (ROOT / "docs" / "observability.md").read_text()
         for name, query in webui.SAVED_VIEWS.items():
-            assert name in readme and query in readme, f"README does not show the saved view {name!r}: {query}"
+            assert name in readme, f"README does not name the saved view {name!r}"
+            assert name in views and query in views, f"docs/observability.md does not show the saved view {name!r}"
 
         base, namespace = f"http://127.0.0.1:{ui_port}", client.namespace
         shots = screenshots(tmp_path)
