@@ -236,6 +236,9 @@ async def cmd_trial(args: argparse.Namespace) -> int:
     lanes_path, config = load_config(repo, args.lanes)
     specs = select_commits(repo, args.commits, config, args.max)
     model = "oracle" if args.oracle is not None else run_model(args.model, config, lanes_path)
+    from reposwarm.models.prices import models_in_use, with_list_prices  # (the configuration's own prices win)
+
+    config = with_list_prices(config, models_in_use(config, model))
     slug = repo_slug(repo)
     batch_id = args.batch or f"trial-{slug}-{uuid.uuid4().hex[:6]}"
     client = await client_or_die()

@@ -160,6 +160,9 @@ def build_request(args: argparse.Namespace, *, auto_approve: bool = False,
                 else git_out(repo, "branch", "--list", "--", swarm_branch)):
             raise UserError(f"SWARM_BRANCH {swarm_branch!r} already exists in {repo}; reposwarm only adds new branches")
     model = run_model(args.model, config, lanes_path)
+    from reposwarm.models.prices import models_in_use, with_list_prices  # (the configuration's own prices win)
+
+    config = with_list_prices(config, models_in_use(config, model))
     unpriced(config, model, lanes_path)
     return SwarmRequest(
         run_id=run_id, repo_path=args.repo if remote is not None else str(repo), task=args.task, config=config, plan=plan,
@@ -318,7 +321,8 @@ def render_dry_run(result: SwarmResult) -> str:
                      f"{e.billed_tokens or e.input_tokens + e.output_tokens:>9} {e.token_budget:>9}  "
                      f"{'yes' if e.within_budget else 'NO':<4}  {cost}")
     lines.append(f"total estimated cost: ${total:.4f} with prompt caching, ${uncached:.4f} without (models without "
-                 "a price in the lanes file's prices: not counted; billed: input-token equivalents, what "
+                 "a price, in the configuration's prices or reposwarm's list prices: not counted; billed: "
+                 "input-token equivalents, what "
                  "token_budget counts)")
     if result.usage.model_calls:
         lines.append(f"planning spent {result.usage.total_tokens} tokens, ${result.usage.cost_usd:.4f}")
