@@ -56,12 +56,15 @@ def warming_pays(model_name: str, price: ModelPrice | None, prefix_tokens: int, 
 class ModelPrice(Contract):
     """US dollars per million tokens, for the cost shown per call, lane and run."""
 
-    input_per_mtok: float = Field(ge=0)
-    output_per_mtok: float = Field(ge=0)
+    input_per_mtok: float = Field(ge=0, description="$ per million input tokens")
+    output_per_mtok: float = Field(ge=0, description="$ per million output tokens")
     # The cached rates; None: the provider's published ratio to input_per_mtok (cost_of says which).
-    cached_input_per_mtok: float | None = Field(default=None, ge=0)
-    cache_write_per_mtok: float | None = Field(default=None, ge=0)  # a write to the 5-minute cache
-    cache_write_1h_per_mtok: float | None = Field(default=None, ge=0)  # a write to the one-hour cache
+    cached_input_per_mtok: float | None = Field(default=None, ge=0, description="$ per million tokens read from the "
+                                                "prompt cache; null: the provider's ratio to input_per_mtok")
+    cache_write_per_mtok: float | None = Field(default=None, ge=0, description="$ per million tokens written to the "
+                                               "5-minute cache; null: the provider's ratio")
+    cache_write_1h_per_mtok: float | None = Field(default=None, ge=0, description="$ per million tokens written to "
+                                                  "the one-hour cache; null: the provider's ratio")
 
     def cost(self, input_tokens: int, output_tokens: int) -> float:
         """Tokens with no caching at all."""
