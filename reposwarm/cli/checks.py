@@ -169,6 +169,23 @@ def chosen_profile(args: argparse.Namespace, repo: Path) -> tuple[str, CheckProf
     return "detected", profile
 
 
+async def run_at(repo: Path, head: str, profile: CheckProfile) -> TestReport:
+    """The profile run once on commit `head`, in a throwaway detached worktree (removed after), in the sandbox as a
+    run would: the user's branches and working tree are not touched (`reposwarm init` confirms its profile so)."""
+    folder = home() / "checks"
+    folder.mkdir(parents=True, exist_ok=True)
+    tree = Path(tempfile.mkdtemp(prefix="head-", dir=folder))
+    shutil.rmtree(tree)
+    gitcmd.run(["-C", str(repo), "worktree", "add", "-q", "--detach", str(tree), head], check=True,
+               capture_output=True)
+    try:
+        # (the user's HEAD is the user's code: its caches are the ones a run's base commit fills)
+        return await run_profile(profile, tree, None, scope="base")
+    finally:
+        gitcmd.run(["-C", str(repo), "worktree", "remove", "--force", str(tree)], capture_output=True)
+        shutil.rmtree(tree, ignore_errors=True)
+
+
 async def cmd_checks(args: argparse.Namespace) -> int:
     repo = check_repo(args.repo)
     name, profile = chosen_profile(args, repo)
@@ -181,18 +198,7 @@ async def cmd_checks(args: argparse.Namespace) -> int:
     print(f"running profile {name!r} ({len(profile.commands)} command(s)"
           f"{', after its setup step' if profile.setup else ''}) on HEAD {head[:12]} of {repo}, in the sandbox as a "
           f"run would; up to {profile.timeout_s:.0f}s per command...", flush=True)
-    folder = home() / "checks"
-    folder.mkdir(parents=True, exist_ok=True)
-    tree = Path(tempfile.mkdtemp(prefix="head-", dir=folder))
-    shutil.rmtree(tree)
-    gitcmd.run(["-C", str(repo), "worktree", "add", "-q", "--detach", str(tree), head], check=True,
-               capture_output=True)
-    try:
-        # (the user's HEAD is the user's code: its caches are the ones a run's base commit fills)
-        report = await run_profile(profile, tree, None, scope="base")
-    finally:
-        gitcmd.run(["-C", str(repo), "worktree", "remove", "--force", str(tree)], capture_output=True)
-        shutil.rmtree(tree, ignore_errors=True)
+    report = await run_at(repo, head, profile)
     missing = missing_dependencies(repo, profile)
     for line in render(report, profile, missing):
         print(line)

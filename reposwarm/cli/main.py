@@ -9,6 +9,7 @@ its exit code.
                                                                starting a dev server and a worker when missing
     report, explain, trial, mcp                                reposwarm/cli/host.py
     checks                                                     reposwarm/cli/checks.py: a profile on HEAD
+    init                                                       reposwarm/cli/init.py: the repository's reposwarm.yaml
     lanes                                                      reposwarm/cli/lanes.py: lanes from the structure
     recording, gc                                              reposwarm/cli/host.py: [worker host]: they read
                                                                the runs' files under REPOSWARM_HOME
@@ -216,6 +217,14 @@ def parser() -> argparse.ArgumentParser:
                      "repository, as run finds it; with none, the profile a run with none detects, and why)")
     chk.add_argument("--profile", help="the validation profile to run (default: the lanes file's validation.profile)")
     chk.set_defaults(handler=f"{CHECKS}:cmd_checks")
+    ini = sub.add_parser("init", help="write the repository's reposwarm.yaml: the detected check profile, run once on "
+                         "HEAD, the model and its price, delivery; then say the next commands")
+    ini.add_argument("--repo", required=True, help="the git repository's top folder (only reposwarm.yaml is written)")
+    ini.add_argument("--model", help="provider:name, the run's model, with its list price (default: REPOSWARM_MODEL)")
+    ini.add_argument("--yes", action="store_true", help="write it without asking (off a terminal, it is only shown)")
+    ini.add_argument("--force", action="store_true", help="replace an existing reposwarm.yaml (or write one beside a "
+                     ".reposwarm.yaml or helpers.yaml)")
+    ini.set_defaults(handler="reposwarm.cli.init:cmd_init")
     lns = sub.add_parser("lanes", help="write a starting lanes file from the repository's structure alone (packages, "
                          "CODEOWNERS, imports, the detected checks; no model, no task)",
                          description="Write a starting lanes file made from the repository's structure alone: a lane "
