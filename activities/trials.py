@@ -43,19 +43,8 @@ def trials_dir(batch_id: str) -> Path:
 
 
 @activity.defn
-def prepare_trial_clone(req: TrialCloneInput | str, repo_path: str | None = None) -> TrialClone:
-    """A trial's clone: its base commit and the base's history, and nothing after (see _clone_base).
-
-    Batches scheduled before TrialCloneInput call it with two strings (batch id, repository), and those before
-    TrialCloneInput.base with no commit: both get the batch's bare clone sharing every object, as they did. The
-    SDK decodes arguments by type only when their count is the signature's, so the one-model call is a dict."""
-    req = TrialCloneInput.model_validate(req if repo_path is None else {"batch_id": req, "repo_path": repo_path})
-    if req.base is None or req.sha is None:
-        clone = trials_dir(req.batch_id) / "repo.git"
-        if not (clone / "HEAD").exists():
-            clone.parent.mkdir(parents=True, exist_ok=True)
-            gitcmd.repo(str(clone.parent)).clone("--quiet", "--bare", "--shared", req.repo_path, str(clone))
-        return TrialClone(path=str(clone))
+def prepare_trial_clone(req: TrialCloneInput) -> TrialClone:
+    """A trial's clone: its base commit and the base's history, and nothing after (see _clone_base)."""
     clone = trials_dir(req.batch_id) / req.sha[:12] / "repo.git"
     if not (clone / "HEAD").exists() or gitcmd.rev(gitcmd.repo(clone), BASE_REF) != req.base:
         _clone_base(req.repo_path, req.base, req.sha, clone)
@@ -91,8 +80,6 @@ def _clone_base(repo_path: str, base: str, gold: str, clone: Path) -> None:
 def _scoring_git(req: ScoreInput) -> git.Git:
     """Git where both the swarm's result and the gold commit are: the trial's clone reading the user's
     repository's objects too, for this process only (the clone on disk still knows nothing of them)."""
-    if req.repo_path is None:  # scheduled before: the clone shared every object
-        return gitcmd.repo(req.clone_path)
     if not req.clone_path:  # a bad task: no swarm ran
         return gitcmd.repo(req.repo_path)
     g = gitcmd.repo(req.clone_path)

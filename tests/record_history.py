@@ -5,8 +5,8 @@ saves the history of its swarm and of every lane into tests/histories/<version>/
 `<scenario>.<workflow>.json` (`<scenario>.swarm.json`, `<scenario>.api.json`, ...); a workflow that
 continued as new has one file per run, oldest first: `<scenario>.<workflow>.run1.json`, `.run2.json`, ...
 With warm lanes (the default, `swarm.warm_lanes`) a lane is one workflow for the whole run, `<run>.<lane>`
-(`api`), sent each later dispatch as an `assign` Signal and retired at the run's end; with cold lanes (the
-folders recorded before them) each dispatch was a workflow of its own (`api.r1`, `api.r1.a2`, `api.r2`).
+(`api`), sent each later dispatch as an `assign` Signal and retired at the run's end; with cold lanes (the `cold`
+scenario) each dispatch is a workflow of its own (`api.r1`, `api.r1.a2`, `api.r2`).
 
     happy     two lanes, a dependency, a rejection, a model-planned round 2, an approval
     repair    a red check caused by one lane's change goes back to that lane (a second dispatch), then green
@@ -25,9 +25,14 @@ folders recorded before them) each dispatch was a workflow of its own (`api.r1`,
               a lane pauses at its token budget and the `budget` Update raises it; it finishes; an approval
     selected  only the tests a lane's change affects run (red, repaired, green), then the remainder as two
               shards in parallel; the whole profile at review; an approval (tests/record_checks.py)
+    cold      the happy path with `swarm.warm_lanes: false`: each dispatch a child LaneWorkflow of its own
 
-Re-record only when a workflow change is meant to be incompatible with runs already in flight (and say so in
-the commit), into a new folder: never rewrite an earlier version's folder.
+Beside them, one trial batch (tests/record_trials.py) into tests/trial_histories/<version>.json: a good task vetted,
+cloned at its base and scored, a bad task vetted and scored with no swarm run.
+
+Re-record when a workflow change is meant to be incompatible with the recorded histories: a patch guarding it
+(the new folder beside the old ones, while runs of the old version may be open), or a patch folded once no open
+run predates it (the old folders removed); docs/internals.md, "Changing a workflow".
 """
 
 from __future__ import annotations
@@ -48,6 +53,7 @@ sys.path.insert(0, str(ROOT))
 from temporalio.api.enums.v1 import EventType  # noqa: E402
 from temporalio.client import Client, WorkflowFailureError, WorkflowHistory  # noqa: E402
 
+from reposwarm.client import task_queue  # noqa: E402
 from reposwarm.contracts import LanePlan, Phase, Plan, ReviewDecision, ReviewPackage, SwarmResult  # noqa: E402
 from tests.helpers import (  # noqa: E402
     finish,
@@ -61,10 +67,13 @@ from tests.helpers import (  # noqa: E402
     write_yaml,
 )
 from tests.record_checks import selected  # noqa: E402
+from tests.record_trials import trial_batch  # noqa: E402
 from worker import make_worker  # noqa: E402
 from workflows.swarm import SwarmWorkflow  # noqa: E402
 
-OUT = ROOT / "tests" / "histories" / (sys.argv[1] if len(sys.argv) > 1 else "latest")
+VERSION = sys.argv[1] if len(sys.argv) > 1 else "latest"
+OUT = ROOT / "tests" / "histories" / VERSION
+TRIAL_OUT = ROOT / "tests" / "trial_histories" / f"{VERSION}.json"
 PY = sys.executable
 # The dev server of the continue-as-new scenario suggests it after this many events (a real one: 4K+ events):
 # a lane of a few turns and a swarm after one round both pass it.
@@ -100,10 +109,10 @@ async def _result(client: Client, run_id: str) -> SwarmResult:
 # --- the scenarios ---
 
 
-async def happy(client: Client, tmp: Path) -> str:
+async def happy(client: Client, tmp: Path, warm: bool = True) -> str:
     repo = make_repo(tmp / "repo", {"api/app.py": "VERSION = 1\n", "web/client.js": "export const v = 1;\n"})
     lanes = write_yaml(tmp / "lanes.yaml", {
-        "swarm": {"max_parallel": 2, "lanes": {
+        "swarm": {"max_parallel": 2, "warm_lanes": warm, "lanes": {
             "api": {"allowed_paths": ["api/"], "read_only_paths": ["web/"]},
             "web": {"allowed_paths": ["web/"], "read_only_paths": ["api/"], "depends_on": ["api"]}}},
         "validation": {"profiles": {"default": {"commands": [["python3", "-c", "import api.app"]]}}},
@@ -128,6 +137,11 @@ async def happy(client: Client, tmp: Path) -> str:
     await _decide(client, run_id, ReviewDecision(approve=True, reviewer="recorder"), round_no=2)
     await _result(client, run_id)
     return run_id
+
+
+async def cold(client: Client, tmp: Path) -> str:
+    """The happy path with cold lanes (`warm_lanes: false`): a child LaneWorkflow per dispatch."""
+    return await happy(client, tmp, warm=False)
 
 
 async def repair(client: Client, tmp: Path) -> str:
@@ -388,7 +402,7 @@ async def budget(client: Client, tmp: Path) -> str:
 # On the shared dev server, run side by side; `can` on a dev server of its own.
 SCENARIOS: dict[str, Scenario] = {"happy": happy, "repair": repair, "converge": converge, "expire": expire,
                                   "moving": moving, "replan": replan, "proposal": proposal, "budget": budget,
-                                  "selected": selected}
+                                  "selected": selected, "cold": cold}
 CAN_SCENARIOS: dict[str, Scenario] = {"can": can}
 
 
@@ -456,12 +470,25 @@ async def record(client: Client, name: str, scenario: Scenario, tmp: Path) -> di
     return files
 
 
-async def on_server(scenarios: dict[str, Scenario], tmp: Path, extra_args: list[str] | None = None) -> dict[str, str]:
+async def record_trial(client: Client, tmp: Path) -> str:
+    """The trial batch (tests/record_trials.py): its history's text."""
+    began = time.monotonic()
+    batch_id = await trial_batch(client, tmp / "trial", task_queue())
+    history = await client.get_workflow_handle(batch_id).fetch_history()
+    print(f"trial: batch {batch_id} in {time.monotonic() - began:.0f}s", flush=True)
+    return history.to_json()
+
+
+async def on_server(scenarios: dict[str, Scenario], tmp: Path, extra_args: list[str] | None = None, *,
+                    trial: bool = False) -> tuple[dict[str, str], str | None]:
+    """The scenarios' files (and the trial batch's history, with `trial`), recorded on a dev server of their own."""
     env = await start_dev_server(extra_args)
     try:
         async with make_worker(env.client):
-            recorded = await asyncio.gather(*(record(env.client, n, s, tmp) for n, s in scenarios.items()))
-        return {name: text for files in recorded for name, text in files.items()}
+            recorded, batch = await asyncio.gather(
+                asyncio.gather(*(record(env.client, n, s, tmp) for n, s in scenarios.items())),
+                record_trial(env.client, tmp) if trial else asyncio.sleep(0, None))
+        return {name: text for files in recorded for name, text in files.items()}, batch
     finally:
         await env.shutdown()
 
@@ -471,8 +498,8 @@ async def main() -> None:
     with tempfile.TemporaryDirectory(prefix="reposwarm-record-") as name:
         tmp = Path(name)
         os.environ["REPOSWARM_HOME"] = str(tmp / "home")
-        shared, continued = await asyncio.gather(on_server(SCENARIOS, tmp),
-                                                 on_server(CAN_SCENARIOS, tmp, suggest))
+        (shared, batch), (continued, _) = await asyncio.gather(on_server(SCENARIOS, tmp, trial=True),
+                                                               on_server(CAN_SCENARIOS, tmp, suggest))
     # written only once every scenario is recorded: a failed recording leaves the folder as it was
     OUT.mkdir(parents=True, exist_ok=True)
     for old in OUT.glob("*.json"):
@@ -480,6 +507,9 @@ async def main() -> None:
     for name, text in sorted({**shared, **continued}.items()):
         (OUT / name).write_text(text)
         print(f"recorded {OUT.relative_to(ROOT)}/{name} ({len(text)} bytes)")
+    assert batch is not None
+    TRIAL_OUT.write_text(batch)
+    print(f"recorded {TRIAL_OUT.relative_to(ROOT)} ({len(batch)} bytes)")
 
 
 if __name__ == "__main__":

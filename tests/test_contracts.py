@@ -4,19 +4,12 @@ every lane state is an enum with the strings statuses held, and workflows import
 from __future__ import annotations
 
 import ast
-import uuid
-from concurrent.futures import ThreadPoolExecutor
-from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from temporalio import workflow
 from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.testing import ActivityEnvironment
-from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 import reposwarm.contracts as contracts
-from activities.trials import prepare_trial_clone
 from reposwarm.contracts import (
     Attribution,
     ChangeSet,
@@ -30,10 +23,9 @@ from reposwarm.contracts import (
     LaneStatus,
     RollbackResult,
     TrialClone,
-    TrialCloneInput,
     Usage,
 )
-from tests.helpers import ROOT, make_repo
+from tests.helpers import ROOT
 
 # Every name `from reposwarm.contracts import X` served when it was one module.
 NAMES_OF_THE_MODULE = """
@@ -127,42 +119,6 @@ def test_a_lane_review_is_built_from_its_result():
                                 reason="turn budget of 3 used up", summary="s", assumptions=["a"], edits=[edit],
                                 diff_stat="1 file", usage=result.usage, turns=3, tool_calls=4, refusals=1,
                                 elapsed_s=2.5)
-
-
-async def test_prepare_trial_clone_takes_its_model_and_the_two_strings_of_batches_scheduled_before(tmp_path,
-                                                                                                 reposwarm_home):
-    repo = make_repo(tmp_path / "repo", {"a.py": "A = 1\n"})
-    env = ActivityEnvironment()
-    clone = env.run(prepare_trial_clone, TrialCloneInput(batch_id="b-new", repo_path=str(repo)))
-    assert Path(clone.path, "HEAD").exists()
-    # what the SDK hands over: a one-model call does not match the two-parameter signature, so it arrives as JSON
-    assert env.run(prepare_trial_clone, {"batch_id": "b-new", "repo_path": str(repo)}) == clone
-    old = env.run(prepare_trial_clone, "b-old", str(repo))
-    assert Path(old.path, "HEAD").exists() and "b-old" in old.path
-
-
-@workflow.defn(sandboxed=False)
-class _CloneByName:
-    @workflow.run
-    async def run(self, args: list[str]) -> str:
-        options = dict(start_to_close_timeout=timedelta(seconds=60))
-        old = await workflow.execute_activity("prepare_trial_clone", args=args, result_type=TrialClone, **options)
-        new = await workflow.execute_activity(
-            "prepare_trial_clone", TrialCloneInput(batch_id=args[0] + "-new", repo_path=args[1]),
-            result_type=TrialClone, **options)
-        return f"{old.path}|{new.path}"
-
-
-async def test_prepare_trial_clone_through_a_worker_in_both_shapes(client, tmp_path, reposwarm_home):
-    repo = make_repo(tmp_path / "repo", {"a.py": "A = 1\n"})
-    queue = f"clone-{uuid.uuid4().hex[:8]}"
-    async with Worker(client, task_queue=queue, workflows=[_CloneByName], activities=[prepare_trial_clone],
-                      workflow_runner=UnsandboxedWorkflowRunner(),
-                      activity_executor=ThreadPoolExecutor(2)):
-        old, new = (await client.execute_workflow(_CloneByName.run, ["batch-x", str(repo)], id=queue,
-                                                  task_queue=queue)).split("|")
-    assert Path(old, "HEAD").exists() and "batch-x/" in old
-    assert Path(new, "HEAD").exists() and "batch-x-new/" in new
 
 
 # --- workflows decide; they import nothing that runs a process ---

@@ -25,8 +25,8 @@ from tests.helpers import ROOT, WorkerProcess, git, make_repo, write_yaml
 from workflows.attributes import KIND_ATTR
 from workflows.trial import TrialWorkflow
 
-# A batch recorded before patch "trial-clone-per-base" (one shared clone for the batch, no vetting): batches
-# still open when a worker upgrades must go on the way they started.
+# Recorded batches (tests/record_trials.py, by `make record-history`): batches still open when a worker upgrades
+# must go on the way they started.
 RECORDED = sorted((Path(__file__).parent / "trial_histories").glob("*.json"))
 
 API = "def total(xs):\n    return sum(xs)\n"
@@ -267,9 +267,16 @@ async def test_a_bad_task_is_reported_as_such_and_left_out_of_the_score(client, 
     assert "0 trials (1 bad tasks left out): pass rate None" in shown.stdout
 
 
+def test_there_is_a_recorded_batch():
+    assert RECORDED
+
+
 @pytest.mark.parametrize("path", RECORDED, ids=[p.stem for p in RECORDED])
 async def test_a_batch_recorded_before_replays(path):
     recorded = WorkflowHistory.from_json(path.stem, path.read_text())
-    assert sum(e.activity_task_scheduled_event_attributes.activity_type.name == "prepare_trial_clone"
-               for e in recorded.events if e.HasField("activity_task_scheduled_event_attributes")) == 1
+    scheduled = [e.activity_task_scheduled_event_attributes.activity_type.name
+                 for e in recorded.events if e.HasField("activity_task_scheduled_event_attributes")]
+    # (tests/record_trials.py) both tasks vetted; the good one alone cloned at its base; both scored
+    assert sorted(scheduled) == ["prepare_trial_clone", "score_trial", "score_trial", "vet_trial", "vet_trial"]
+    assert sum(e.HasField("start_child_workflow_execution_initiated_event_attributes") for e in recorded.events) == 1
     await Replayer(workflows=[TrialWorkflow], data_converter=pydantic_data_converter).replay_workflow(recorded)

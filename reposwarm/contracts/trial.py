@@ -31,10 +31,8 @@ class TrialBatchRequest(Contract):
 class TrialCloneInput(Contract):
     batch_id: str
     repo_path: str  # the user's repository
-    # The trial's commit and its base: the clone holds the base's history alone. Both None in batches scheduled
-    # before (one bare clone for the batch, sharing the repository's objects, the gold commit among them).
-    sha: str | None = None
-    base: str | None = None
+    sha: str  # the trial's commit: the clone must not hold it
+    base: str  # its base: the clone holds the base's history alone
 
 
 class TrialVetInput(Contract):
@@ -52,7 +50,7 @@ class TrialVetting(Contract):
 
 
 class TrialClone(Contract):
-    """What prepare_trial_clone answers: the batch's bare clone, where every trial runs."""
+    """What prepare_trial_clone answers: the trial's bare clone, where its swarm runs."""
 
     path: str
 
@@ -102,9 +100,7 @@ class ScoreInput(Contract):
     result_sha: str | None  # the swarm's delivered commit; None when the run failed
     failure: str = ""
     profile: CheckProfile | None = None
-    # The user's repository, for the gold commit, which the trial's clone does not hold (None: scheduled before,
-    # when the clone shared every object of the repository).
-    repo_path: str | None = None
+    repo_path: str  # the user's repository, for the gold commit, which the trial's clone does not hold
     bad_reason: str = ""  # the task failed its check: scored as a bad task, with no swarm run
 
 
