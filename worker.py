@@ -44,6 +44,7 @@ from activities.tool_call import run_tool
 from activities.trials import prepare_trial_clone, score_trial, vet_trial
 from activities.validate import attribute_failures, rollback_integration, validate
 from reposwarm.checks import sandbox
+from reposwarm.cli import doctor, doctor_server
 from reposwarm.cli.common import UserError, said_if_slow, unreachable
 from reposwarm.client import affinity, connect, host_queue, serve_lanes, task_queue
 from reposwarm.config import ConfigError
@@ -158,7 +159,9 @@ def check_slots() -> int:
         if not value.isdigit() or int(value) < 1:
             raise UserError(f"REPOSWARM_CHECK_SLOTS={value!r}: a whole number of checks at once, 1 or more")
         return int(value)
-    return max(1, len(os.sched_getaffinity(0)))
+    if hasattr(os, "sched_getaffinity"):  # (Linux's; macOS and Windows have none: every CPU, then)
+        return max(1, len(os.sched_getaffinity(0)))
+    return max(1, os.cpu_count() or 1)
 
 
 def parser(prog: str = "worker.py") -> argparse.ArgumentParser:
@@ -188,12 +191,20 @@ def run(argv: list[str] | None = None, prog: str = "worker.py") -> int:
 
 async def main(args: argparse.Namespace) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    warnings = doctor.refuse_worker(args.serve)  # (what would fail later, its sandbox or model key: said now)
     try:
         client = await said_if_slow(connect("reposwarm-worker"), "waiting for the Temporal server at "
                                     f"{os.environ.get('TEMPORAL_ADDRESS', 'localhost:7233')} to answer ...")
     except RuntimeError as err:
         raise unreachable(err) from None
     target = client.service_client.config.target_host
+    for said in warnings:  # (said once connected: a worker that cannot connect says only that, in one line)
+        logging.warning("%s", said)
+    added, refused = await doctor_server.register_search_attributes(client)  # (the Web UI's views need them all)
+    if added:
+        logging.info("registered the search attributes %s in namespace %r", ", ".join(added), client.namespace)
+    if refused:
+        logging.warning("%s", refused)
     try:
         lanes_on = affinity(target)
     except ValueError as err:

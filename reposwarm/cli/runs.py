@@ -330,8 +330,9 @@ def render_dry_run(result: SwarmResult) -> str:
 
 
 async def cmd_run(args: argparse.Namespace) -> int:
-    from reposwarm.cli import proposing
+    from reposwarm.cli import doctor, proposing
 
+    doctor.refuse_run(args.repo, args.model)  # (a worker on this host: the sandbox and git it needs, said first)
     if proposing.wants_proposal(args):  # no lanes file: the run proposes its lanes, a person confirms them
         return await proposing.cmd_run_proposing(args)
     proposing.refuse_proposal_flags(args)

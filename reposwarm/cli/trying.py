@@ -165,6 +165,9 @@ def compare(repo: Path, clone: Path, sha: str, branch: str) -> list[str]:
 
 
 async def cmd_try(args: argparse.Namespace) -> int:
+    from reposwarm.cli import doctor  # (its checks run on this host: the sandbox and git they need, said first)
+
+    doctor.refuse_here()
     repo = check_repo(args.repo)
     sha, parent = commit_of(repo, args.commit or "HEAD")
     changed = changed_paths(repo, parent, sha)
