@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from pydantic import ValidationError
 
 from reposwarm.cli.common import UserError, check_repo, git_out, resolve_model
 from reposwarm.text import inert_line
@@ -76,7 +77,13 @@ async def confirm_profile(repo: Path, head: str) -> Confirmed:
     if found is None:
         return Confirmed(None, ["no tests found in HEAD's files: a run has no checks until you add "
                                 "validation.profiles (docs/checks.md), then `reposwarm checks --repo .`"])
-    profile = CheckProfile.model_validate(found)
+    try:
+        profile = CheckProfile.model_validate(found)
+    except ValidationError as err:  # (made from the repository's files: said, never a crash)
+        invalid = inert_line(str(err))[:COMMENT_CHARS]
+        print(f"the detected profile is not one a run takes: {invalid}")
+        return Confirmed(None, [f"the profile detected from HEAD's files is not one a run takes ({invalid}): add "
+                                "validation.profiles yourself (docs/checks.md)"])
     try:
         preflight.refuse_missing(profile, *preflight.tree_of(repo, "HEAD"))
     except UserError as err:  # (a toolchain this host lacks: said, and the profile still written)
