@@ -11,6 +11,7 @@ its exit code.
     checks                                                     reposwarm/cli/checks.py: a profile on HEAD
     init                                                       reposwarm/cli/init.py: the repository's reposwarm.yaml
     lanes                                                      reposwarm/cli/lanes.py: lanes from the structure
+    doctor                                                     reposwarm/cli/doctor.py: what a run needs, checked
     recording, gc                                              reposwarm/cli/host.py: [worker host]: they read
                                                                the runs' files under REPOSWARM_HOME
     worker                                                     worker.py: this host's worker
@@ -232,6 +233,12 @@ def parser() -> argparse.ArgumentParser:
                          "depends_on from the import graph (imported lanes first), budgets from the files, the "
                          "detected checks; a comment header says how each part was derived. Reads the committed "
                          "tree at --rev, never the working tree; the same tree gives the same file. See docs/lanes.md.")
+    doc = sub.add_parser("doctor", help="check what a run needs (platform, sandbox, git, Temporal, credentials, "
+                         "prices, toolchains, disk): one line each, with the fix for each problem; exit 1 on a FAIL")
+    doc.add_argument("--repo", help="also the toolchains this repository's check profile needs, and its configuration")
+    doc.add_argument("--config", metavar="FILE", help="the configuration or lanes file (default: the repository's own)")
+    doc.add_argument("--model", help="provider:name, whose credential and price to check (default: REPOSWARM_MODEL)")
+    doc.set_defaults(handler="reposwarm.cli.doctor:cmd_doctor")
     lns.add_argument("--repo", required=True, help="the git repository's top folder (only read)")
     lns.add_argument("--out", metavar="FILE", help="write the lanes file here (default: standard output)")
     lns.add_argument("--max-lanes", type=int, metavar="N", help="at most this many lanes (default 8)")
