@@ -10,8 +10,8 @@ its exit code.
     report, explain, trial, mcp                                reposwarm/cli/host.py
     checks                                                     reposwarm/cli/checks.py: a profile on HEAD
     init                                                       reposwarm/cli/init.py: the repository's reposwarm.yaml
-    lanes                                                      reposwarm/cli/lanes.py: lanes from the structure
     doctor                                                     reposwarm/cli/doctor.py: what a run needs, checked
+    lanes                                                      reposwarm/cli/lanes.py: lanes from the structure
     recording, gc                                              reposwarm/cli/host.py: [worker host]: they read
                                                                the runs' files under REPOSWARM_HOME
     worker                                                     worker.py: this host's worker
@@ -226,6 +226,12 @@ def parser() -> argparse.ArgumentParser:
     ini.add_argument("--force", action="store_true", help="replace an existing reposwarm.yaml (or write one beside a "
                      ".reposwarm.yaml or helpers.yaml)")
     ini.set_defaults(handler="reposwarm.cli.init:cmd_init")
+    doc = sub.add_parser("doctor", help="check what a run needs (platform, sandbox, git, Temporal, credentials, "
+                         "prices, toolchains, disk): one line each, with the fix for each problem; exit 1 on a FAIL")
+    doc.add_argument("--repo", help="also the toolchains this repository's check profile needs, and its configuration")
+    doc.add_argument("--config", metavar="FILE", help="the configuration or lanes file (default: the repository's own)")
+    doc.add_argument("--model", help="provider:name, whose credential and price to check (default: REPOSWARM_MODEL)")
+    doc.set_defaults(handler="reposwarm.cli.doctor:cmd_doctor")
     lns = sub.add_parser("lanes", help="write a starting lanes file from the repository's structure alone (packages, "
                          "CODEOWNERS, imports, the detected checks; no model, no task)",
                          description="Write a starting lanes file made from the repository's structure alone: a lane "
@@ -233,12 +239,6 @@ def parser() -> argparse.ArgumentParser:
                          "depends_on from the import graph (imported lanes first), budgets from the files, the "
                          "detected checks; a comment header says how each part was derived. Reads the committed "
                          "tree at --rev, never the working tree; the same tree gives the same file. See docs/lanes.md.")
-    doc = sub.add_parser("doctor", help="check what a run needs (platform, sandbox, git, Temporal, credentials, "
-                         "prices, toolchains, disk): one line each, with the fix for each problem; exit 1 on a FAIL")
-    doc.add_argument("--repo", help="also the toolchains this repository's check profile needs, and its configuration")
-    doc.add_argument("--config", metavar="FILE", help="the configuration or lanes file (default: the repository's own)")
-    doc.add_argument("--model", help="provider:name, whose credential and price to check (default: REPOSWARM_MODEL)")
-    doc.set_defaults(handler="reposwarm.cli.doctor:cmd_doctor")
     lns.add_argument("--repo", required=True, help="the git repository's top folder (only read)")
     lns.add_argument("--out", metavar="FILE", help="write the lanes file here (default: standard output)")
     lns.add_argument("--max-lanes", type=int, metavar="N", help="at most this many lanes (default 8)")
