@@ -11,7 +11,7 @@ FakeModelServer with a fake prompt cache (tests/fake_caching.py: AnthropicCache,
 cache as the providers document: breakpoints, lookback, minimum lengths, 128-token steps, concurrent requests
 missing each other's writes), answering after 0.2 s as a model does. Two cases:
 
-- the demo (examples/demo: its lanes, plan and replay script, on a fresh copy of its repository);
+- the demo (reposwarm/demo: its lanes, plan and replay script, on a fresh copy of its repository);
 - attrs (github.com/python-attrs/attrs) at the parent of 4b5b295b "Make on_setattr hooks accept generators
   (#1592)", 11 files: four lanes (core src/attr/; typing src/attrs/ and typing-examples/; tests; docs and
   changelog.d/), each of which lists its folders, reads every file it changes (whole, or the lines around each

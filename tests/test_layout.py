@@ -99,7 +99,7 @@ def test_the_fixtures_packages_per_ecosystem_their_imports_and_lanes(tmp_path):
 
 
 def test_the_example_its_packages_checks_and_a_lanes_file_the_loader_takes(tmp_path):
-    repo = fixture_repo(tmp_path, ROOT / "examples" / "demo" / "repo", "demo")
+    repo = fixture_repo(tmp_path, ROOT / "reposwarm" / "demo" / "repo", "demo")
     found = surveyed(repo, tmp_path)
     pkgs = by_path(found)
     assert sorted(pkgs) == ["", "clients/web", "db", "services"]
@@ -123,7 +123,7 @@ def test_the_example_its_packages_checks_and_a_lanes_file_the_loader_takes(tmp_p
 
 
 def test_reposwarm_lanes_writes_the_file_reads_the_commit_not_the_worktree_and_says_bad_input(tmp_path):
-    repo = fixture_repo(tmp_path, ROOT / "examples" / "demo" / "repo", "demo")
+    repo = fixture_repo(tmp_path, ROOT / "reposwarm" / "demo" / "repo", "demo")
     (repo / "extra").mkdir()
     (repo / "extra" / "notes.py").write_text("x = 1\n")  # not committed: not part of the structure
     env = {**os.environ, "REPOSWARM_HOME": str(tmp_path / "home")}

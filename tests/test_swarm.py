@@ -34,7 +34,7 @@ from workflows.swarm import SwarmWorkflow
 
 pytestmark = pytest.mark.usefixtures("worker")
 
-DEMO_LANES = ROOT / "examples" / "demo" / "lanes.yaml"
+DEMO_LANES = ROOT / "reposwarm" / "demo" / "lanes.yaml"
 
 
 def run_example_tests(checkout: Path) -> None:

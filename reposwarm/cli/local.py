@@ -2,8 +2,10 @@
 use them: `demo` (the bundled example, here) and `try` (a commit of the user's own repository, trying.py).
 
 What is started is said at once, with what it waits for and for how long: no wait is silent. The dev server
-keeps running afterwards (its runs stay readable; `make stop-dev-server` stops it); a worker this command
-started is stopped when it ends, and one it found is left alone.
+(reposwarm/devserver.py) keeps running afterwards (its runs stay readable; `reposwarm dev-server --stop` stops
+it); a worker this command started is stopped when it ends, and one it found is left alone. Everything comes from
+the installed package (the demo is its package data, the worker `python -m reposwarm.cli.main worker`), so these
+commands work wherever reposwarm is installed, with no checkout beside it.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from pathlib import Path
 
 from temporalio.client import Client
 
-from reposwarm import gitcmd
+from reposwarm import devserver, gitcmd
 from reposwarm.cli.answers import POLL_FRESH_S, pollers, prog
 from reposwarm.cli.common import UserError, client_or_die, ui_url
 from reposwarm.client import task_queue
@@ -33,11 +35,8 @@ from reposwarm.contracts import Phase, ReviewDecision
 from reposwarm.runs.store import home
 from reposwarm.text import inert
 
-HERE = Path(__file__).resolve().parents[2]  # the checkout: examples/, temporal-dev and worker.py live beside reposwarm/
-DEMO = HERE / "examples" / "demo"
+DEMO = Path(__file__).resolve().parents[1] / "demo"  # package data: lanes.yaml, plan.yaml, replay.yaml, repo/
 DEMO_TASK = "Add a priority (low|normal|high, default normal) to tasks across the DB, the API and the web client, with tests"
-TEMPORAL_DEV = HERE / "temporal-dev"
-SERVER_START_S = 60  # temporal-dev --background gives its server this long to answer
 MADE_WORKER_S = 20  # a worker started just before this command (`make demo` does): how long for its first poll
 WORKER_START_S = 90  # a worker this command starts: how long for its first poll (REPOSWARM_WORKER_WAIT_S)
 WORKER_STOP_S = 15  # a worker asked to stop finishes the activities in flight; past this it is killed
@@ -66,28 +65,21 @@ def answers(host: str, port: int) -> bool:
 
 
 def ensure_server() -> None:
-    """A Temporal server at TEMPORAL_ADDRESS: one that answers, or, where the address is this machine's, one
-    started with ./temporal-dev --background (on that port). A remote address that does not answer is left to
-    the connection's own error."""
+    """A Temporal server at TEMPORAL_ADDRESS: one that answers, or, where the address is this machine's, this
+    home's dev server started on that port (reposwarm/devserver.py, as `dev-server --background` starts it). A
+    remote address that does not answer is left to the connection's own error."""
     target, host, port = temporal_address()
     if host not in LOOPBACK or answers(host, port):
         return
-    if not TEMPORAL_DEV.is_file():
-        raise UserError(f"no Temporal server answers at {target}, and {TEMPORAL_DEV} (which starts one) is not "
-                        "here: start a server (temporal server start-dev) or set TEMPORAL_ADDRESS")
-    env = {**os.environ, "TEMPORAL_PORT": str(port), "PYTHON": sys.executable}
-    env.setdefault("TEMPORAL_UI_PORT", str(port + 1000))  # where the commands' links point (common.ui_url)
-    say(f"no Temporal server answers at {target}: starting one ({TEMPORAL_DEV} --background), waiting up to "
-        f"{SERVER_START_S} s for it to answer; it keeps running afterwards (make stop-dev-server stops it)")
-    try:
-        done = subprocess.run([str(TEMPORAL_DEV), "--background"], env=env, stdin=subprocess.DEVNULL,
-                              timeout=SERVER_START_S + 30)
-    except subprocess.TimeoutExpired:
-        raise UserError(f"the dev server did not answer at {target} within {SERVER_START_S} s; see "
-                        f"{home() / 'temporal.log'}") from None
-    if done.returncode != 0:
-        raise UserError(f"./temporal-dev could not start a server at {target} (exit {done.returncode}); see "
-                        f"{home() / 'temporal.log'}")
+    try:  # the Web UI where the commands' links point (common.ui_url)
+        server = devserver.from_env(port=port, ui_port=None if os.environ.get("TEMPORAL_UI_PORT") else port + 1000)
+    except devserver.BadSetting as bad:
+        raise UserError(str(bad)) from None
+    say(f"no Temporal server answers at {target}: starting one ({prog()} dev-server --background), waiting up to "
+        f"{devserver.START_S:g} s for it to answer; it keeps running afterwards ({prog()} dev-server --stop stops "
+        "it)")
+    if devserver.start(server, background=True, name="dev-server") != 0:
+        raise UserError(f"could not start a dev server at {target} (said above); its log is {server.log}")
 
 
 @dataclass
@@ -195,12 +187,13 @@ async def ensure_worker(client: Client, queue: str) -> LocalWorker:
     wait_s = worker_wait_s()
     log = home() / f"worker-{re.sub(r'[^A-Za-z0-9_.-]+', '-', queue)}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
-    script = HERE / "worker.py"
-    argv = [sys.executable, str(script)] if script.is_file() else [sys.executable, "-m", "worker"]
+    # the installed package's worker (`reposwarm worker`); -P: the current folder, whatever it holds (a worker.py,
+    # a reposwarm/), is not on the worker's import path
+    argv = [sys.executable, "-P", "-m", "reposwarm.cli.main", "worker"]
     with log.open("ab") as out:
         # a session of its own: the terminal's Ctrl-C reaches this command, which then stops the worker itself
-        proc = subprocess.Popen(argv, cwd=script.parent if script.is_file() else None, stdin=subprocess.DEVNULL,
-                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
     worker = LocalWorker(proc, log)
     say(f"no worker polls task queue {queue!r}: started one (pid {proc.pid}, log {log}), waiting up to {wait_s:g} s "
         "for its first poll; it is stopped when this command ends")

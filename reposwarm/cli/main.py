@@ -7,6 +7,7 @@ its exit code.
     lane-test                                                  reposwarm/cli/lanetest.py: one lane, its transcript
     demo, try                                                  reposwarm/cli/local.py, trying.py: on this machine,
                                                                starting a dev server and a worker when missing
+    dev-server                                                 reposwarm/devserver.py: this home's local server
     report, explain, trial, mcp                                reposwarm/cli/host.py
     checks                                                     reposwarm/cli/checks.py: a profile on HEAD
     init                                                       reposwarm/cli/init.py: the repository's reposwarm.yaml
@@ -179,6 +180,12 @@ def parser() -> argparse.ArgumentParser:
                           "worker when none answers)")
     demo.add_argument("--yes", action="store_true", help="approve without asking")
     demo.set_defaults(handler="reposwarm.cli.local:cmd_demo")
+    dev = sub.add_parser("dev-server", help="start this home's local Temporal dev server (SQLite under "
+                         "REPOSWARM_HOME, ports TEMPORAL_PORT and TEMPORAL_UI_PORT), or use the one that answers")
+    how = dev.add_mutually_exclusive_group()  # the options of reposwarm/devserver.py add_options
+    how.add_argument("--background", action="store_true", help="start it detached, wait until it answers, return")
+    how.add_argument("--stop", action="store_true", help="stop the server this home started on the port")
+    dev.set_defaults(handler="reposwarm.devserver:cmd_dev_server")
     tri = sub.add_parser("try", help="replay one commit of your repository through the whole swarm, offline and "
                          "free (the oracle model); your checkout is not touched",
                          description="Replay one real commit of your repository (default HEAD) through the whole "

@@ -1,18 +1,21 @@
 #!/usr/bin/env python3
-"""Check the demo's replay script without reposwarm: apply it, then run the tests.
+"""Check the demo's replay script without a swarm: apply it, then run the tests.
 
 Copies repo/ to a temporary directory, applies each lane's write_file,
 edit_file and delete_file calls (lanes in the order given, default
 db_migration, api_layer, client, test_author), then runs lanes.yaml's
 validation commands there. On the way it checks what the swarm would enforce:
-tool names and arguments, unique call ids, a finish call ending every lane,
-recorded usage within each lane's token_budget, every read_file inside the
-lane's allowed or read-only paths, every write inside its allowed_paths and
-outside its read_only_paths, and each edit_file `old` string occurring exactly
-once when it is applied. Exits non-zero on any failure.
+tool names and arguments (every tool a lane has, as reposwarm.agent.specs
+defines them: run and run_checks calls are checked, not run), unique call ids,
+a finish call ending every lane, recorded usage within each lane's
+token_budget, every read_file inside the lane's allowed or read-only paths,
+every write inside its allowed_paths and outside its read_only_paths, and each
+edit_file `old` string occurring exactly once when it is applied. Exits
+non-zero on any failure. Run it with an interpreter that has reposwarm
+installed (in a checkout, .venv/bin/python):
 
-    python3 examples/demo/verify_replay.py
-    python3 examples/demo/verify_replay.py --lanes db_migration,api_layer,client
+    python -m reposwarm.demo.verify_replay
+    python -m reposwarm.demo.verify_replay --lanes db_migration,api_layer,client
 """
 
 import argparse
@@ -25,22 +28,12 @@ import tempfile
 from pathlib import Path
 
 import yaml
+from pydantic import ValidationError
+
+from reposwarm.agent.specs import TOOL_ARGS  # the lanes' tools: their names and arguments, as models are offered them
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_ORDER = ["db_migration", "api_layer", "client", "test_author"]
-
-# Tool name -> (required arguments, optional arguments).
-TOOLS = {
-    "read_file": ({"path"}, {"start_line", "end_line"}),
-    "list_dir": ({"path"}, set()),
-    "search": ({"pattern"}, {"paths"}),
-    "symbol_lookup": ({"symbol"}, set()),
-    "write_file": ({"path", "content"}, {"reason"}),
-    "edit_file": ({"path", "old", "new"}, {"reason"}),
-    "delete_file": ({"path"}, {"reason"}),
-    "run_checks": (set(), {"profile"}),
-    "finish": ({"summary"}, {"assumptions"}),
-}
 WRITES = {"write_file", "edit_file", "delete_file"}
 
 
@@ -111,13 +104,13 @@ def check_script(replay, lanes_cfg):
                     if not cid or cid in seen_ids:
                         raise ReplayError(f"{where}: missing or duplicate id")
                     seen_ids.add(cid)
-                    if name not in TOOLS:
-                        raise ReplayError(f"{where}: unknown tool {name!r}")
-                    required, optional = TOOLS[name]
-                    if missing := required - set(args):
-                        raise ReplayError(f"{where}: {name} lacks {sorted(missing)}")
-                    if extra := set(args) - required - optional:
-                        raise ReplayError(f"{where}: {name} has unknown arguments {sorted(extra)}")
+                    if name not in TOOL_ARGS:
+                        raise ReplayError(f"{where}: unknown tool {name!r} (the tools: {', '.join(TOOL_ARGS)})")
+                    try:
+                        TOOL_ARGS[name].model_validate(args)
+                    except ValidationError as bad:
+                        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or name}: {e['msg']}" for e in bad.errors())
+                        raise ReplayError(f"{where}: {name}'s arguments: {problems}") from None
                     if name in WRITES and len(args.get("reason", "")) < 12:
                         raise ReplayError(f"{where}: reason must be at least 12 characters")
                     if name == "finish" and not all(isinstance(a, str) for a in args.get("assumptions", [])):
