@@ -17,7 +17,7 @@ import pytest
 from reposwarm.config import ENV_KNOBS, check_lane_graph, load_lanes_file, load_plan_file
 
 ROOT = Path(__file__).resolve().parents[1]
-DEMO = ROOT / "examples" / "demo"
+DEMO = ROOT / "reposwarm" / "demo"
 GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
 
 GOOD_LANES = """\
@@ -388,4 +388,5 @@ def test_a_worker_with_no_temporal_server_says_so_in_one_line(argv: list[str]) -
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr
     assert lines[0].startswith("error: cannot reach Temporal at 127.0.0.1:1: Connection refused "), lines[0]
-    assert lines[0].endswith("(start it: ./temporal-dev --background or make dev-server)"), lines[0]
+    assert lines[0].endswith("(start it: reposwarm dev-server --background; in a checkout, ./temporal-dev "
+                             "--background or make dev-server)"), lines[0]

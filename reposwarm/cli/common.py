@@ -161,8 +161,8 @@ def unreachable(err: BaseException) -> UserError:
     address = os.environ.get("TEMPORAL_ADDRESS", "localhost:7233")
     text = str(err)
     why = found[-1] if (found := re.findall(r'message: "([^"]+)"', text)) else text.removeprefix("Failed client connect: ")
-    return UserError(f"cannot reach Temporal at {address}: {why} (start it: ./temporal-dev --background or "
-                     "make dev-server)")
+    return UserError(f"cannot reach Temporal at {address}: {why} (start it: reposwarm dev-server --background; in a "
+                     "checkout, ./temporal-dev --background or make dev-server)")
 
 
 async def client_or_die() -> Client:
