@@ -14,7 +14,7 @@ export TEMPORAL_PORT ?= 7233
 export TEMPORAL_UI_PORT ?= 8233
 export TEMPORAL_ADDRESS ?= localhost:$(TEMPORAL_PORT)
 
-.PHONY: venv bubblewrap toolchains browser demo test typecheck dev-server stop-dev-server worker clean record-history bench realrepos
+.PHONY: venv bubblewrap toolchains browser demo test typecheck docs dev-server stop-dev-server worker clean record-history bench realrepos
 
 venv: $(VENV)/.installed
 
@@ -88,6 +88,10 @@ test: venv bubblewrap toolchains browser typecheck
 # the type checker over the library, the workflows and the activities ([tool.mypy] in pyproject.toml)
 typecheck: venv
 	$(PY) -m mypy
+
+# docs/configuration.md's reference (every key and environment variable), rewritten from the code
+docs: venv
+	$(PY) -m reposwarm.docs_reference
 
 # the benchmarks, on generated monorepos kept in $TMPDIR/reposwarm-bench:
 #   bench_index.py  the symbol index on 1M lines: bench/results_index.json

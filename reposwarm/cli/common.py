@@ -227,6 +227,10 @@ def interrupted_note() -> str | None:
 # (its env, network, and whatever a profile may name later) widens what a check reaches, so only the user sets it.
 UNTRUSTED_PROFILE_KEYS = frozenset({"commands", "timeout_s", "memory_mb", "max_processes", "max_file_mb",
                                     "max_output_mb", "tmp_mb", "max_tree_mb"})
+# What a repository's own file may set, said with every refusal and in docs/configuration.md.
+REPOSITORY_MAY_SET = ("its lanes (not a lane's shell: true), swarm settings, prices, and of a check profile only its "
+                      "commands (argv lists, without when: or shards:) and "
+                      + ", ".join(sorted(UNTRUSTED_PROFILE_KEYS - {"commands"})))
 
 
 def settings_only_the_user_makes(config: LanesFile) -> list[str]:
@@ -240,10 +244,20 @@ def settings_only_the_user_makes(config: LanesFile) -> list[str]:
     # a lane's shell on even where checks run unsandboxed: commands a model picks, run on the worker's host
     keys += [f"swarm.lanes.{name}.shell" for name, role in sorted(config.swarm.lanes.items()) if role.shell is True]
     for profile_name, profile in config.validation.profiles.items():
-        keys += [f"validation.profiles.{profile_name}.{name}" for name in sorted(profile.model_fields_set)
-                 if name not in UNTRUSTED_PROFILE_KEYS
-                 and getattr(profile, name) != type(profile).model_fields[name].get_default(call_default_factory=True)]
-    return keys
+        where = f"validation.profiles.{profile_name}"
+        for name in sorted(profile.model_fields_set):
+            if name in UNTRUSTED_PROFILE_KEYS \
+                    or getattr(profile, name) == type(profile).model_fields[name].get_default(call_default_factory=True):
+                continue
+            if name != "rules":
+                keys.append(f"{where}.{name}")
+                continue
+            # `rules` is what a `commands` entry's when: and shards: become (CheckProfile): said as the user wrote it
+            lines = [" ".join(argv) for argv in profile.commands]
+            keys += [f"{where}.commands.{lines.index(line)}.{key}" if line in lines else f"{where}.rules"
+                     for line, rule in profile.rules.items() for key in sorted(rule.model_fields_set)
+                     if getattr(rule, key) != type(rule).model_fields[key].get_default(call_default_factory=True)]
+    return list(dict.fromkeys(keys))
 
 
 def tracked_files(repo: Path, rev: str = "HEAD") -> list[str] | None:
@@ -283,12 +297,11 @@ def load_config(repo: Path, given: str | None, *, rev: str = "HEAD", warn: bool 
     read = read_lanes_file if need_lanes else read_configuration
     config, findings = read(path, files, root=repo, at=at, tools_on_path=warn)
     if not given:
-        print(f"note: using the repository's own {path.name} (untrusted: it may not set delivery, a check "
-              "profile's env or network, or a lane's shell: true; --lanes FILE gives a lanes file of your own)",
-              file=sys.stderr)
+        print(f"note: using the repository's own {path.name} (untrusted: it may set {REPOSITORY_MAY_SET}; "
+              "--lanes FILE gives a lanes file of your own)", file=sys.stderr)
         if keys := settings_only_the_user_makes(config):
             raise UserError(f"{path}: the repository's own lanes file may not set {', '.join(keys)}; give "
-                            "them yourself, in a lanes file of your own (--lanes FILE)")
+                            f"them yourself, in a lanes file of your own (--lanes FILE). It may set {REPOSITORY_MAY_SET}")
     if warn:
         for line in findings.warnings:
             print(f"warning: {path}: {line}", file=sys.stderr)

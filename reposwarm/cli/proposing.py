@@ -82,7 +82,7 @@ def load_configuration(args: argparse.Namespace, repo: Path | None) -> tuple[Pat
     """The configuration the run proposes its lanes in (configuration_path's file, read as a lanes file with no
     lanes; else the defaults), checked, its warnings said, the environment's knobs applied. The repository's
     own file is its author's, not the user's: said, and refused if it sets what only the user may."""
-    from reposwarm.cli.common import settings_only_the_user_makes, tracked_files
+    from reposwarm.cli.common import REPOSITORY_MAY_SET, settings_only_the_user_makes, tracked_files
 
     path, given = configuration_path(args), bool(getattr(args, "config", None))
     if path is None:
@@ -95,12 +95,11 @@ def load_configuration(args: argparse.Namespace, repo: Path | None) -> tuple[Pat
     except ConfigError as err:
         raise UserError(str(err).replace(":\n  - ", ": ").replace("\n  - ", "; ")) from None
     if not given:
-        print(f"note: using the repository's own {path.name} (untrusted: it may not set delivery, a check "
-              "profile's env or network; --config FILE gives a configuration of your own), proposing the lanes",
-              file=sys.stderr)
+        print(f"note: using the repository's own {path.name} (untrusted: it may set {REPOSITORY_MAY_SET}; "
+              "--config FILE gives a configuration of your own), proposing the lanes", file=sys.stderr)
         if keys := settings_only_the_user_makes(config):
             raise UserError(f"{path}: the repository's own configuration may not set {', '.join(keys)}; give "
-                            "them yourself, in a file of your own (--config FILE)")
+                            f"them yourself, in a file of your own (--config FILE). It may set {REPOSITORY_MAY_SET}")
     for line in findings.warnings:
         print(f"warning: {path}: {line}", file=sys.stderr)
     return path, apply_env(config)
