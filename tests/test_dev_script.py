@@ -83,3 +83,52 @@ async def test_a_database_made_before_an_attribute_gets_every_attribute(tmp_path
         pid = (home / "temporal.pid").read_text().strip() if (home / "temporal.pid").exists() else ""
         if pid:
             os.kill(int(pid), signal.SIGTERM)
+
+
+def test_the_dev_server_registers_the_workflows_own_attributes() -> None:
+    """reposwarm/devserver.py keeps to the standard library (./temporal-dev runs it with any python), so it names
+    the attributes itself: the same as workflows/attributes.py's."""
+    from reposwarm.devserver import ATTRIBUTES as REGISTERED
+    from workflows.attributes import ATTRIBUTES
+
+    assert REGISTERED == tuple(key.name for key in ATTRIBUTES)
+
+
+async def test_in_the_foreground_the_script_becomes_the_server_and_stop_stops_it(tmp_path: Path) -> None:
+    """./temporal-dev without --background is the server itself (its pid, in the pid file), with every attribute
+    registered once it answers; --stop stops this home's server, and says when there is none."""
+    from temporalio.client import Client
+
+    from reposwarm.webui import registered_attributes
+    from workflows.attributes import ATTRIBUTES
+
+    home, port = tmp_path / "home", free_port()
+    env = {**os.environ, "REPOSWARM_HOME": str(home), "TEMPORAL_PORT": str(port), "TEMPORAL_UI_PORT": str(free_port())}
+    env.pop("REPOSWARM_STATE_DIR", None)
+    proc = subprocess.Popen([str(ROOT / "temporal-dev")], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().startswith("temporal-dev: Web UI on http://localhost:")
+        names: frozenset[str] = frozenset()
+        for _ in range(240):  # the attributes are registered beside the server, once it answers
+            try:
+                names = await registered_attributes(await Client.connect(f"127.0.0.1:{port}"))
+            except RuntimeError:
+                pass
+            if {key.name for key in ATTRIBUTES} <= names:
+                break
+            await asyncio.sleep(0.25)
+        assert {key.name for key in ATTRIBUTES} <= names
+        assert (home / "temporal.pid").read_text().strip() == str(proc.pid)  # exec kept the script's pid
+        assert (home / "temporal.port").read_text().strip() == str(port)
+        stopped = dev_script(home, port, "--stop")
+        assert stopped.returncode == 0 and f"stopped the server on port {port} (pid {proc.pid})" in stopped.stdout, \
+            stopped.stdout + stopped.stderr
+        assert proc.wait(timeout=30) is not None and not (home / "temporal.pid").exists()
+        none = dev_script(home, port, "--stop")
+        assert none.returncode == 0 and "no server of this home" in none.stdout, none.stdout
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
