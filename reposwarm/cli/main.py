@@ -87,7 +87,8 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--repo", required=True, help="the repository: its top folder, or a git remote URL (its lanes "
                      "file or configuration given here, or none: the run proposes its lanes on a worker)")
     run.add_argument("--task", required=True, help="what to change, in words: the planner splits it into the lanes' goals")
-    run.add_argument("--lanes", help="lanes file (default: reposwarm.yaml or helpers.yaml in the repository)")
+    run.add_argument("--lanes", help="lanes file (default: reposwarm.yaml, helpers.yaml or "
+                     ".reposwarm.yaml in the repository)")
     run.add_argument("--config", metavar="FILE", help="the repository's configuration (check profiles, prices, "
                      "delivery, defaults, budgets) with no lanes: the run proposes them (default: the repository's "
                      "reposwarm.yaml when it has none); with lanes, it is the lanes file")
@@ -121,7 +122,8 @@ def parser() -> argparse.ArgumentParser:
     lt.add_argument("--repo", required=True, help="the repository's top folder")
     lt.add_argument("--lane", required=True, help="a lane of the lanes file")
     lt.add_argument("--goal", required=True, help="what the lane should do")
-    lt.add_argument("--lanes", help="lanes file (default: reposwarm.yaml or helpers.yaml in the repository)")
+    lt.add_argument("--lanes", help="lanes file (default: reposwarm.yaml, helpers.yaml or "
+                     ".reposwarm.yaml in the repository)")
     lt.add_argument("--model", help="provider:name (default: the lane's model, REPOSWARM_MODEL, swarm.model)")
     lt.add_argument("--task", help="the whole change, for context (default: the goal)")
     lt.add_argument("--contract", help="an interface contract to give the lane")
@@ -195,8 +197,9 @@ def parser() -> argparse.ArgumentParser:
                          "the delivered branch and whether it equals the commit. See docs/trying.md.")
     tri.add_argument("--repo", required=True, help="the git repository's top folder (only read)")
     tri.add_argument("--commit", metavar="SHA", help="the commit to replay (default HEAD); not a merge, not the first")
-    tri.add_argument("--lanes", metavar="FILE", help="lanes file (default: reposwarm.yaml or helpers.yaml in the "
-                     "repository, else one proposed from the commit and written into the try's folder)")
+    tri.add_argument("--lanes", metavar="FILE", help="lanes file (default: reposwarm.yaml, helpers.yaml or "
+                     ".reposwarm.yaml in the repository, else one proposed from the commit and written into the "
+                     "try's folder)")
     tri.add_argument("--yes", action="store_true", help="approve without asking (the commit's own test changes "
                      "included)")
     tri.add_argument("--propose", choices=("careful", "structure"), help="have the run propose its lanes (its "
@@ -209,7 +212,8 @@ def parser() -> argparse.ArgumentParser:
     tr.add_argument("--commits", nargs="+", required=True, metavar="REV-RANGE|SHA",
                     help="the commits to replay as tasks: each commit's message is the task, and the swarm's "
                          "result is scored against its diff")
-    tr.add_argument("--lanes", help="lanes file (default: reposwarm.yaml or helpers.yaml in the repository)")
+    tr.add_argument("--lanes", help="lanes file (default: reposwarm.yaml, helpers.yaml or "
+                     ".reposwarm.yaml in the repository)")
     tr.add_argument("--model", help="provider:name for the lanes and the planner (default: REPOSWARM_MODEL)")
     tr.add_argument("--max", type=int, help="at most this many trials")
     tr.add_argument("--parallel", type=int, default=2, help="trials at once (default 2)")
@@ -221,8 +225,9 @@ def parser() -> argparse.ArgumentParser:
     chk = sub.add_parser("checks", help="run a check profile once on the repository's HEAD, as a run would, and "
                          "say per command what ran, the tests found and what to fix")
     chk.add_argument("--repo", required=True, help="the git repository's top folder (its checkout is only read)")
-    chk.add_argument("--lanes", metavar="FILE", help="lanes file (default: reposwarm.yaml or helpers.yaml in the "
-                     "repository, as run finds it; with none, the profile a run with none detects, and why)")
+    chk.add_argument("--lanes", metavar="FILE", help="lanes file (default: reposwarm.yaml, helpers.yaml or "
+                     ".reposwarm.yaml in the repository, as run finds it; with none, the profile a run with none "
+                     "detects, and why)")
     chk.add_argument("--profile", help="the validation profile to run (default: the lanes file's validation.profile)")
     chk.set_defaults(handler=f"{CHECKS}:cmd_checks")
     ini = sub.add_parser("init", help="write the repository's reposwarm.yaml: the detected check profile, run once on "
