@@ -100,7 +100,9 @@ def refuse(findings: list[Finding]) -> list[Finding]:
     failed = [f for f in findings if f.failed]
     if failed:
         said = [f"{f.what}: {f.detail}" + (f"\n  fix: {f.fix}" if f.fix else "") for f in failed]
-        raise UserError("\n".join(said) + "\n  (reposwarm doctor checks all that a run needs)")
+        from reposwarm.cli.answers import prog
+
+        raise UserError("\n".join(said) + f"\n  ({prog()} doctor checks all that a run needs)")
     return [f for f in findings if f.level == "warn"]
 
 
@@ -124,12 +126,14 @@ def refuse_run(repo: str, model: str | None) -> None:
 def credential_note(models: list[str]) -> str | None:
     """`run` with a worker on this host: a real model whose key this shell lacks. Only a note: the worker, which
     holds the key, may have been started with it in another shell."""
+    from reposwarm.cli.answers import prog
+
     missing = sorted({KEYS[p][0] for m in models if (p := provider_of(m)) in KEYS
                       and not is_set(KEYS[p][0]) and not is_set(KEYS[p][1])})
     if not missing:
         return None
     return (f"note: {' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} not set in this shell: the worker "
-            "that runs this needs it in its own environment (`reposwarm doctor --model M` on its host checks)")
+            f"that runs this needs it in its own environment (`{prog()} doctor --model M` on its host checks)")
 
 
 def refuse_worker(serve: str) -> list[str]:
