@@ -1,4 +1,4 @@
-"""The words the swarm says to its models. Pure functions: safe inside workflows.
+"""The words the swarm says to its models, every one of them. Pure text and pure functions: safe inside workflows.
 
 A lane's requests are laid out for the providers' prompt caches: what every lane of the run shares comes first
 and is byte-identical across them (the tool specs, LANE_SYSTEM, then run_context: the task, the contract, the
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from reposwarm.contracts import HelperRole, HelperTask, Plan
+from reposwarm.contracts import ConflictInput, HelperRole, HelperTask, Plan, ToolCall
 
 # The prompts' version: a change to any of them (their words, or what they say about the tools) bumps it, so a run's
 # record says which words its models were given (tests/test_prompts.py renders every one).
@@ -113,13 +113,6 @@ def lane_first_message(task: HelperTask) -> str:
     ])
 
 
-def lane_opening(task: HelperTask, note: str = "") -> list[dict[str, str]]:
-    """A lane's conversation as it starts: the run's shared context (a system message, after the swarm's
-    instructions and the tool specs: the prefix every lane's requests share), then the lane's first message."""
-    first = lane_first_message(task) + (f"\n\n{note}" if note else "")
-    return [{"role": "system", "content": run_context(task)}, {"role": "user", "content": first}]
-
-
 def lane_next_message(task: HelperTask) -> str:
     """A warm lane's next assignment (a repair, the next round's goal): it keeps its conversation so far."""
     return "\n".join([
@@ -173,3 +166,87 @@ def proposal_correction(problems: list[str]) -> str:
     """What a refused proposal gets back, once."""
     return "\n".join(["That proposal was refused:", *[f"- {p}" for p in problems],
                       "Submit a corrected proposal with submit_lanes."])
+
+
+def plan_correction(error: str) -> str:
+    """What an invalid plan gets back, once."""
+    return f"That plan is invalid: {error}\nSubmit a corrected plan."
+
+
+def converger_message(req: ConflictInput, sides: dict[str, dict[str, str | None]]) -> str:
+    """The converger's one message: the lanes' goals, the contract, and each conflicted file's three sides."""
+    others = [f"- {lane}: {goal}" for lane, goal in req.other_goals.items()] or ["- (none recorded)"]
+    parts = [f"Lane {req.lane} (goal: {req.lane_goal}) conflicts with the integration branch.",
+             "Goals of the lanes already merged that touched these files:", *others,
+             "", "Interface contract:", req.interface_contract, ""]
+    for path, side in sides.items():
+        for name in ("base", "integration", "lane"):
+            text = side[name]
+            parts += [f"--- {path} ({name}) ---", "(absent)" if text is None else text]
+    return "\n".join(parts)
+
+
+def conflict_redo_note(sides: str, files: str, how: str) -> str:
+    """Added to a lane's goal when the converger could not reconcile its conflict: the lane is redone."""
+    return (f"\n\nYour previous change conflicted with {sides} in {files}, and the converger could not "
+            f"reconcile them ({how}). Redo your change on top of the current code, which "
+            f"already holds their work; keep their intent and yours.")
+
+
+# --- what a lane is told during its turns (reposwarm/agent/conversation.py, activities/model.py, workflows/lane.py) ---
+
+# A reply with no tool call: the lane's next message.
+NO_TOOL_CALL = "Use the tools to do the work; call finish when done."
+# The answer to a valid finish call (the lane ends on it; an invalid one is answered with its error).
+FINISHED = "finished"
+# The answer to a call whose machine was lost before it reported.
+LOST_RESULT = "(no result: the machine running this call was lost before it reported; run it again if needed)"
+# How a compaction's summary opens; a later compaction reads the count of turns back from it.
+EARLIER_TURNS = "Earlier turns, summarised to fit the context window ("
+# What stands in the transcript for a reply the model declined.
+WITHHELD_REPLY = "(reposwarm: this reply was declined and withheld)"
+
+
+def earlier_turns(turns: int, lines: list[str]) -> str:
+    """The message that stands for the turns a compaction folded: what was said and called, mechanically."""
+    return (f"{EARLIER_TURNS}{turns} turns; your edits are on disk; read files again if you need their text):\n"
+            + "\n".join(lines))
+
+
+def declined_note(detail: str) -> str:
+    """What the lane reads after a reply the model declined (stop reason refusal), with the provider's reason."""
+    why = f" ({detail[:300]})" if detail else ""
+    return (f"reposwarm: the model declined to answer{why}; that reply was withheld and none of its calls ran. "
+            "Go on with the goal if it can be done within the usage policies, leaving out what was declined; if "
+            "it cannot, call finish and say why.")
+
+
+def cut_note(limit: int | None, cut: ToolCall | None, ran: int) -> str:
+    """What the model reads when its reply was cut at the output limit: which call was not run, and how to go on."""
+    where = f"the output limit of {limit:,} tokens" if limit else "the model's output limit"
+    if cut is not None:
+        path = (cut.arguments or {}).get("path")
+        named = f"{cut.name}" + (f" of {path[:200]}" if isinstance(path, str) and path else "")
+        what = (f"so its last call, {named}, was cut short and was not run"
+                + (f"; the {ran} call{'s' if ran != 1 else ''} before it ran" if ran else ""))
+    else:
+        what = "so it ended before it made a tool call"
+    return (f"reposwarm: your reply was cut at {where}, {what}. Keep each reply under the limit: use edit_file "
+            "for a change inside a file rather than writing the whole file again, make a few calls per reply "
+            "rather than many, and write a large file in parts (write_file with its first part, then edit_file "
+            "to add each next part after the end of the last one).")
+
+
+def host_lost_note(lost: str, done: str) -> str:
+    """What a lane reads when it resumes on another machine: its committed work (`done`, a line per file)."""
+    return (f"You are resuming on another machine ({lost} was lost). Your work so far, committed on your "
+            f"branch up to your last completed turn:\n{done}\nEdits of the turn in flight may be missing: read "
+            "the files again before you go on.")
+
+
+
+def lane_opening(task: HelperTask, note: str = "") -> list[dict[str, str]]:
+    """A lane's conversation as it starts: the run's shared context (a system message, after the swarm's
+    instructions and the tool specs: the prefix every lane's requests share), then the lane's first message."""
+    first = lane_first_message(task) + (f"\n\n{note}" if note else "")
+    return [{"role": "system", "content": run_context(task)}, {"role": "user", "content": first}]

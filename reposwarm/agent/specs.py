@@ -113,6 +113,9 @@ class FinishArgs(_Args):
     assumptions: list[str] = []
 
 
+# The lane's own tool: it ends the lane's work, and no worker runs it (reposwarm/agent/conversation.py handles it).
+FINISH = "finish"
+
 TOOL_ARGS: dict[str, type[_Args]] = {
     "read_file": ReadFileArgs,
     "list_dir": ListDirArgs,
@@ -123,7 +126,7 @@ TOOL_ARGS: dict[str, type[_Args]] = {
     "delete_file": DeleteFileArgs,
     "run_checks": RunChecksArgs,
     "run": RunArgs,
-    "finish": FinishArgs,
+    FINISH: FinishArgs,
 }
 
 
