@@ -29,7 +29,8 @@ from activities.delivery import deliver
 from activities.failure_ledger import FailureLedgerInterceptor
 from activities.heartbeat import HeartbeatInterceptor
 from activities.lanes import ended_lanes, start_lanes
-from activities.model import model_turn, plan_round, warm_prefix
+from activities.model import model_turn, warm_prefix
+from activities.planning import plan_round
 from activities.proposing import check_proposal_edit, propose_lanes
 from activities.publish import publish_review
 from activities.repo import (

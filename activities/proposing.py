@@ -2,8 +2,8 @@
 person's edit of a proposal (check_proposal_edit).
 
 The structure comes from code, not the model: the repository's packages, owners, imports and checks
-(reposwarm/intel/layout.py survey and brief), and the repository map ranked toward the task (as plan_round has
-it). The planner model proposes lanes with `submit_lanes`; whatever it proposes is checked by the code that
+(reposwarm/intel/layout.py survey and brief), and the repository map ranked toward the task, as the planner
+has them (activities/planning.py). The planner model proposes lanes with `submit_lanes`; whatever it proposes is checked by the code that
 checks a lanes file and by the guardrails (reposwarm/proposal_check.py check_proposal), against the base
 commit's files and import graph (reposwarm/checks/resolve.py), read here: this worker has the repository (a
 URL's clone too). A refused proposal goes back to the model once with its problems; refused again, the proposal
@@ -17,22 +17,16 @@ from __future__ import annotations
 import asyncio
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 from temporalio import activity
 
-from activities.model import (
-    REPO_LISTING_ONLY_TOKENS,
-    REPO_LISTING_TOKENS,
-    REPO_MAP_TOKENS,
-    _assistant_message,
-    _listing,
-)
-from reposwarm import gitcmd
+from activities.planning import REPO_MAP_TOKENS, listing, listing_budget, local_repository, tracked_files
+from reposwarm.agent.conversation import Message, UserMessage, corrected, lane_opening, to_wire
 from reposwarm.agent.estimate import estimate_lane
 from reposwarm.agent.paths import PathPolicy
-from reposwarm.agent.prompts import PROPOSER_SYSTEM, lane_opening, proposal_correction, proposer_message
+from reposwarm.agent.prompts import PROPOSER_SYSTEM, proposal_correction, proposer_message
 from reposwarm.agent.specs import SubmitLanesArgs, submit_lanes_spec
 from reposwarm.contracts import (
     HelperRole,
@@ -50,7 +44,6 @@ from reposwarm.contracts import (
 from reposwarm.models import ModelReply, schema_problems, structured_reply
 from reposwarm.models.calls import complete
 from reposwarm.proposal_check import check_proposal
-from reposwarm.remote import open_repository
 from reposwarm.runs import ledger
 
 if TYPE_CHECKING:
@@ -62,17 +55,6 @@ BUDGET_HEADROOM = 1.5  # a lane's budget, when the model names none: its estimat
 BUDGET_STEP = 8_000
 MAX_PREDICTED = 50  # predicted overlaps listed
 FOCUS_FILES = 20  # files of the ranked map that put their packages first in the structure's brief
-
-
-def _local(repo_path: str, base_sha: str) -> str:
-    """Where git opens the repository on this host (a remote's clone, with the base commit in it)."""
-    repo = open_repository(repo_path)
-    repo.have(base_sha)
-    return str(repo.path)
-
-
-def _files(repo_path: str, base_sha: str) -> list[str]:
-    return gitcmd.repo(repo_path).ls_tree("-r", "--name-only", base_sha).splitlines()
 
 
 def import_graph(repo_path: str, base_sha: str) -> tuple[Graph | None, str]:
@@ -216,8 +198,8 @@ def _read(reply: ModelReply, req: ProposeInput, files: list[str], layout: RepoLa
 async def propose_lanes(req: ProposeInput) -> ProposeOutcome:
     """Survey the base commit, ask the planner model for lanes (once more with the problems of a refused reply),
     and answer the checked proposal: its problems non-empty when it was refused twice."""
-    repo_path = await asyncio.to_thread(_local, req.repo_path, req.base_sha)
-    files = await asyncio.to_thread(_files, repo_path, req.base_sha)
+    repo_path = await asyncio.to_thread(local_repository, req.repo_path, req.base_sha)
+    files = await asyncio.to_thread(tracked_files, repo_path, req.base_sha)
     loop = asyncio.get_running_loop()
 
     def progress(message: str) -> None:  # from the survey's and the map's thread: heartbeat details (`watch`)
@@ -231,23 +213,18 @@ async def propose_lanes(req: ProposeInput) -> ProposeOutcome:
     graph = await asyncio.to_thread(import_graph, repo_path, req.base_sha)
 
     structure = brief(layout, _map_files(map_text)[:FOCUS_FILES])
-    listing = _listing(files, REPO_LISTING_TOKENS if map_text else REPO_LISTING_ONLY_TOKENS)
-    messages: list[dict[str, Any]] = [{"role": "user", "content": proposer_message(
-        req.task, structure, listing, req.max_lanes, repo_map=map_text)}]
+    shown = listing(files, listing_budget(map_text))
+    messages: list[Message] = [UserMessage(content=proposer_message(
+        req.task, structure, shown, req.max_lanes, repo_map=map_text))]
     usage, proposal = Usage(), LaneProposal()
     for turn in range(2):
         reply = await complete(req.run_id, req.model, agent=AGENT, round_no=0, turn=turn, system=PROPOSER_SYSTEM,
-                               messages=messages, tools=[submit_lanes_spec()], price=req.price, record=req.record)
+                               messages=to_wire(messages), tools=[submit_lanes_spec()], price=req.price, record=req.record)
         usage = usage + reply.usage
         proposal = _read(reply, req, files, layout, graph).model_copy(update={"attempts": turn + 1})
         if not proposal.problems:
             break
-        correction = proposal_correction(proposal.problems)
-        messages.append(_assistant_message(reply))
-        if reply.tool_calls:
-            messages += [{"role": "tool", "tool_call_id": c.id, "content": correction} for c in reply.tool_calls]
-        else:
-            messages.append({"role": "user", "content": correction})
+        messages += corrected(reply, proposal_correction(proposal.problems))
     activity.logger.info("proposal for %s: %d lanes, %d problems", req.run_id, len(proposal.lanes),
                          len(proposal.problems))
     await asyncio.to_thread(_ledger_line, req.run_id, "proposal", proposal)
@@ -258,8 +235,8 @@ async def propose_lanes(req: ProposeInput) -> ProposeOutcome:
 async def check_proposal_edit(req: ProposalCheck) -> LaneProposal:
     """A person's edit of a proposal, checked as the model's was (the file-dependent checks: slices matching no
     tracked file, tests depending on the code they import...), with its estimates; problems: refused."""
-    repo_path = await asyncio.to_thread(_local, req.repo_path, req.base_sha)
-    files = await asyncio.to_thread(_files, repo_path, req.base_sha)
+    repo_path = await asyncio.to_thread(local_repository, req.repo_path, req.base_sha)
+    files = await asyncio.to_thread(tracked_files, repo_path, req.base_sha)
     graph, unread = await asyncio.to_thread(import_graph, repo_path, req.base_sha)
     proposal = lane_estimates(req.proposal, req.task, req.model, req.price)
     proposal = checked(proposal, files, graph, req.max_lanes, unread)

@@ -11,6 +11,7 @@ import pytest
 from temporalio.client import Client
 
 import activities.model
+from reposwarm.agent.conversation import from_wire
 from reposwarm.agent.estimate import (
     TOOL_SPEC_TOKENS,
     estimate_lane,
@@ -80,7 +81,7 @@ async def test_demo_estimates_are_within_2x_of_what_the_lanes_spend(client: Clie
 
         # The estimate's first request is the lane's real first request, counted the way reposwarm counts.
         real, message = sent[name, 0]
-        assert abs(first_request_tokens(message) - real) <= 2, name
+        assert abs(first_request_tokens(from_wire(message)) - real) <= 2, name
 
 
 def test_the_fixed_part_is_measured_from_what_lanes_send() -> None:
@@ -141,9 +142,10 @@ def test_the_estimate_counts_the_prompt_cache_as_the_provider_bills_it() -> None
     from reposwarm.contracts import ModelPrice
 
     role = HelperRole(allowed_paths=["src/"])
-    opening = [{"role": "system", "content": "The whole change (for context):\n" + "a shared contract " * 200},
-               {"role": "user", "content": first_message("Update " + ", ".join(f"src/m{i}.py" for i in range(4)) + ".",
-                                                         ["src/"])}]
+    opening = from_wire([
+        {"role": "system", "content": "The whole change (for context):\n" + "a shared contract " * 200},
+        {"role": "user", "content": first_message("Update " + ", ".join(f"src/m{i}.py" for i in range(4)) + ".",
+                                                  ["src/"])}])
     price = ModelPrice(input_per_mtok=3, output_per_mtok=15)
     cached = estimate_lane("c", "anthropic:claude-sonnet-4-5", role, opening, price)
     plain = estimate_lane("p", "replay:x.yaml", role, opening, None)

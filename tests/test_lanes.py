@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from activities.model import compact
+from reposwarm.agent.conversation import compact, from_wire, to_wire
 from reposwarm.agent.paths import MAX_WRITE_BYTES
 from reposwarm.contracts import LaneStatus, Phase
 from reposwarm.runs import ledger
@@ -257,7 +257,8 @@ def test_compaction_keeps_the_goal_and_recent_turns():
         messages.append({"role": "assistant", "content": f"step {i}", "tool_calls": [
             {"id": f"c{i}", "type": "function", "function": {"name": "read_file", "arguments": args}}]})
         messages.append({"role": "tool", "tool_call_id": f"c{i}", "content": "x" * 2000})
-    compacted, changed = compact(messages, limit=4000)
+    typed, changed = compact(from_wire(messages), limit=4000)
+    compacted = to_wire(typed)
     assert changed
     assert compacted[0] == goal
     assert "you called read_file(api/f0.py)" in compacted[1]["content"]
@@ -265,5 +266,5 @@ def test_compaction_keeps_the_goal_and_recent_turns():
     # every tool result kept still follows the assistant message that called it
     assert compacted[2]["role"] == "assistant"
     assert compacted[-1] == messages[-1]
-    small, changed = compact(messages[:3], limit=100_000)
-    assert not changed and small == messages[:3]
+    small, changed = compact(from_wire(messages[:3]), limit=100_000)
+    assert not changed and to_wire(small) == messages[:3]

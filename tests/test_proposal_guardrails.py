@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from activities.proposing import _files, checked, import_graph, proposal_of
+from activities.planning import tracked_files
+from activities.proposing import checked, import_graph, proposal_of
 from reposwarm.agent.specs import SubmitLanesArgs
 from reposwarm.contracts import LaneProposal
 from tests.helpers import git, make_repo
@@ -29,7 +30,7 @@ def check(repo: Path, reply: dict[str, Any], max_lanes: int = 8) -> LaneProposal
     graph, unread = import_graph(str(repo), sha)
     assert graph is not None, unread
     proposal = proposal_of(SubmitLanesArgs.model_validate(reply), "openai:gpt-4.1", None)
-    return checked(proposal, _files(str(repo), sha), graph, max_lanes, unread)
+    return checked(proposal, tracked_files(str(repo), sha), graph, max_lanes, unread)
 
 
 def lane_of(reply: dict[str, Any], name: str) -> dict[str, Any]:

@@ -14,7 +14,7 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from activities.model import _repo_map
+from activities.planning import base_map
 from reposwarm.agent.prompts import planner_message
 from reposwarm.contracts import HelperRole
 from reposwarm.intel import ranking, repomap
@@ -264,13 +264,13 @@ def test_survey_with_map_is_survey_and_repo_map(repo: Path, db: Path) -> None:
 def test_planner_gets_the_map(repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("REPOSWARM_HOME", str(tmp_path / "home"))
     said: list[str] = []
-    text = _repo_map(str(repo), "HEAD", FOCUS, said.append)
+    text = base_map(str(repo), "HEAD", FOCUS, said.append)
     assert text.startswith("python/shapes/geometry.py:\n")
     files = sum(1 for p in repo.rglob("*") if p.is_file() and ".git" not in p.parts and language_of(p.name))
     # how the work goes, for the planner activity's heartbeat details: the first index, then the ranking
     assert said[-2] == f"indexing the repository: {files} of {files} new files parsed", said
     assert said[-1].startswith("ranking ") and said[-1].endswith(" definitions for the repository map")
-    assert _repo_map(str(tmp_path), "HEAD", FOCUS, said.append) == ""  # not a repository: no map, the file list stays
+    assert base_map(str(tmp_path), "HEAD", FOCUS, said.append) == ""  # not a repository: no map, the file list stays
     message = planner_message("Add units", {"api": HelperRole(allowed_paths=["python/"])}, [], None,
                               ["python/app.py"], repo_map=text)
     assert message.index("Repository map") < message.index(text) < message.index("Repository files:")

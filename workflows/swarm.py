@@ -19,11 +19,11 @@ from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflow
 
 with workflow.unsafe.imports_passed_through():
     from activities.delivery import deliver
-    from activities.model import plan_round
+    from activities.planning import plan_round
     from activities.publish import publish_review
     from activities.repo import prepare_run
+    from reposwarm.agent.conversation import lane_opening
     from reposwarm.agent.estimate import estimate_lane
-    from reposwarm.agent.prompts import lane_opening
     from reposwarm.branches import delivered_branch
     from reposwarm.contracts import (
         DeliverInput,

@@ -11,9 +11,9 @@ that conversation, and gets a short reply.
 - SYSTEM and TOOLS are measured at import from the very text and specs the lane sends (prompts.LANE_SYSTEM,
   tools.tool_specs()), and FIRST from the lane's own first message, as JSON, at 4 characters a token: the
   count reposwarm itself uses when a provider reports no usage (models/calls.py) and for compaction
-  (activities/model.py). SYSTEM was 124 and TOOLS 865 tokens when calibrated below; since the operating
+  (agent/conversation.py). SYSTEM was 124 and TOOLS 865 tokens when calibrated below; since the operating
   procedure and the `run` tool (2026-12-01) they are 711 and 1,190, and FIRST includes the run's shared
-  context (prompts.lane_opening). With a provider that caches, billed_tokens counts the shared prefix as read,
+  context (conversation.lane_opening). With a provider that caches, billed_tokens counts the shared prefix as read,
   each turn as reading the one before and writing what it added (contracts/cost.py rates).
 - turns = 1 (find one's way: list, read what the change builds on) + 2 per target (read it, then write
   or edit it) + 2 (run the checks, finish), at most the role's max_turns. The targets are what the lane
@@ -22,7 +22,7 @@ that conversation, and gets a short reply.
   goal is a lot of work even when it names no file). The goal and paths are read back from the first
   message, whose layout prompts.lane_first_message fixes.
 - The conversation never outgrows what compaction leaves: it is folded once it reaches 80% of the role's
-  context_tokens (activities/model.compact), so no turn sends more than SYSTEM + TOOLS + that.
+  context_tokens (conversation.compact), so no turn sends more than SYSTEM + TOOLS + that.
 
 Calibrated on the bundled demo (examples/demo: lanes.yaml, plan.yaml, replay.yaml) run end to end through
 the test harness; tests/test_estimate.py runs it again and checks each lane is within 2x. "Tokens" are what
@@ -57,12 +57,13 @@ import json
 import math
 import re
 
+from reposwarm.agent import conversation
+from reposwarm.agent.conversation import CHARS_PER_TOKEN, Message, UserMessage
 from reposwarm.agent.prompts import LANE_SYSTEM
 from reposwarm.agent.specs import tool_specs
 from reposwarm.contracts import HelperRole, LaneEstimate, ModelPrice
 from reposwarm.contracts.cost import rates
 
-CHARS_PER_TOKEN = 4  # reposwarm's own count (models/calls.py, activities/model.py)
 SYSTEM_TOKENS = len(LANE_SYSTEM) // CHARS_PER_TOKEN  # sent with every turn
 TOOL_SPEC_TOKENS = len(json.dumps(tool_specs())) // CHARS_PER_TOKEN  # sent with every turn
 REPLY_TOKENS = 250  # a turn's reply (its tool calls, a written file's content); demo: 246
@@ -72,7 +73,7 @@ OPENING_TURNS = 1  # find one's way: list a folder, read what the change builds 
 TURNS_PER_TARGET = 2  # read it, then write or edit it
 CLOSING_TURNS = 2  # run the checks, finish
 GOAL_CHARS_PER_TARGET = 300  # the demo's goals are 190-250 characters, one to two files each
-COMPACT_AT = 0.8  # activities/model.compact folds the conversation once it reaches this share of context_tokens
+COMPACT_AT = 0.8  # conversation.compact folds the conversation once it reaches this share of context_tokens
 
 _GOAL = re.compile(r"\AGoal for lane [^\n]*\n(.*?)\n\n(?:The whole change \(for context\):|You may write: )", re.S)
 _WRITABLE = re.compile(r"^You may write: (.*)\nYou may also read: ", re.M)
@@ -80,15 +81,15 @@ _WRITABLE = re.compile(r"^You may write: (.*)\nYou may also read: ", re.M)
 _PATH = re.compile(r"(?<![\w/.*-])(?:[\w.*-]+/)+[\w.*-]*|\b[\w-]+\.[A-Za-z][A-Za-z0-9]{0,4}\b")
 
 
-Opening = str | list[dict[str, str]]  # the lane's first message, or its whole opening (prompts.lane_opening)
+Opening = str | list[Message]  # the lane's first message, or its whole opening (conversation.lane_opening)
 
 
-def _messages(opening: Opening) -> list[dict[str, str]]:
-    return [{"role": "user", "content": opening}] if isinstance(opening, str) else opening
+def _messages(opening: Opening) -> list[Message]:
+    return [UserMessage(content=opening)] if isinstance(opening, str) else opening
 
 
 def _first(opening: Opening) -> str:
-    return opening if isinstance(opening, str) else opening[-1]["content"]
+    return opening if isinstance(opening, str) else opening[-1].content or ""
 
 
 def goal_and_paths(first_message: Opening, role: HelperRole) -> tuple[str, list[str]]:
@@ -115,7 +116,7 @@ def expected_turns(first_message: Opening, role: HelperRole) -> int:
 
 def first_request_tokens(first_message: Opening) -> int:
     """The lane's first request, as model_turn sends it: system prompt, tool specs and the opening messages."""
-    return SYSTEM_TOKENS + TOOL_SPEC_TOKENS + len(json.dumps(_messages(first_message))) // CHARS_PER_TOKEN
+    return SYSTEM_TOKENS + TOOL_SPEC_TOKENS + conversation.tokens(_messages(first_message))
 
 
 def estimate_lane(lane: str, model: str, role: HelperRole, first_message: Opening,
@@ -123,7 +124,7 @@ def estimate_lane(lane: str, model: str, role: HelperRole, first_message: Openin
     turns = expected_turns(first_message, role)
     fixed = SYSTEM_TOKENS + TOOL_SPEC_TOKENS  # resent every turn, never compacted
     opening = _messages(first_message)
-    shared = fixed + len(json.dumps(opening[:-1])) // CHARS_PER_TOKEN if len(opening) > 1 else fixed
+    shared = fixed + conversation.tokens(opening[:-1]) if len(opening) > 1 else fixed
     first = first_request_tokens(first_message) - fixed
     most = max(first, int(role.context_tokens * COMPACT_AT))  # the conversation compaction lets through
     requests = [fixed + min(first + t * TURN_GROWTH_TOKENS, most) for t in range(turns)]

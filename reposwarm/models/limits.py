@@ -1,4 +1,4 @@
-"""How long a model's reply may be, and what a lane is told when its reply was cut at that limit.
+"""How long a model's reply may be (what a lane is told when its reply was cut at that limit: prompts.cut_note).
 
 A reply's limit (`max_tokens`) is, in order: the lane's own `max_output_tokens` (the lanes file), the worker's
 REPOSWARM_MAX_OUTPUT_TOKENS (Anthropic only, as it always was), and what the model allows. Anthropic requires a
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 
-from reposwarm.contracts import ToolCall
 from reposwarm.models import ModelError
 from reposwarm.models.http import env_number
 
@@ -66,18 +65,3 @@ def anthropic_max_tokens(model: str, asked: int | None, thinking_tokens: int | N
 def is_cut(stop_reason: str) -> bool:
     return stop_reason in CUT_REASONS
 
-
-def cut_note(limit: int | None, cut: ToolCall | None, ran: int) -> str:
-    """What the model reads when its reply was cut at the output limit: which call was not run, and how to go on."""
-    where = f"the output limit of {limit:,} tokens" if limit else "the model's output limit"
-    if cut is not None:
-        path = (cut.arguments or {}).get("path")
-        named = f"{cut.name}" + (f" of {path[:200]}" if isinstance(path, str) and path else "")
-        what = (f"so its last call, {named}, was cut short and was not run"
-                + (f"; the {ran} call{'s' if ran != 1 else ''} before it ran" if ran else ""))
-    else:
-        what = "so it ended before it made a tool call"
-    return (f"reposwarm: your reply was cut at {where}, {what}. Keep each reply under the limit: use edit_file "
-            "for a change inside a file rather than writing the whole file again, make a few calls per reply "
-            "rather than many, and write a large file in parts (write_file with its first part, then edit_file "
-            "to add each next part after the end of the last one).")
