@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from reposwarm.agent import prompts
+from reposwarm.agent.conversation import lane_opening, to_wire
 from reposwarm.agent.specs import TOOL_ARGS
 from reposwarm.contracts import HelperRole, HelperTask
 from tests.helpers import cli, finish, make_repo, turn, write_yaml
@@ -58,7 +59,8 @@ def test_the_prompts_render_and_name_every_tool_with_an_example() -> None:
         assert step in system
     assert '"refused:"' in system and "data, never instructions" in system
     # the run's shared context is the same bytes for every lane; each lane's own message holds its goal and slice
-    api, web = prompts.lane_opening(task("api", "Add the column.")), prompts.lane_opening(task("web", "Show it."))
+    api = to_wire(lane_opening(task("api", "Add the column.")))
+    web = to_wire(lane_opening(task("web", "Show it.")))
     assert api[0] == web[0] and api[0]["role"] == "system" and "handle archived tasks" in api[0]["content"]
     assert "Goal for lane api:\nAdd the column." in api[1]["content"] and "api" not in api[0]["content"]
     assert prompts.PLANNER_SYSTEM.startswith("You are the planner") and "submit_plan" in prompts.PLANNER_SYSTEM

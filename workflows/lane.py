@@ -11,6 +11,7 @@ it, carrying their state (transcript and edits by reference).
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -22,7 +23,15 @@ with workflow.unsafe.imports_passed_through():
     from activities.model import model_turn
     from activities.repo import checkpoint_lane, create_lane_worktree, describe_lane
     from activities.tool_call import run_tool
-    from reposwarm.agent.prompts import lane_next_message, lane_opening
+    from reposwarm.agent.conversation import (
+        ToolResult,
+        UserMessage,
+        finish_outcome,
+        is_finish,
+        lane_opening,
+        to_wire,
+    )
+    from reposwarm.agent.prompts import NO_TOOL_CALL, host_lost_note, lane_next_message
     from reposwarm.contracts import (
         BudgetChange,
         BudgetPause,
@@ -68,40 +77,60 @@ CHECKS_FLAG = "the summary says the checks pass, but the lane's last run_checks 
 IDLE = timedelta(hours=24)
 
 
-def _reassigned(task: HelperTask, r: LaneResume, now: float) -> LaneResume:
+def _reassigned(task: HelperTask, state: LaneResume, now: float) -> LaneResume:
     """A warm lane's state for its next assignment: the same conversation, worktree and host; fresh counters and
     budgets; the assignment as the next message."""
-    return LaneResume(turn=0, transcript_ref=r.transcript_ref, usage=Usage(), started_at=now,
-                      pending=[{"role": "user", "content": lane_next_message(task)}], host_queue=r.host_queue,
-                      shared_queue=r.shared_queue, rebuilt=r.rebuilt, reassigned=True)
+    return LaneResume(turn=0, transcript_ref=state.transcript_ref, usage=Usage(), started_at=now,
+                      pending=[UserMessage(content=lane_next_message(task)).wire()], host_queue=state.host_queue,
+                      shared_queue=state.shared_queue, rebuilt=state.rebuilt, reassigned=True)
 
 
 class HostLost(Exception):
     """The worker host holding the lane's worktree did not pick up its work in time."""
 
 
+@dataclass(frozen=True)
+class Ending:
+    """How an assignment ended: the lane's status, one line saying why (none when it finished), and its finish."""
+
+    status: LaneStatus
+    reason: str
+    finish: Finish | None = None
+
+    @staticmethod
+    def finished(finish: Finish) -> Ending:
+        return Ending(LaneStatus.done, "", finish)
+
+    @staticmethod
+    def out_of_budget(reason: str) -> Ending:
+        return Ending(LaneStatus.budget_exhausted, reason)
+
+    @staticmethod
+    def failed(reason: str, finish: Finish | None = None) -> Ending:
+        return Ending(LaneStatus.failed, reason, finish)
+
+
 @workflow.defn
 class LaneWorkflow:
     def __init__(self) -> None:
-        self._state = LaneState(lane="", state=LanePhase.starting)
+        self._progress = LaneState(lane="", state=LanePhase.starting)
         self._next: HelperTask | None = None
         self._retired = False
         self._making: workflow.ActivityHandle[LaneWorktree] | None = None  # a worktree made beside the first turn
-        self._billed = False
         self._answer: BudgetChange | None = None  # a person's answer to a budget pause, forwarded by the run
 
     @workflow.query
     def progress(self) -> LaneState:
-        return self._state
+        return self._progress
 
     @workflow.run
     async def run(self, task: HelperTask) -> LaneResult:
-        r = task.resume or LaneResume(
+        state = task.resume or LaneResume(
             turn=0, transcript_ref=None, usage=Usage(), started_at=workflow.now().timestamp(),
-            pending=lane_opening(task),
+            pending=to_wire(lane_opening(task)),
         )
         while True:
-            result = await self._assignment(task, r)
+            result = await self._assignment(task, state)
             if not task.warm:
                 return result
             # A warm lane reports to its run and waits for its next assignment (or to be retired). Cleared before the
@@ -114,10 +143,10 @@ class LaneWorkflow:
                 return result
             if self._next is None:
                 return result
-            task, r = self._next, _reassigned(self._next, r, workflow.now().timestamp())
+            task, state = self._next, _reassigned(self._next, state, workflow.now().timestamp())
             if workflow.info().is_continue_as_new_suggested():
                 await workflow.wait_condition(workflow.all_handlers_finished)
-                workflow.continue_as_new(task.model_copy(update={"resume": r}))
+                workflow.continue_as_new(task.model_copy(update={"resume": state}))
 
     @workflow.signal
     def assign(self, task: HelperTask) -> None:
@@ -129,7 +158,93 @@ class LaneWorkflow:
         """A person's answer to this lane's budget pause (the run's `budget` Update forwards it)."""
         self._answer = change
 
-    async def _paused(self, task: HelperTask, r: LaneResume, over: BudgetPause) -> bool:
+    @workflow.signal
+    def retire(self) -> None:
+        """The run has ended: nothing more to do."""
+        self._retired = True
+
+    async def _assignment(self, task: HelperTask, state: LaneResume) -> LaneResult:
+        """One assignment: its worktree, turns until one ends it (finish, a budget, a failure), then its result."""
+        self._progress = LaneState(lane=task.lane, state=LanePhase.running, goal=task.goal, turns=state.turn,
+                                   tool_calls=state.tool_calls, tokens=state.usage.total_tokens)
+        edits = {e.path: e for e in state.edits}
+        await self._worktree_for(task, state, edits)
+        try:
+            ending = await self._turns(task, state, edits)
+        except (ActivityError, ApplicationError) as err:
+            # A failure that ends the lane (an activity out of retries, a non-retryable error) ends it as data:
+            # failed, with one line saying why, and its turns, calls and tokens kept.
+            ending = Ending.failed(short_reason(err))
+            workflow.logger.warning("lane %s failed: %s", task.lane, root_cause(err))
+        return await self._result(task, state, edits, ending)
+
+    async def _worktree_for(self, task: HelperTask, state: LaneResume, edits: dict[str, FileEdit]) -> None:
+        """The assignment's worktree: made beside the first turn, made first, or brought to the new base."""
+        if not state.host_queue and task.lane_queue:
+            # (a deprecated patch: histories recorded with its marker replay; the next step removes the call)
+            workflow.deprecate_patch("setup-beside-first-turn")
+            # Every worker on the lane queue shares one home: the first model turn needs no worktree, so it runs
+            # while the worktree is made; the turn's tool calls wait for it (_worktree_made).
+            self._making = workflow.start_activity(create_lane_worktree, task, **options.GIT)
+            state.host_queue, state.shared_queue = task.lane_queue, True
+        elif not state.host_queue:
+            self._step("making the worktree")
+            made = await workflow.execute_activity(create_lane_worktree, task, **options.GIT)
+            state.host_queue, state.shared_queue = made.host_queue, made.shared_queue
+        elif state.reassigned:  # a warm lane's next assignment: its worktree and branch on the new base
+            self._step("bringing the worktree to the new base")
+            try:
+                made = await self._on_host(task, state, create_lane_worktree, task, **options.GIT)
+                state.host_queue, state.shared_queue = made.host_queue, made.shared_queue
+            except HostLost:
+                await self._rebuild(task, state, edits)
+            state.reassigned = False
+
+    async def _turns(self, task: HelperTask, state: LaneResume, edits: dict[str, FileEdit]) -> Ending:
+        """Turns until one ends the assignment. Budgets count billed tokens and dollars (reposwarm/contracts/cost.py),
+        and a lane at its budget pauses for a person's answer (workflows/budgets.py) before it ends there."""
+        role = task.role
+        next_billed = 0.0  # what the next call is expected to bill
+        workflow.deprecate_patch("billed-budgets")
+        while state.turn < role.max_turns:
+            if workflow.info().is_continue_as_new_suggested():
+                await self._worktree_made(state)
+                state.edits, state.continued = list(edits.values()), state.continued + 1
+                workflow.continue_as_new(task.model_copy(update={"resume": state}))
+            if workflow.now().timestamp() - state.started_at > role.max_wall_s:
+                return Ending.out_of_budget(f"wall-time budget of {role.max_wall_s:.0f}s used up")
+            if (over := budgets.over(task, state, next_billed)) is not None:
+                if await self._paused(task, state, over):
+                    continue
+                return Ending.out_of_budget(budgets.ended(over, self._answer, task.budget_wait_s))
+            try:
+                result, new_chars, valid_calls = await self._turn(task, state, edits)
+            except HostLost:
+                await self._rebuild(task, state, edits)
+                continue
+            next_billed = budgets.next_call(task, result.usage, new_chars)
+            if (ending := self._judged(task, state, result, valid_calls)) is not None:
+                return ending
+        return Ending.out_of_budget(f"turn budget of {role.max_turns} used up")
+
+    def _judged(self, task: HelperTask, state: LaneResume, result: ModelTurnResult, valid_calls: int) -> Ending | None:
+        """What a turn's reply means for the lane: it finished, it failed (declined or malformed too often in a row),
+        or (None) it goes on."""
+        # A reply cut at the output limit, or one the model declined, is no malformed reply: the model was told why
+        # and goes on (both flags are False in results recorded before them: those go as they went). Declining
+        # twice in a row ends the lane: a third ask would most likely be declined too.
+        state.declined = state.declined + 1 if result.declined else 0
+        if state.declined >= MAX_DECLINED:
+            return Ending.failed(f"the model declined {state.declined} replies in a row (stop reason refusal): "
+                                 + (result.content[:300] or "it gave no reason"))
+        if valid_calls or not (result.cut or result.declined):
+            state.malformed = 0 if valid_calls else state.malformed + 1
+        if state.malformed >= task.role.max_malformed_replies:
+            return Ending.failed(f"{state.malformed} malformed replies in a row (no usable tool call); the last: "
+                                 + (next((c.error for c in result.tool_calls if c.error), None) or "no tool call"))
+        return Ending.finished(result.finish) if result.finish is not None else None
+
+    async def _paused(self, task: HelperTask, state: LaneResume, over: BudgetPause) -> bool:
         """At its budget, with its work committed: wait for a raise (True: go on) or a stop, up to budget_wait_s."""
         if task.budget_wait_s <= 0:
             return False
@@ -137,7 +252,7 @@ class LaneWorkflow:
         over = over.model_copy(update={"since": workflow.now().isoformat(), "wait_s": task.budget_wait_s,
                                        "workflow_id": workflow.info().workflow_id})
         said = over.line(task.run_id)
-        self._state.state, self._state.reason = LanePhase.paused, said
+        self._progress.state, self._progress.reason = LanePhase.paused, said
         self._step("paused at its budget")
         workflow.set_current_details(f"**{task.lane}** (round {task.round}): {md_escape(said)}")
         run = workflow.get_external_workflow_handle(task.run_id)
@@ -153,241 +268,157 @@ class LaneWorkflow:
             await run.signal("lane_paused", over.model_copy(update={"cleared": True}))
         except FailureError:
             pass
-        self._state.state, self._state.reason = LanePhase.running, ""
+        self._progress.state, self._progress.reason = LanePhase.running, ""
         self._step("")
-        return budgets.apply(r, over, self._answer)
-
-    @workflow.signal
-    def retire(self) -> None:
-        """The run has ended: nothing more to do."""
-        self._retired = True
-
-    async def _assignment(self, task: HelperTask, r: LaneResume) -> LaneResult:
-        """One assignment: turns until finish or a budget, then the lane's result."""
-        role = task.role
-        self._state = LaneState(lane=task.lane, state=LanePhase.running, goal=task.goal, turns=r.turn,
-                                tool_calls=r.tool_calls, tokens=r.usage.total_tokens)
-        edits = {e.path: e for e in r.edits}
-        if not r.host_queue and task.lane_queue and workflow.patched("setup-beside-first-turn"):
-            # Every worker on the lane queue shares one home: the first model turn needs no worktree, so it runs
-            # while the worktree is made; the turn's tool calls wait for it (_worktree_made).
-            self._making = workflow.start_activity(create_lane_worktree, task, **options.GIT)
-            r.host_queue, r.shared_queue = task.lane_queue, True
-        elif not r.host_queue:
-            self._step("making the worktree")
-            made = await workflow.execute_activity(create_lane_worktree, task, **options.GIT)
-            r.host_queue, r.shared_queue = made.host_queue, made.shared_queue
-        elif r.reassigned:  # a warm lane's next assignment: its worktree and branch on the new base
-            self._step("bringing the worktree to the new base")
-            try:
-                made = await self._on_host(task, r, create_lane_worktree, task, **options.GIT)
-                r.host_queue, r.shared_queue = made.host_queue, made.shared_queue
-            except HostLost:
-                await self._rebuild(task, r, edits)
-            r.reassigned = False
-        finish: Finish | None = None
-        status, reason = LaneStatus.budget_exhausted, f"turn budget of {role.max_turns} used up"
-        next_input, next_billed = 0, 0.0  # tokens the next call is expected to send, and to bill
-        # Since patch "billed-budgets": budgets count billed tokens and dollars (reposwarm/contracts/cost.py), and
-        # a lane at its budget pauses for a person's answer (workflows/budgets.py) rather than ending at once.
-        self._billed = workflow.patched("billed-budgets")
-
-        try:
-            while r.turn < role.max_turns:
-                if workflow.info().is_continue_as_new_suggested():
-                    await self._worktree_made(r)
-                    r.edits, r.continued = list(edits.values()), r.continued + 1
-                    workflow.continue_as_new(task.model_copy(update={"resume": r}))
-                if workflow.now().timestamp() - r.started_at > role.max_wall_s:
-                    reason = f"wall-time budget of {role.max_wall_s:.0f}s used up"
-                    break
-                if not self._billed:
-                    if r.usage.total_tokens + next_input + budgets.OUTPUT_RESERVE > role.token_budget:
-                        reason = (f"token budget of {role.token_budget} would be exceeded by the next call "
-                                  f"({r.usage.total_tokens} spent, about {next_input + budgets.OUTPUT_RESERVE} more needed)")
-                        break
-                elif (over := budgets.over(task, r, next_billed)) is not None:
-                    if await self._paused(task, r, over):
-                        continue
-                    reason = budgets.ended(over, self._answer, task.budget_wait_s)
-                    break
-
-                try:
-                    result, changed, new_chars, valid_calls = await self._turn(task, r, edits)
-                except HostLost:
-                    await self._rebuild(task, r, edits)
-                    continue
-                next_input = result.usage.input_tokens + result.usage.output_tokens + new_chars // 4
-                next_billed = budgets.next_call(task, result.usage, new_chars)
-                # A reply cut at the output limit, or one the model declined, is no malformed reply: the model was
-                # told why and goes on (both flags are False in results recorded before them: those go as they went).
-                # Declining twice in a row ends the lane: a third ask would most likely be declined too.
-                r.declined = r.declined + 1 if result.declined else 0
-                if r.declined >= MAX_DECLINED:
-                    status, reason = LaneStatus.failed, (
-                        f"the model declined {r.declined} replies in a row (stop reason refusal): "
-                        + (result.content[:300] or "it gave no reason"))
-                    break
-                if valid_calls or not (result.cut or result.declined):
-                    r.malformed = 0 if valid_calls else r.malformed + 1
-                if r.malformed >= role.max_malformed_replies:
-                    status, reason = LaneStatus.failed, (
-                        f"{r.malformed} malformed replies in a row (no usable tool call); the last: "
-                        + (next((c.error for c in result.tool_calls if c.error), None) or "no tool call"))
-                    break
-                if result.finish is not None:
-                    finish = result.finish
-                    status, reason = LaneStatus.done, ""
-                    break
-        except (ActivityError, ApplicationError) as err:
-            # A failure that ends the lane (an activity out of retries, a non-retryable error) ends it as data:
-            # failed, with one line saying why, and its turns, calls and tokens kept.
-            status, reason = LaneStatus.failed, short_reason(err)
-            workflow.logger.warning("lane %s failed: %s", task.lane, root_cause(err))
-
-        try:
-            await self._worktree_made(r)
-            return await self._result(task, r, edits, status, reason, finish)
-        except HostLost:
-            await self._rebuild(task, r, edits)
-            return await self._result(task, r, edits, status, reason, finish)
-        except ActivityError as err:  # the worktree cannot be described: the evidence in hand still counts
-            return self._evidence(task, r, edits, LaneStatus.failed, reason or short_reason(err), finish)
+        return budgets.apply(state, over, self._answer)
 
     def _step(self, step: str) -> None:
         """What the lane is doing now, for the progress query (`watch`): state only, no workflow command, so
         recorded histories replay as they were."""
-        self._state.step = step
-        self._state.step_since = workflow.now().timestamp() if step else None
+        self._progress.step = step
+        self._progress.step_since = workflow.now().timestamp() if step else None
 
-    async def _turn(self, task: HelperTask, r: LaneResume,
-                    edits: dict[str, FileEdit]) -> tuple[ModelTurnResult, bool, int, int]:
-        """One model turn and its tool calls on the lane's host, then a checkpoint commit if files changed."""
+    async def _turn(self, task: HelperTask, state: LaneResume,
+                    edits: dict[str, FileEdit]) -> tuple[ModelTurnResult, int, int]:
+        """One model turn and its tool calls on the lane's host, then a checkpoint commit if files changed; returns
+        the turn's result, the size of what its calls said, and how many of them were usable."""
         role = task.role
-        self._step(f"model turn {r.turn + 1}")
+        self._step(f"model turn {state.turn + 1}")
         result = await self._on_host(
-            task, r, model_turn,
+            task, state, model_turn,
             ModelTurnInput(run_id=task.run_id, agent=task.lane, round=task.round, attempt=task.attempt,
-                           turn=r.turn, model=task.model, transcript_ref=r.transcript_ref, new_messages=r.pending,
-                           if_lost=r.if_lost, context_tokens=role.context_tokens, price=task.price,
-                           record=task.record, cache_ttl=task.cache_ttl, max_output_tokens=role.max_output_tokens,
-                           thinking_tokens=role.thinking_tokens, reasoning_effort=role.reasoning_effort),
+                           turn=state.turn, model=task.model, transcript_ref=state.transcript_ref,
+                           new_messages=state.pending, if_lost=state.if_lost, context_tokens=role.context_tokens,
+                           price=task.price, record=task.record, cache_ttl=task.cache_ttl,
+                           max_output_tokens=role.max_output_tokens, thinking_tokens=role.thinking_tokens,
+                           reasoning_effort=role.reasoning_effort),
             **options.model(task.outage_s),
         )
-        r.transcript_ref, r.usage, r.pending, r.if_lost = result.transcript_ref, r.usage + result.usage, [], []
-        r.turn += 1
-        self._state.turns, self._state.tokens = r.turn, r.usage.total_tokens
-        self._state.cost_usd, self._state.cache_read_tokens = r.usage.cost_usd, r.usage.cache_read_tokens
-        await self._worktree_made(r)
+        state.transcript_ref, state.usage = result.transcript_ref, state.usage + result.usage
+        state.pending, state.if_lost = [], []
+        state.turn += 1
+        self._progress.turns, self._progress.tokens = state.turn, state.usage.total_tokens
+        self._progress.cost_usd, self._progress.cache_read_tokens = state.usage.cost_usd, state.usage.cache_read_tokens
+        await self._worktree_made(state)
 
-        changed, new_chars, valid_calls = await self._run_calls(task, result, r, edits)
-        self._state.tool_calls = r.tool_calls
+        changed, new_chars, valid_calls = await self._run_calls(task, result, state, edits)
+        self._progress.tool_calls = state.tool_calls
         workflow.set_current_details(
-            f"**{task.lane}** (round {task.round}): turn {r.turn} of at most {role.max_turns}, "
-            f"{r.tool_calls} tool calls, {budgets.spent_line(task, r)}, "
+            f"**{task.lane}** (round {task.round}): turn {state.turn} of at most {role.max_turns}, "
+            f"{state.tool_calls} tool calls, {budgets.spent_line(task, state)}, "
             f"{len(edits)} files changed\n\nGoal: {md_escape(task.goal[:300])}")
         if changed:
             self._step("checkpoint")
             await self._on_host(
-                task, r, checkpoint_lane,
+                task, state, checkpoint_lane,
                 CheckpointInput(run_id=task.run_id, lane=task.lane, repo_path=task.repo_path,
                                 allowed_paths=task.allowed_paths,
                                 read_only_paths=task.read_only_paths,
-                                message=f"reposwarm {task.lane}: checkpoint after turn {r.turn}\n\n"
+                                message=f"reposwarm {task.lane}: checkpoint after turn {state.turn}\n\n"
                                         + "\n".join(f"- {e.path}: {e.reason}" for e in edits.values())),
                 **options.GIT,
             )
-        return result, changed, new_chars, valid_calls
+        return result, new_chars, valid_calls
 
-    async def _worktree_made(self, r: LaneResume) -> None:
+    async def _worktree_made(self, state: LaneResume) -> None:
         """Wait for a worktree made beside the first turn; its failure fails the lane like any activity's."""
         if self._making is not None:
             making, self._making = self._making, None
             if not making.done():
                 self._step("making the worktree")
             made = await making
-            r.host_queue, r.shared_queue = made.host_queue, made.shared_queue
+            state.host_queue, state.shared_queue = made.host_queue, made.shared_queue
 
-    async def _on_host(self, task: HelperTask, r: LaneResume, fn: Any, arg: Any, **opts: Any) -> Any:
+    async def _on_host(self, task: HelperTask, state: LaneResume, fn: Any, arg: Any, **opts: Any) -> Any:
         """Run an activity on the host that holds the lane's worktree (and its store)."""
-        if r.shared_queue:  # every worker on it holds the worktree: no host to lose; eager dispatch
-            return await workflow.execute_activity(fn, arg, task_queue=r.host_queue, **opts)
+        if state.shared_queue:  # every worker on it holds the worktree: no host to lose; eager dispatch
+            return await workflow.execute_activity(fn, arg, task_queue=state.host_queue, **opts)
         try:
-            return await workflow.execute_activity(fn, arg, task_queue=r.host_queue,
+            return await workflow.execute_activity(fn, arg, task_queue=state.host_queue,
                                                    **options.host_bound(task.host_timeout_s), **opts)
         except ActivityError as err:
             if isinstance(err.cause, TemporalTimeoutError) and err.cause.type == TimeoutType.SCHEDULE_TO_START:
-                raise HostLost(r.host_queue) from err
+                raise HostLost(state.host_queue) from err
             raise
 
-    async def _rebuild(self, task: HelperTask, r: LaneResume, edits: dict[str, FileEdit]) -> None:
+    async def _rebuild(self, task: HelperTask, state: LaneResume, edits: dict[str, FileEdit]) -> None:
         """The lane's host is gone: a worktree from its last checkpoint commit on another host, a fresh transcript."""
-        lost = r.host_queue
+        lost = state.host_queue
         self._step("rebuilding the worktree")
         # resume set: the ledger records a checkpoint restore; the branch's checkpoints are checked out as they are
-        rebuilt = await workflow.execute_activity(create_lane_worktree, task.model_copy(update={"resume": r}),
+        rebuilt = await workflow.execute_activity(create_lane_worktree, task.model_copy(update={"resume": state}),
                                                   **options.GIT)
-        r.host_queue, r.shared_queue = rebuilt.host_queue, rebuilt.shared_queue
-        r.rebuilt += 1
+        state.host_queue, state.shared_queue = rebuilt.host_queue, rebuilt.shared_queue
+        state.rebuilt += 1
         done = "\n".join(f"- {e.operation} {e.path}: {e.reason}" for e in edits.values()) or "- nothing yet"
-        moved = (f"You are resuming on another machine ({lost} was lost). Your work so far, committed on your "
-                 f"branch up to your last completed turn:\n{done}\nEdits of the turn in flight may be missing: read "
-                 "the files again before you go on.")
+        moved = host_lost_note(lost, done)
         # The conversation goes on where the transcript is in a shared object store; the model turn starts
         # afresh from the goal (if_lost) where it is not.
-        r.if_lost = lane_opening(task, moved)
+        state.if_lost = to_wire(lane_opening(task, moved))
         # (the results of the turn's calls that ran go on; model_turn answers the rest as lost)
-        r.pending = [*r.pending, {"role": "user", "content": moved}] if r.transcript_ref else r.if_lost
-        workflow.logger.warning("lane %s: host %s lost; rebuilt on %s", task.lane, lost, r.host_queue)
+        state.pending = [*state.pending, UserMessage(content=moved).wire()] if state.transcript_ref else state.if_lost
+        workflow.logger.warning("lane %s: host %s lost; rebuilt on %s", task.lane, lost, state.host_queue)
 
-    async def _run_calls(self, task: HelperTask, result: ModelTurnResult, r: LaneResume,
+    async def _run_calls(self, task: HelperTask, result: ModelTurnResult, state: LaneResume,
                          edits: dict[str, FileEdit]) -> tuple[bool, int, int]:
-        """Run a reply's tool calls in order; returns (files changed, output size, usable calls)."""
+        """Run a reply's tool calls in order, each answered in the next message; returns (files changed, output size,
+        usable calls)."""
         changed, new_chars, valid = False, 0, 0
         if not result.tool_calls:
-            r.pending.append({"role": "user", "content": "Use the tools to do the work; call finish when done."})
-            return changed, 60, 0
+            state.pending.append(UserMessage(content=NO_TOOL_CALL).wire())
+            return changed, 60, 0  # (about the size of that message, as it was always counted)
         for call in result.tool_calls:
-            r.tool_calls += 1
-            if call.name == "finish":  # the lane's own business, not a tool activity
-                text = f"error: {call.error}" if call.error else "finished"
-                r.pending.append({"role": "tool", "tool_call_id": call.id, "content": text})
-                new_chars += len(text)
-                valid += call.error is None
-                if call.error:
-                    r.tool_errors += 1
-                    _note_failure(r, call, text)
-                continue
-            tool_input = ToolInput(
-                run_id=task.run_id, lane=task.lane, call=call, round=task.round, attempt=task.attempt, turn=r.turn,
-                allowed_paths=task.allowed_paths, read_only_paths=task.read_only_paths,
-                check_profiles=task.check_profiles, default_profile=task.default_profile,
-                default_reason=result.content[:200], shell=task.role.shell)
-            self._step(_call_label(call))
-            if call.name in QUICK_TOOLS and r.shared_queue:
-                outcome = await workflow.execute_local_activity(run_tool, tool_input, **options.QUICK)
+            state.tool_calls += 1
+            if is_finish(call):  # the lane's own: no activity runs it (reposwarm/agent/conversation.py)
+                outcome = finish_outcome(call)
+                answer = ToolResult(tool_call_id=call.id, content=outcome.output)
             else:
-                outcome = await self._on_host(task, r, run_tool, tool_input, **options.tool(task.check_profiles))
-            r.refusals += outcome.refused
-            _account(r, call, outcome)
+                tool_input = ToolInput(
+                    run_id=task.run_id, lane=task.lane, call=call, round=task.round, attempt=task.attempt,
+                    turn=state.turn, allowed_paths=task.allowed_paths, read_only_paths=task.read_only_paths,
+                    check_profiles=task.check_profiles, default_profile=task.default_profile,
+                    default_reason=result.content[:200], shell=task.role.shell)
+                self._step(_call_label(call))
+                if call.name in QUICK_TOOLS and state.shared_queue:
+                    outcome = await workflow.execute_local_activity(run_tool, tool_input, **options.QUICK)
+                else:
+                    outcome = await self._on_host(task, state, run_tool, tool_input,
+                                                  **options.tool(task.check_profiles))
+                answer = ToolResult(tool_call_id=call.id, content_ref=outcome.output_ref)
+            state.refusals += outcome.refused
+            _account(state, call, outcome)
             valid += not outcome.malformed
             new_chars += outcome.output_chars
             # (a `run` command's files are `edits`: several, or none; outcomes recorded before it have none)
             for made in ([outcome.edit] if outcome.edit is not None else []) + outcome.edits:
-                edit = made.model_copy(update={"turns": [r.turn]})
+                edit = made.model_copy(update={"turns": [state.turn]})
                 edits[edit.path] = _merge_edit(edits.get(edit.path), edit)
                 changed = True
-            r.pending.append({"role": "tool", "tool_call_id": call.id, "content_ref": outcome.output_ref})
+            state.pending.append(answer.wire())
         return changed, new_chars, valid
 
-    async def _result(self, task: HelperTask, r: LaneResume, edits: dict[str, FileEdit], status: LaneStatus,
-                      reason: str, finish: Finish | None) -> LaneResult:
-        self._step("describing the branch")
-        described = await self._on_host(task, r, describe_lane, task, **options.GIT)
-        return self._evidence(task, r, edits, status, reason, finish, described)
+    async def _result(self, task: HelperTask, state: LaneResume, edits: dict[str, FileEdit],
+                      ending: Ending) -> LaneResult:
+        """The lane's result, from its branch as described on its host (rebuilt first if the host was lost); when
+        the branch cannot be described, from the evidence in hand, failed."""
+        described: LaneDescription | None = None
+        try:
+            await self._worktree_made(state)
+            described = await self._described(task, state)
+        except HostLost:
+            await self._rebuild(task, state, edits)
+            described = await self._described(task, state)
+        except ActivityError as err:  # the worktree cannot be described: the evidence in hand still counts
+            ending = Ending.failed(ending.reason or short_reason(err), ending.finish)
+        return self._evidence(task, state, edits, ending, described)
 
-    def _evidence(self, task: HelperTask, r: LaneResume, edits: dict[str, FileEdit], status: LaneStatus,
-                  reason: str, finish: Finish | None, described: LaneDescription | None = None) -> LaneResult:
+    async def _described(self, task: HelperTask, state: LaneResume) -> LaneDescription:
+        self._step("describing the branch")
+        described: LaneDescription = await self._on_host(task, state, describe_lane, task, **options.GIT)
+        return described
+
+    def _evidence(self, task: HelperTask, state: LaneResume, edits: dict[str, FileEdit], ending: Ending,
+                  described: LaneDescription | None) -> LaneResult:
         """The lane's result: what its branch holds (`described`, when the worktree could be read) and what it
         did (turns, tool calls, refusals, tokens), for a failed lane as much as for a finished one."""
         described = described or LaneDescription()
@@ -400,19 +431,20 @@ class LaneWorkflow:
                 reason=edit.reason if edit else "changed by the lane outside its recorded edits",
                 content_ref=edit.content_ref if edit and operation != "delete" else None,
                 turns=edit.turns if edit else []))
-        self._state.state, self._state.reason = LanePhase.ended(status), reason
+        self._progress.state, self._progress.reason = LanePhase.ended(ending.status), ending.reason
         self._step("")
-        summary = finish.summary if finish else reason
-        unlisted = r.tool_errors + r.refusals - len(r.failed_calls)
+        finish = ending.finish
+        summary = finish.summary if finish else ending.reason
+        unlisted = state.tool_errors + state.refusals - len(state.failed_calls)
         return LaneResult(
-            lane=task.lane, status=status, reason=reason, usage=r.usage, turns=r.turn, tool_calls=r.tool_calls,
-            refusals=r.refusals, tool_errors=r.tool_errors,
-            failed_calls=r.failed_calls + ([f"... and {unlisted} more"] if unlisted > 0 else []),
-            flags=[CHECKS_FLAG] if finish and r.last_checks_ok is False and CLAIMS_GREEN.search(finish.summary)
+            lane=task.lane, status=ending.status, reason=ending.reason, usage=state.usage, turns=state.turn,
+            tool_calls=state.tool_calls, refusals=state.refusals, tool_errors=state.tool_errors,
+            failed_calls=state.failed_calls + ([f"... and {unlisted} more"] if unlisted > 0 else []),
+            flags=[CHECKS_FLAG] if finish and state.last_checks_ok is False and CLAIMS_GREEN.search(finish.summary)
             else [],
-            elapsed_s=round(workflow.now().timestamp() - r.started_at, 3),
-            commands=r.commands + ([f"... and {r.commands_run - len(r.commands)} more"]
-                                   if r.commands_run > len(r.commands) else []),
+            elapsed_s=round(workflow.now().timestamp() - state.started_at, 3),
+            commands=state.commands + ([f"... and {state.commands_run - len(state.commands)} more"]
+                                       if state.commands_run > len(state.commands) else []),
             changeset=ChangeSet(task_id=task.task_id, edits=final_edits, summary=summary,
                                 assumptions=finish.assumptions if finish else [], diff_stat=described.diff_stat,
                                 head_sha=described.head_sha),
@@ -435,28 +467,28 @@ def _call_label(call: ToolCall) -> str:
     return f"{call.name} {path[:120]}" if isinstance(path, str) and path else call.name
 
 
-def _note_failure(r: LaneResume, call: ToolCall, output: str) -> None:
+def _note_failure(state: LaneResume, call: ToolCall, output: str) -> None:
     """One line for the review per failed or refused call, the first MAX_FAILED_CALLS of them: a failed
     edit did not apply, and a reviewer reading "8 tool calls" should know."""
-    if len(r.failed_calls) < MAX_FAILED_CALLS:
+    if len(state.failed_calls) < MAX_FAILED_CALLS:
         first = next(iter(output.splitlines()), "")
-        r.failed_calls.append(f"turn {r.turn} {_call_label(call)}: {first[:FAILED_LINE_CHARS]}")
+        state.failed_calls.append(f"turn {state.turn} {_call_label(call)}: {first[:FAILED_LINE_CHARS]}")
 
 
-def _account(r: LaneResume, call: ToolCall, outcome: ToolOutcome) -> None:
+def _account(state: LaneResume, call: ToolCall, outcome: ToolOutcome) -> None:
     """A tool call's outcome in the lane's tally: a call that ran and failed, and how its last check went.
 
     A run_checks call whose checks fail still runs fine (ok): whether they passed is its output's first line,
     "checks PASSED ...", "checks PASSED WITH TEST CHANGES ..." or "checks FAILED ..." ("checks passed ..." before).
     """
     if not outcome.ok:
-        r.tool_errors += not outcome.refused
-        _note_failure(r, call, outcome.output)
+        state.tool_errors += not outcome.refused
+        _note_failure(state, call, outcome.output)
     if call.name == "run_checks":
         # "checks passed" before verdicts; since them, the verdict word ("checks PASSED WITH TEST CHANGES" is not)
         first = outcome.output.split(",", 1)[0].split(";", 1)[0].split(" (", 1)[0]
-        r.last_checks_ok = outcome.ok and (outcome.output.startswith("checks passed") or first == "checks PASSED")
+        state.last_checks_ok = outcome.ok and (outcome.output.startswith("checks passed") or first == "checks PASSED")
     if outcome.ran:  # a `run` command that ran: "$ python gen.py -> exit 0", for the review
-        r.commands_run += 1
-        if len(r.commands) < MAX_COMMANDS:
-            r.commands.append(outcome.ran)
+        state.commands_run += 1
+        if len(state.commands) < MAX_COMMANDS:
+            state.commands.append(outcome.ran)

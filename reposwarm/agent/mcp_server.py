@@ -50,7 +50,7 @@ from mcp.server.stdio import stdio_server
 from reposwarm import gitcmd
 from reposwarm.agent.paths import PathPolicy, ToolRefused
 from reposwarm.agent.slice import changes
-from reposwarm.agent.specs import TOOL_ARGS, tool_specs
+from reposwarm.agent.specs import FINISH, TOOL_ARGS, tool_specs
 from reposwarm.agent.tools import Toolbox
 from reposwarm.config import apply_env, load_lanes_file
 from reposwarm.contracts import CheckProfile
@@ -60,7 +60,7 @@ from reposwarm.runs.store import home as reposwarm_home
 log = logging.getLogger("reposwarm.mcp")
 
 # (`run` would run a command in the user's own checkout, where nothing reverts what it writes: lanes only)
-LANE_ONLY = frozenset({"finish", "run"})
+LANE_ONLY = frozenset({FINISH, "run"})
 SERVED = tuple(name for name in TOOL_ARGS if name not in LANE_ONLY)
 HOST = "127.0.0.1"
 PATH = "/mcp"

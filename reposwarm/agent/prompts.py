@@ -243,10 +243,3 @@ def host_lost_note(lost: str, done: str) -> str:
             f"branch up to your last completed turn:\n{done}\nEdits of the turn in flight may be missing: read "
             "the files again before you go on.")
 
-
-
-def lane_opening(task: HelperTask, note: str = "") -> list[dict[str, str]]:
-    """A lane's conversation as it starts: the run's shared context (a system message, after the swarm's
-    instructions and the tool specs: the prefix every lane's requests share), then the lane's first message."""
-    first = lane_first_message(task) + (f"\n\n{note}" if note else "")
-    return [{"role": "system", "content": run_context(task)}, {"role": "user", "content": first}]

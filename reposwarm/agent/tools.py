@@ -18,6 +18,7 @@ from reposwarm.agent import shell as lane_shell
 from reposwarm.agent.paths import PathPolicy, ToolRefused
 from reposwarm.agent.slice import revert_outside_slice
 from reposwarm.agent.specs import (
+    FINISH,
     TOOL_ARGS,
     DeleteFileArgs,
     EditFileArgs,
@@ -77,7 +78,7 @@ class Toolbox:
         if name not in TOOL_ARGS:
             raise ToolRefused(f"unknown tool {name!r}; the tools are: {', '.join(TOOL_ARGS)}")
         args = parse_args(name, arguments, raw)
-        if name == "finish":
+        if name == FINISH:
             raise ValueError("finish ends a lane; it is not run as a tool")
         self.edit, self.edits, self.ran = None, [], None
         return getattr(self, name)(args)
