@@ -181,8 +181,6 @@ class LaneWorkflow:
     async def _worktree_for(self, task: HelperTask, state: LaneResume, edits: dict[str, FileEdit]) -> None:
         """The assignment's worktree: made beside the first turn, made first, or brought to the new base."""
         if not state.host_queue and task.lane_queue:
-            # (a deprecated patch: histories recorded with its marker replay; the next step removes the call)
-            workflow.deprecate_patch("setup-beside-first-turn")
             # Every worker on the lane queue shares one home: the first model turn needs no worktree, so it runs
             # while the worktree is made; the turn's tool calls wait for it (_worktree_made).
             self._making = workflow.start_activity(create_lane_worktree, task, **options.GIT)
@@ -205,7 +203,6 @@ class LaneWorkflow:
         and a lane at its budget pauses for a person's answer (workflows/budgets.py) before it ends there."""
         role = task.role
         next_billed = 0.0  # what the next call is expected to bill
-        workflow.deprecate_patch("billed-budgets")
         while state.turn < role.max_turns:
             if workflow.info().is_continue_as_new_suggested():
                 await self._worktree_made(state)
