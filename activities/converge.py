@@ -21,7 +21,8 @@ from temporalio import activity
 
 from activities.repo import synced
 from reposwarm import gitcmd
-from reposwarm.agent.prompts import CONVERGER_SYSTEM
+from reposwarm.agent.conversation import UserMessage
+from reposwarm.agent.prompts import CONVERGER_SYSTEM, converger_message
 from reposwarm.contracts import ConflictInput, Resolution, Usage
 from reposwarm.gitcmd import IDENTITY, rev, show, try_git
 from reposwarm.intel.syntax import has_conflict_markers, parses
@@ -65,18 +66,6 @@ def _tree_with(g: git.Git, tree: str, files: dict[str, str | None]) -> str:
             os.unlink(index)
 
 
-def _prompt(req: ConflictInput, sides: dict[str, dict[str, str | None]]) -> str:
-    others = [f"- {lane}: {goal}" for lane, goal in req.other_goals.items()] or ["- (none recorded)"]
-    parts = [f"Lane {req.lane} (goal: {req.lane_goal}) conflicts with the integration branch.",
-             "Goals of the lanes already merged that touched these files:", *others,
-             "", "Interface contract:", req.interface_contract, ""]
-    for path, side in sides.items():
-        for name in ("base", "integration", "lane"):
-            text = side[name]
-            parts += [f"--- {path} ({name}) ---", "(absent)" if text is None else text]
-    return "\n".join(parts)
-
-
 def _check(answer: _Resolve, conflicted: list[str]) -> dict[str, str | None]:
     files = {f.path: f.content for f in answer.files}
     missing = sorted(set(conflicted) - set(files))
@@ -111,7 +100,7 @@ async def resolve_conflict(req: ConflictInput) -> Resolution:
     # req.attempt numbers the converger's calls within the round: it is the call's turn (what the replay
     # script plays back in order), and the ledger names the call by the lane it was for.
     reply = await complete(req.run_id, req.model, agent="converger", round_no=req.round, turn=req.attempt - 1,
-                           system=CONVERGER_SYSTEM, messages=[{"role": "user", "content": _prompt(req, sides)}],
+                           system=CONVERGER_SYSTEM, messages=[UserMessage(content=converger_message(req, sides)).wire()],
                            tools=[RESOLVE_TOOL], price=req.price, record=req.record,
                            call_id=f"converger-r{req.round}-{req.lane}-{req.attempt}")
     usage: Usage = reply.usage

@@ -17,6 +17,7 @@ from temporalio.exceptions import ActivityError
 with workflow.unsafe.imports_passed_through():
     from activities.converge import resolve_conflict
     from activities.repo import merge_lane
+    from reposwarm.agent.prompts import conflict_redo_note
     from reposwarm.branches import lane_branch
     from reposwarm.contracts import (
         ConflictInput,
@@ -106,10 +107,7 @@ class MergeQueue:
             return Landing(merged=True)
         self.status.resolutions.append(f"{lane}'s conflict in {files}: {resolution.how}")
         sides = ", ".join(others) or "lanes merged before it"
-        note = (f"\n\nYour previous change conflicted with {sides} in {files}, and the converger could not "
-                f"reconcile them ({resolution.how}). Redo your change on top of the current code, which "
-                f"already holds their work; keep their intent and yours.")
-        return Landing(merged=False, redo_note=note)
+        return Landing(merged=False, redo_note=conflict_redo_note(sides, files, resolution.how))
 
     async def _converge(self, lane: str, goal: str, lane_sha: str, integration_sha: str, files: list[str],
                         others: dict[str, str], message: str) -> Resolution:
