@@ -6,6 +6,7 @@ what the commands print."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -109,6 +110,33 @@ async def test_a_missing_credential_is_named_and_no_value_is_printed(tmp_path):
     house = await reposwarm(env, "doctor", "--model", "openai:house-model-7")
     assert level_of(house.stdout, "price of openai:house-model-7") == "warn", house.stdout
     assert "fix: give it one in the configuration's prices: {openai:house-model-7: {input_per_mtok" in house.stdout
+
+
+async def test_an_interpreter_by_absolute_path_is_checked_where_init_wrote_it(tmp_path: Path) -> None:
+    """Shaped as python-humanize was when doctor first met it: `init` writes the active virtual environment's
+    interpreter by absolute path, in the repository's own reposwarm.yaml. Doctor said "needs none beyond the
+    tree's own programs" even once that environment was gone, so the checks would fail on every tree: it names
+    the interpreter found, and FAILs one that is not there. The repository's own file is said as such, in the
+    line, with no note of the loader's before the report."""
+    files = {"calc/__init__.py": "def add(a, b):\n    return a + b\n",
+             "tests/test_calc.py": "from calc import add\n\n\ndef test_add():\n    assert add(1, 2) == 3\n"}
+    gone = tmp_path / "gone-venv" / "bin" / "python"
+    for name, python in (("here", sys.executable), ("gone", str(gone))):
+        profile = {"profile": "default", "profiles": {"default": {"commands": [[python, "-m", "pytest", "-q"]]}}}
+        repo = make_repo(tmp_path / name, {**files, "reposwarm.yaml": f"validation: {json.dumps(profile)}\n"})
+        done = await reposwarm(clean_env(tmp_path / "home", f"127.0.0.1:{free_port()}"), "doctor", "--repo",
+                               str(repo))
+        out = done.stdout
+        assert "note: using the repository's own" not in done.stderr, done.stderr
+        assert f"ok   configuration: {repo / 'reposwarm.yaml'}, the repository's own (no lanes; check profile " \
+               "'default')" in out, out
+        if name == "here":
+            assert f"ok   toolchains: profile 'default' needs {sys.executable}\n" in out, out
+            assert level_of(out, f"program {sys.executable}") is None
+        else:
+            assert level_of(out, f"program {gone}") == "FAIL" and "not found where the checks run" in out, out
+            assert "fix: recreate that environment, or name this machine's interpreter" in out
+            assert "beyond the tree's own programs" not in out
 
 
 async def fresh_server(attributes: list[SearchAttributeKey]) -> WorkflowEnvironment:

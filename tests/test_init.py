@@ -19,6 +19,8 @@ from reposwarm.cli.common import load_config
 from reposwarm.models.prices import PRICES, PRICES_AS_OF
 from tests.helpers import ROOT, git, make_repo
 
+MODEL = "anthropic:claude-sonnet-4-5"
+
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
 
 # unittest-style tests: pytest and unittest both run them, whichever the detected interpreter has
@@ -128,10 +130,46 @@ def test_a_profile_missing_the_checkouts_dependencies_is_fixed_and_given_by_conf
     done = reposwarm(tmp_path, "init", "--repo", str(repo), "--model", "openai:gpt-4.1-mini", "--yes")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "trying the fix: deps_from_checkout: [node_modules]" in done.stdout and state(repo) == before
-    path = repo / "reposwarm.yaml"
+    # the user's own file, in the checkout's git folder: never in the work tree, where every run, `checks` and
+    # `doctor` finding it would refuse what it sets, and where a commit would hand it to anyone
+    path = repo / ".git" / "reposwarm.yaml"
+    assert not (repo / "reposwarm.yaml").exists() and git(repo, "status", "--porcelain") == ""
     _, config = load_config(repo, str(path), need_lanes=False)  # given, as the printed commands give it
     assert config.validation.profiles["default"].deps_from_checkout == ["node_modules"]
-    assert "# fixed: deps_from_checkout: [node_modules]" in path.read_text()
-    assert f"run --repo {repo} --config {path} --task" in done.stdout
+    text = path.read_text()
+    assert "# fixed: deps_from_checkout: [node_modules]" in text and "never committed" in text
+    assert f"run --repo {repo} --config {path} --task" in done.stdout and "Not committed" not in done.stdout
     checks = reposwarm(tmp_path, "checks", "--repo", str(repo), "--lanes", str(path))
     assert checks.returncode == 0 and "1 tests ran" in checks.stdout, checks.stdout + checks.stderr
+    again = reposwarm(tmp_path, "init", "--repo", str(repo), "--yes")  # never over the user's file unasked
+    assert again.returncode == 2 and f"{path} exists: init does not replace it" in again.stderr, again.stderr
+
+
+@pytest.mark.skipif(shutil.which("npm") is None, reason="needs npm")
+def test_a_detected_setup_step_is_left_to_detection_so_the_repositorys_file_is_one_a_run_takes(
+        tmp_path: Path) -> None:
+    """Shaped as unjs/ufo was when init first met it (a lock file, so the detected profile installs with a setup
+    step, which only the user's own file may set): init wrote that profile into the repository's reposwarm.yaml,
+    which `checks --repo`, `doctor --repo` and every run without --config then refused. A run with no profile
+    detects the same one, so the file leaves it to detection (shown commented out) and holds nothing refused."""
+    test = ("const test = require('node:test');\nconst assert = require('node:assert');\n"
+            "test('one is one', () => assert.equal(1, 1));\n")
+    package = {"name": "x", "version": "1.0.0", "private": True, "scripts": {"test": "node --test test/"}}
+    lock = {"name": "x", "version": "1.0.0", "lockfileVersion": 3, "requires": True,
+            "packages": {"": {"name": "x", "version": "1.0.0"}}}  # (no dependencies: `npm ci` needs no network)
+    repo = make_repo(tmp_path / "js", {"package.json": json.dumps(package), "package-lock.json": json.dumps(lock),
+                                       ".gitignore": "node_modules/\n", "test/one.test.js": test})
+    done = reposwarm(tmp_path, "init", "--repo", str(repo), "--model", MODEL, "--yes")
+    assert done.returncode == 0, done.stdout + done.stderr
+    text = (repo / "reposwarm.yaml").read_text()
+    assert "passed on HEAD" in text and "# not set here: it sets setup, which a repository's own file may not" in text
+    assert "#         - [npm, ci, --no-audit, --no-fund]" in text  # the detected profile, to copy as it is
+    assert f'run --repo {repo} --task "..."' in done.stdout and "--config" not in done.stdout.split("next:")[1]
+    # the repository's own file, as a run finds it: taken, with no profile, so the run detects it
+    _, config = load_config(repo, None, need_lanes=False)
+    assert config.validation.profiles == {} and config.swarm.model == MODEL
+    checks = reposwarm(tmp_path, "checks", "--repo", str(repo))
+    assert checks.returncode == 0 and "1 tests ran" in checks.stdout, checks.stdout + checks.stderr
+    doctor = reposwarm(tmp_path, "doctor", "--repo", str(repo), env={"TEMPORAL_ADDRESS": "127.0.0.1:1"})
+    line = next(x for x in doctor.stdout.splitlines() if "configuration:" in x)
+    assert line.startswith("ok ") and "no check profile: a run detects one" in line, doctor.stdout

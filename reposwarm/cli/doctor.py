@@ -12,6 +12,8 @@ second connection.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import os
 import sys
 from pathlib import Path
@@ -49,7 +51,8 @@ def configuration(repo: Path | None, given: str | None) -> tuple[LanesFile | Non
                                                     "its checks)")
     try:
         if repo is not None:
-            path, config = load_config(repo, given, warn=False, need_lanes=False)
+            with contextlib.redirect_stderr(io.StringIO()):  # (its note on a repository's own file: said below)
+                path, config = load_config(repo, given, warn=False, need_lanes=False)
         else:
             path = Path(str(given))
             config = apply_env(read_configuration(path)[0])
@@ -57,9 +60,14 @@ def configuration(repo: Path | None, given: str | None) -> tuple[LanesFile | Non
         problems = "; ".join(line.strip() for line in str(err).splitlines() if line.strip())
         return None, Finding("FAIL", "configuration", problems, "correct the file (docs/configuration.md); "
                                                                  "`reposwarm checks --repo PATH` tries its profile")
+    from reposwarm.cli.preflight import profile_of
+
     lanes = len(config.swarm.lanes)
-    return config, Finding("ok", "configuration", f"{path} ({f'{lanes} lanes' if lanes else 'no lanes'}, check "
-                                                  f"profile {config.validation.profile!r})")
+    whose = ", the repository's own" if not given else ""
+    name = os.environ.get("TEST_PROFILE") or config.validation.profile
+    profile = f"check profile {name!r}" if profile_of(config) is not None else "no check profile: a run detects one"
+    return config, Finding("ok", "configuration", f"{path}{whose} ({f'{lanes} lanes' if lanes else 'no lanes'}; "
+                                                  f"{profile})")
 
 
 async def cmd_doctor(args: argparse.Namespace) -> int:

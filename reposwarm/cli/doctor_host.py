@@ -275,11 +275,42 @@ def toolchain_findings(repo: Path, config: LanesFile | None, rev: str = "HEAD") 
            for n in needs if n.where is None]
     out += [Finding("FAIL", f"toolchain {tool}", why, "install the version the project names")
             for tool, why in problems.items() if tool in uses]
-    found = [n for n in needs if n.where is not None]
+    found = [(n.tool, n.where) for n in needs if n.where is not None]
+    others, gone = other_programs(commands, {n.tool for n in needs})
+    found += others
+    out += [Finding("FAIL", f"program {program}", f"not found where the checks run (needed by {which}: "
+                                                  f"`{' '.join(' '.join(argv).split())[:80]}`)",
+                    "recreate that environment, or name this machine's interpreter in the profile's commands"
+                    if os.path.isabs(program) else "install it, or put its folder on the worker's PATH (the checks "
+                                                   "see the worker's PATH)")
+            for program, argv in gone]
     if found or not out:
-        shown = ", ".join(f"{n.tool} at {n.where}" for n in found) or "none beyond the tree's own programs"
+        shown = ", ".join(f"{tool} at {where}" if tool != where else tool for tool, where in found) \
+            or "none beyond the tree's own programs"
         out.insert(0, Finding("ok", "toolchains", f"{which} needs {shown}"))
     return out
+
+
+def other_programs(commands: list[list[str]], listed: set[str]) -> tuple[list[tuple[str, str]],
+                                                                         list[tuple[str, list[str]]]]:
+    """The programs the commands run from the host beyond the toolchains (an interpreter by absolute path, as
+    init writes a virtual environment's; python3, make...): those found (program, where), and those not (program,
+    the command). A program of the tree (./gradlew, node_modules/.bin/jest: a relative path) is the tree's."""
+    from reposwarm.intel import toolchain_needs
+
+    found: dict[str, str] = {}
+    gone: dict[str, list[str]] = {}
+    for argv in commands:
+        for program in toolchain_needs.programs(argv):
+            if program in listed or program in found or program in gone or (
+                    "/" in program and not os.path.isabs(program)):
+                continue
+            where = toolchain_needs.find(program)
+            if where is None:
+                gone[program] = list(argv)
+            else:
+                found[program] = where
+    return list(found.items()), list(gone.items())
 
 
 # --- the disk ---

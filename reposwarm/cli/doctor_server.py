@@ -161,7 +161,8 @@ async def check_search_attributes(client: Client) -> list[Finding]:
 def check_memo() -> Finding:
     return Finding("ok", "memo size", f"the server's limit is unknown (dynamic config, not readable over the API); "
                    f"a run keeps its record under 1.6 MB, within the default {MEMO_DEFAULT_MB} MB "
-                   "(limit.memoSize.error); set limit.memoSize.warn=524288 to quiet the server's 2 KB warnings")
+                   "(limit.memoSize.error); set limit.memoSize.warn=524288 to quiet the server's 2 KB warnings "
+                   "(reposwarm dev-server does)")
 
 
 async def check_worker(client: Client) -> Finding:

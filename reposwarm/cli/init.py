@@ -10,6 +10,11 @@ and its price from reposwarm's list prices (reposwarm/models/prices.py), written
 them; delivery as a branch in the repository. The file is checked with the project's own loader before it is
 written. An existing reposwarm.yaml, .reposwarm.yaml or helpers.yaml is never replaced without --force.
 
+What a repository's own file may not set (anyone with a commit could have written it: a setup step, its env,
+deps_from_checkout) never goes into reposwarm.yaml, where every run, `checks` and `doctor` that found it would refuse
+it: a detected profile that sets them is shown commented out (a run with no profile detects the same one), and a
+profile init fixed goes, with the rest, into the user's own file in the checkout's git folder, given by --config.
+
 Nothing else of the user's is touched: the profile runs in a throwaway worktree of HEAD (removed after), and the
 file is written, never committed: the user reviews and commits it.
 """
@@ -47,6 +52,7 @@ class Confirmed:
     profile: dict[str, Any] | None
     lines: list[str] = field(default_factory=list)
     passed: bool | None = None  # None: not run (no tests found, a missing toolchain)
+    as_detected: bool = True  # False: init changed it (a fix), so a run with no profile would not find it alone
 
 
 def comment(lines: list[str]) -> str:
@@ -111,7 +117,7 @@ async def confirm_profile(repo: Path, head: str) -> Confirmed:
                                      f"fixed: deps_from_checkout: [{', '.join(missing)}]: it failed without your "
                                      "checkout's ignored dependency folders, which a checked tree never has; a "
                                      "setup step (setup: [[npm, ci]], [[uv, sync]]...) makes them in each tree "
-                                     "instead (docs/checks.md)"], True)
+                                     "instead (docs/checks.md)"], True, as_detected=False)
         print("the fix did not make it pass: the detected profile is written as it was")
     return Confirmed(found, [*said, *verdict(report, head), *lines], report.passed)
 
@@ -124,17 +130,31 @@ def verdict(report: Any, head: str) -> list[str]:
             "swarm), but fix what is marked 'fix:' below first where it applies, then `reposwarm checks --repo .`"]
 
 
-def config_text(repo: Path, model: str | None, confirmed: Confirmed) -> str:
-    """The file: a header, the model, the profile with what running it said, the model's price, delivery."""
+def commented_yaml(text: str) -> str:
+    """YAML as comment lines to uncomment, unwrapped (a wrapped line would not parse), each made inert."""
+    lines = [(line[:len(line) - len(line.lstrip(" "))], line) for line in text.splitlines()]
+    return "".join(f"#   {lead}{inert_line(line)}\n" for lead, line in lines)
+
+
+def config_text(repo: Path, model: str | None, confirmed: Confirmed, *, left_to_detection: list[str] | None = None,
+                own_file: Path | None = None) -> str:
+    """The file: a header, the model, the profile with what running it said, the model's price, delivery.
+
+    `left_to_detection`: the keys of the detected profile a repository's own file may not set (a setup step, its
+    env): the profile is shown commented out, since a run with no profile in its configuration detects this same
+    one. `own_file`: the file is the user's, kept outside the work tree (a fixed profile that sets such keys)."""
     from reposwarm.models.prices import PRICES_AS_OF, needs_price, shipped_price
 
     def dump(data: dict[str, Any], flow: bool | None) -> str:
         return yaml.safe_dump(data, sort_keys=False, default_flow_style=flow, width=1000, allow_unicode=True)
 
+    keep = ("Review it, then commit it (reposwarm did not)." if own_file is None else
+            f"It is yours, outside the work tree, never committed: its check profile sets what a repository's own "
+            f"file may not, so each run is given it (run --config {own_file}; checks and try --lanes {own_file}).")
     out = comment([
         f"{CONFIG_NAME}: {repo.name}'s configuration for reposwarm, written by `reposwarm init`.",
         "No lanes: a run proposes them per task, for you to confirm (docs/lanes.md); the check profiles, prices, "
-        "delivery and defaults stay here. Review it, then commit it (reposwarm did not).",
+        f"delivery and defaults stay here. {keep}",
     ])
     out += "\n"
     if model:
@@ -142,14 +162,23 @@ def config_text(repo: Path, model: str | None, confirmed: Confirmed) -> str:
     else:
         out += comment(["swarm:", "  model: anthropic:claude-sonnet-4-5   # the run's model, or --model / "
                         "REPOSWARM_MODEL each run"])
-    out += "\n" + comment(["validation: the check profile detected from HEAD's files (reposwarm checks --repo . "
-                           "runs it again)", *confirmed.lines])
+    again = "reposwarm checks --repo ." + (f" --lanes {own_file}" if own_file is not None else "")
+    out += "\n" + comment([f"validation: the check profile detected from HEAD's files ({again} runs it again)",
+                           *confirmed.lines])
     if confirmed.profile is not None:
         absolute = sorted({argv[0] for argv in confirmed.profile.get("commands", []) if argv[0].startswith("/")})
         if absolute:
-            out += comment([f"{', '.join(absolute)}: this checkout's own interpreter, by absolute path: on another "
-                            "machine, name that machine's (or python3, or a uv setup step)"])
-        out += dump({"validation": {"profile": "default", "profiles": {"default": confirmed.profile}}}, None)
+            out += comment([f"{', '.join(absolute)}: the interpreter found on this machine, by absolute path: on "
+                            "another machine, name that machine's (or python3, or a uv setup step)"])
+        block = dump({"validation": {"profile": "default", "profiles": {"default": confirmed.profile}}}, None)
+        if left_to_detection:
+            out += comment([f"not set here: it sets {', '.join(k.rpartition('.')[2] for k in left_to_detection)}, "
+                            "which a repository's own file may not (anyone with a commit could have written it), "
+                            "and a run with no profile here detects this same one. To change it, put it in a file of "
+                            "your own, given as run --config FILE (checks --lanes FILE):"])
+            out += commented_yaml(block)
+        else:
+            out += block
     out += "\n"
     if model and needs_price(model):
         price = shipped_price(model)
@@ -173,6 +202,21 @@ def config_text(repo: Path, model: str | None, confirmed: Confirmed) -> str:
         "file may not set them (docs/configuration.md)."])
     out += dump({"delivery": {"remote": None, "pull_request": False}}, False)
     return out
+
+
+def user_only_keys(repo: Path, text: str) -> list[str]:
+    """The file's text checked as a run reads it, from a scratch copy (nothing is written into the repository
+    until it loads): the keys only the user may set (check_written)."""
+    with tempfile.TemporaryDirectory(prefix="reposwarm-init-") as scratch:
+        draft = Path(scratch) / CONFIG_NAME
+        draft.write_text(text, encoding="utf-8")
+        return check_written(repo, draft)
+
+
+def own_file_of(repo: Path) -> Path:
+    """Where the user's own file goes when the repository's may not hold it: the checkout's git folder, outside
+    the work tree (never committed, never read by a run unless given) and one per checkout."""
+    return Path(git_out(repo, "rev-parse", "--absolute-git-dir")) / CONFIG_NAME
 
 
 def check_written(repo: Path, path: Path) -> list[str]:
@@ -249,11 +293,17 @@ async def cmd_init(args: argparse.Namespace) -> int:
             print(f"warning: {unpriced_line(model)}", file=sys.stderr)
     confirmed = await confirm_profile(repo, head)
     text = config_text(repo, model, confirmed)
-    # checked as a run reads it, from a scratch copy (nothing is written into the repository until it loads)
-    with tempfile.TemporaryDirectory(prefix="reposwarm-init-") as scratch:
-        draft = Path(scratch) / CONFIG_NAME
-        draft.write_text(text, encoding="utf-8")
-        user_only = check_written(repo, draft)
+    user_only = user_only_keys(repo, text)
+    if user_only and confirmed.as_detected:
+        # (a setup step, its env: detection's own, which a run with no profile finds again; a repository's own
+        # file that set them would be refused by every run, `checks` and `doctor` that find it)
+        text = config_text(repo, model, confirmed, left_to_detection=user_only)
+        user_only = user_only_keys(repo, text)
+    if user_only:  # (a fix init made: the user's own file, out of the work tree, given to each run)
+        path = own_file_of(repo)
+        if path.exists() and not args.force:
+            raise UserError(f"{path} exists: init does not replace it; edit it, or pass --force to write a new one")
+        text = config_text(repo, model, confirmed, own_file=path)
     print()
     print(text, end="")
     print()
@@ -266,13 +316,15 @@ async def cmd_init(args: argparse.Namespace) -> int:
             return 1
     write_new(path, text, args.force)
     config_flag = ""
-    if user_only:  # (a setup step, an env...: the repository's own file may not set them, so it is given)
-        config_flag = f" --config {path}"
-        print(f"note: it sets {', '.join(user_only)}, which a repository's own file may not set (anyone with a commit "
-              "could have written it), so a run is given it with --config; `checks` and `try` with --lanes")
     verdict_word = {True: "its profile passed on HEAD", False: "its profile is NOT green on HEAD (see its comments)",
                     None: "its profile was not run (see its comments)"}[confirmed.passed]
-    print(f"wrote {path}: {verdict_word}. Not committed: review it, then `git -C {repo} add {CONFIG_NAME} && "
-          f"git -C {repo} commit -m \"reposwarm configuration\"`")
+    if user_only:  # (deps_from_checkout...: the repository's own file may not set them, so the user's is given)
+        config_flag = f" --config {path}"
+        print(f"wrote {path}: {verdict_word}. It sets {', '.join(user_only)}, which a repository's own file may not "
+              f"set (anyone with a commit could have written it), so it is yours, in the checkout's git folder "
+              f"(never committed), and a run is given it with --config; `checks` and `try` with --lanes {path}")
+    else:
+        print(f"wrote {path}: {verdict_word}. Not committed: review it, then `git -C {repo} add {CONFIG_NAME} && "
+              f"git -C {repo} commit -m \"reposwarm configuration\"`")
     print("\n".join(next_steps(repo, model, config_flag)))
     return 0
