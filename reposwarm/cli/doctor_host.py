@@ -301,14 +301,15 @@ def other_programs(commands: list[list[str]], listed: set[str]) -> tuple[list[tu
     found: dict[str, str] = {}
     gone: dict[str, list[str]] = {}
     for argv in commands:
-        for program in toolchain_needs.programs(argv):
+        run = toolchain_needs.programs(argv)
+        for program in run:
             if program in listed or program in found or program in gone or (
                     "/" in program and not os.path.isabs(program)):
                 continue
             where = toolchain_needs.find(program)
             if where is None:
                 gone[program] = list(argv)
-            else:
+            elif program == run[-1] or os.path.isabs(program):  # (not `env`, `timeout`: what runs the program)
                 found[program] = where
     return list(found.items()), list(gone.items())
 
