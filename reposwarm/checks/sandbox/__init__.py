@@ -27,7 +27,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from reposwarm.checks.sandbox import gitview, toolchains
+from reposwarm.checks.sandbox import gitview, reaping, toolchains
 from reposwarm.checks.sandbox.environment import (
     PASS_ENV,
     PASS_ENV_OFF,
@@ -40,12 +40,13 @@ from reposwarm.checks.sandbox.environment import (
 from reposwarm.checks.sandbox.limits import MIB, PidsCgroup, TreeCap, own_cgroups, rlimits
 from reposwarm.checks.sandbox.mounts import bwrap_argv
 from reposwarm.checks.sandbox.process import LAUNCHER, SUPERVISOR, Ran, watch
+from reposwarm.checks.sandbox.reaping import reap_left_behind
 from reposwarm.checks.sandbox.toolchains import SECRET_FILE
 from reposwarm.contracts import CheckProfile
 
 __all__ = ["BWRAP", "Bind", "LAUNCHER", "MIB", "OFF_WARNING", "PASS_ENV", "PASS_ENV_OFF", "SECRET_FILE", "SUPERVISOR",
            "SWITCH", "PidsCgroup", "Ran", "SandboxUnavailable", "Tree", "bwrap", "bwrap_argv", "check_nice",
-           "enabled", "own_cgroups", "rlimits", "run", "sandbox_env", "status", "unsandboxed_env"]
+           "enabled", "own_cgroups", "reap_left_behind", "rlimits", "run", "sandbox_env", "status", "unsandboxed_env"]
 
 SWITCH = "REPOSWARM_SANDBOX"  # "off": run checks unsandboxed
 BWRAP = "REPOSWARM_BWRAP"  # the bwrap binary to use (default: `bwrap` on PATH)
@@ -148,11 +149,14 @@ async def run(argv: list[str], tree: Tree, profile: CheckProfile, timeout_s: flo
         env = unsandboxed_env(profile) | dict(tree.env)
         await asyncio.to_thread(_link_binds, tree)
         grown = await asyncio.to_thread(TreeCap, tree.root, profile)
+        mark = reaping.new_mark()  # (the command keeps it: a process that leaves the check's session holds it)
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-c", SUPERVISOR, *argv, cwd=tree.root,
-            env={**env, "REPOSWARM_SUPERVISOR_NICE": str(check_nice())}, stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, start_new_session=True)
-        ran = await watch(proc, None, profile, timeout_s, grown)
+            sys.executable, "-c", SUPERVISOR, str(os.getpid()), *argv, cwd=tree.root,
+            env={**env, "REPOSWARM_SUPERVISOR_NICE": str(check_nice()), reaping.MARK: mark},
+            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True)
+        with reaping.recorded(proc.pid, mark):
+            ran = await watch(proc, None, profile, timeout_s, grown)
         ran.sandboxed, ran.limits = False, [f"wall time {timeout_s:.0f}s", f"output {profile.max_output_mb} MB",
                                             f"the tree may grow by {profile.max_tree_mb} MB"]
         return ran
@@ -172,15 +176,18 @@ async def run(argv: list[str], tree: Tree, profile: CheckProfile, timeout_s: flo
         grown = await asyncio.to_thread(TreeCap, tree.root, profile)
         cgroup = PidsCgroup.make(profile.max_processes + BWRAP_PROCESSES)
         limits, said = rlimits(profile, cgroup)
+        # (bwrap holds the mark, and unsets it for the command: mounts.py)
+        launched = env | {reaping.MARK: reaping.new_mark()}
         spec = {"parent": os.getpid(), "cgroup": str(cgroup.path) if cgroup else None, "rlimits": limits,
-                "nice": nice, "env": sorted(env),
+                "nice": nice, "env": sorted(launched),
                 "argv": bwrap_argv(binary, argv, tree, profile, home, view)}
         # -I -S: no site, no user folders, no PYTHON* variables: nothing of the worker's in the launcher
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-I", "-S", "-c", LAUNCHER, json.dumps(spec), env=env,
+            sys.executable, "-I", "-S", "-c", LAUNCHER, json.dumps(spec), env=launched,
             stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
             start_new_session=True)
-        ran = await watch(proc, cgroup, profile, timeout_s, grown)
+        with reaping.recorded(proc.pid, launched[reaping.MARK]):
+            ran = await watch(proc, cgroup, profile, timeout_s, grown)
         ran.output = note + ran.output
     finally:
         if cgroup is not None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Protocol
 
-from reposwarm.checks.sandbox import gitview, toolchains
+from reposwarm.checks.sandbox import gitview, reaping, toolchains
 from reposwarm.contracts import CheckProfile
 
 MIB = 1024 * 1024
@@ -56,7 +56,7 @@ def bwrap_argv(binary: str, argv: list[str], tree: TreeLike, profile: CheckProfi
            # (no --new-session: the launcher already runs in a session of its own with no controlling terminal,
            # stdio being pipes, so there is no terminal to inject keystrokes into (TIOCSTI); and a new session
            # would be a new autogroup, which would undo the check's lower priority, check_nice)
-           "--die-with-parent", "--cap-drop", "ALL"]
+           "--die-with-parent", "--cap-drop", "ALL", "--unsetenv", reaping.MARK]
     # private, memory-backed, and bounded: a check filling them would otherwise fill the machine's memory
     size = str(profile.tmp_mb * MIB)
     cmd += ["--size", size, "--tmpfs", "/dev/shm", "--size", size, "--tmpfs", "/tmp", "--size", size, "--tmpfs",

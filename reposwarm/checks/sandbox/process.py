@@ -29,6 +29,12 @@ class Ran:
 # --die-with-parent does the same from then on, and the sandbox's PID 1 takes every process in it along), joins
 # the command's pids cgroup, sets the resource limits, then becomes bwrap. (A preexec_fn would do the same in
 # the worker's forked child, which is unsafe in a threaded worker.)
+# PR_SET_PDEATHSIG fires when the *thread* that forked the process ends, not only the whole worker. That is safe
+# because sandbox.run forks in the thread running the event loop that awaits the command (`watch`), and `watch`
+# returns only once the command has ended (it kills it on every way out: timeout, a cap, a cancellation). That
+# thread is the worker's main loop (async activities: validate) or a thread of the activity pool blocked in
+# asyncio.run for the whole call (sync ones: the run tool, run_checks), and ThreadPoolExecutor's threads end only
+# at its shutdown, after their work. tests/test_reaping.py runs a check from a pool thread while others end.
 LAUNCHER = """
 import ctypes, json, os, resource, sys
 spec = json.loads(sys.argv[1])
@@ -57,11 +63,25 @@ except OSError as err:
 """
 
 # Unsandboxed, each check runs under this small supervisor, the leader of the check's own process group: when
-# the worker dies (SIGKILL, a lost host), the supervisor sees its parent change and kills the whole group, so no
-# check outlives the worker that started it, nor races the retried activity in the same worktree.
+# the worker dies (SIGKILL, a lost host), the supervisor kills the whole group, so no check outlives the worker
+# that started it, nor races the retried activity in the same worktree. It hears of the death at once where
+# Linux signals it (PR_SET_PDEATHSIG, caught: a SIGKILL would end the supervisor alone), else within 0.2 s by
+# its parent no longer being the worker (whose pid is its first argument). A process that leaves the group is
+# killed by the next worker to start on the host (reaping.py).
 SUPERVISOR = """
 import os, signal, subprocess, sys, time
-parent = os.getppid()
+parent, command = int(sys.argv[1]), sys.argv[2:]  # (the worker's pid: it may be dead by now)
+def end_the_check(*_):
+    os.killpg(0, signal.SIGKILL)
+signal.signal(signal.SIGTERM, end_the_check)
+if sys.platform.startswith("linux"):
+    try:
+        import ctypes
+        ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+if os.getppid() != parent:  # (dead before the signal was asked for)
+    end_the_check()
 nice = int(os.environ.pop("REPOSWARM_SUPERVISOR_NICE", "0"))
 if nice:
     os.nice(nice)
@@ -71,13 +91,13 @@ if nice:
     except OSError:
         pass
 try:
-    child = subprocess.Popen(sys.argv[1:])
+    child = subprocess.Popen(command)
 except FileNotFoundError:
-    print("command not found: " + sys.argv[1], flush=True)
+    print("command not found: " + command[0], flush=True)
     sys.exit(127)
 while child.poll() is None:
     if os.getppid() != parent:
-        os.killpg(0, signal.SIGKILL)
+        end_the_check()
     time.sleep(0.2)
 sys.exit(child.returncode if child.returncode >= 0 else 128 - child.returncode)
 """
