@@ -8,14 +8,15 @@ REPOSWARM_HOME/running-checks/, removed when it ends, and a worker starting on t
 from worker.py) kills what is left of every record whose worker is dead, then removes the record.
 
 A record holds where it was made (host, boot, PID namespace), the worker (its pid and start time, as
-/proc/PID/stat gives it), the check's process group (its leader's pid, which is the group's id, and start time)
-and a random mark set in the environment of the check's first processes (MARK; its processes' environments as
-exec'd are in /proc/PID/environ). Only what is ours is killed:
+/proc/PID/stat gives it), the check's first process (bwrap, or the supervisor: its pid, which is the id of the
+session and group it leads, and its start time) and a random mark set in the environment of the check's first
+processes (MARK; a process's environment as exec'd is in /proc/PID/environ). Only what is ours is killed:
 
-- the group, when its leader is alive with the recorded start time (a live process's pid is not given to
-  another, and a later process with the same number has a later start time);
-- any process whose environment holds the record's mark: the rest of a group whose leader is gone, and a
-  process that left the group (a daemon in a session of its own, unsandboxed).
+- the check's session, when its leader is there with the recorded start time (a pid is not given to another
+  process while its holder or a session it leads lives, and a later process with the same number has a later
+  start time);
+- any process whose environment holds the record's mark, and the session of one that made its own: the rest
+  of a session whose leader is gone, and a process that left it (a daemon, unsandboxed).
 
 A record of another host or PID namespace (a REPOSWARM_HOME shared) is left alone: its pids are not this
 host's. One of an earlier boot of this host is removed: nothing of it is left. A dead process left as a zombie
@@ -77,7 +78,11 @@ def proc(pid: int) -> Proc | None:
 
 
 def processes() -> Iterator[Proc]:
-    for entry in os.scandir("/proc"):
+    try:
+        entries = list(os.scandir("/proc"))
+    except OSError:  # (no /proc: no record was made either, start_record needs it)
+        return
+    for entry in entries:
         if entry.name.isdigit() and (found := proc(int(entry.name))) is not None:
             yield found
 
