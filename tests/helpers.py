@@ -205,7 +205,7 @@ def lane_starts(event: Any) -> dict[str, str]:
 
 
 def lanes_started(events: Any) -> list[str]:
-    """The lane workflows a run's history started, in order: its children (before patch "lanes-by-client") and
+    """The lane workflows a run's history started, in order: its children (cold lanes, `warm_lanes: false`) and
     those its start_lanes local activities started (lane_starts)."""
     from temporalio.api.enums.v1 import EventType
 

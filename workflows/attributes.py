@@ -3,7 +3,7 @@
 Keyword each: RepoSwarmRepo (the repository), RepoSwarmStatus (the phase, upserted at each change), RepoSwarmKind
 (`run`, `dry_run`, `trial` or `lane`: a saved view keeps to the runs a person acts on), RepoSwarmTask (the task's
 first line, cut at 100 characters) and RepoSwarmVerdict (the last reviewed round's verdict, upserted when the run
-reaches review since patch "verdict-attribute": `passed`, `passed_with_test_changes`, `failed`, `not_judged` (the
+reaches review: `passed`, `passed_with_test_changes`, `failed`, `not_judged` (the
 checks ran another copy of the changed code: reposwarm/checks/exercised.py), `nothing_merged`, `unchecked`). A
 server that lacks one refuses a workflow that sets it, so a run sets only those its server has
 registered: the client looks (reposwarm/webui.py registered_attributes) and says which, in the start's attributes
@@ -29,7 +29,6 @@ VERDICT_ATTR = SearchAttributeKey.for_keyword("RepoSwarmVerdict")
 ATTRIBUTES = (REPO_ATTR, STATUS_ATTR, KIND_ATTR, TASK_ATTR, VERDICT_ATTR)  # each one a server registers
 RUN, DRY_RUN, TRIAL, LANE = "run", "dry_run", "trial", "lane"  # RepoSwarmKind's values
 TASK_CHARS = 100
-VERDICT_PATCH = "verdict-attribute"
 
 
 def registered_names(registered: Collection[str]) -> list[str]:
@@ -55,10 +54,7 @@ def verdict_word(package: ReviewPackage) -> str:
 
 
 def review_updates(status: SwarmStatus, registered: Collection[str]) -> list[SearchAttributeUpdate]:
-    """Beside the phase's upsert: at review, the round's verdict, where the server has the attribute. A run
-    started before patch "verdict-attribute" (its upsert had the phase alone) keeps its phase alone."""
+    """Beside the phase's upsert: at review, the round's verdict, where the server has the attribute."""
     if status.phase != Phase.review or status.review is None or VERDICT_ATTR.name not in registered:
-        return []
-    if not workflow.patched(VERDICT_PATCH):
         return []
     return [VERDICT_ATTR.value_set(verdict_word(status.review))]

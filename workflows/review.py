@@ -161,10 +161,9 @@ def _conversion_problem(err: BaseException) -> str:
 
 
 def decision_refusal(status: SwarmStatus, decision: ReviewDecision, roles: dict[str, HelperRole], now: datetime,
-                     taken: bool, strict: bool = True) -> str | None:
+                     taken: bool) -> str | None:
     """Why the run may not take this decision now (None when it may): the Update's validator and the Signal's
-    handler ask the same. `strict` is the patch "review-inputs": a history recorded before it checked lane
-    names only, and replays as it ran."""
+    handler ask the same."""
     if status.phase != Phase.review:
         return f"the run is not waiting for review (phase: {status.phase.value})"
     if taken:
@@ -182,13 +181,9 @@ def decision_refusal(status: SwarmStatus, decision: ReviewDecision, roles: dict[
     if decision.plan is not None:
         if decision.approve:
             return "a plan goes with a rejection: it is the next round's plan"
-        if not strict:
-            unknown = sorted({lp.lane for lp in decision.plan.lanes} - set(roles))
-            return (f"the plan names unknown lane(s) {', '.join(unknown)} (the run's lanes: {', '.join(roles)})"
-                    if unknown else None)
         if (why := plan_problem(decision.plan, roles)) is not None:
             return f"the plan is refused: {why}"
-    if strict and decision.approve and review is not None and review.test_report is not None:
+    if decision.approve and review is not None and review.test_report is not None:
         return red_refusal(review.round, review.test_report, decision)
     return None
 

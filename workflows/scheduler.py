@@ -18,7 +18,6 @@ from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ChildWorkflowError, FailureError, WorkflowAlreadyStartedError
-from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
     from activities.lanes import ended_lanes, start_lanes
@@ -79,17 +78,14 @@ class WarmLanes:
     answers each with a Signal (`lane_done`). Workflows cannot send each other Updates, so Signals both ways.
     The lanes outlive a continue-as-new of the run and are retired at its end.
 
-    Since patch "lanes-by-client" (`by_client`) the lanes the run asks for in one workflow task are started
-    together by the client, in one local activity (activities/lanes.py), not as child workflows one by one;
-    a lane that ends without answering (terminated, timed out, failed) is found by asking the server every
-    `watch_s` (swarm.host_timeout_s) while any answer is awaited, and its dispatch ends failed with the reason.
-    Before it, as children, with the child's handle for a lane that ended without answering."""
+    The lanes the run asks for in one workflow task are started together by the client, in one local activity
+    (activities/lanes.py), not as child workflows one by one; a lane that ends without answering (terminated,
+    timed out, failed) is found by asking the server every `watch_s` (swarm.host_timeout_s) while any answer is
+    awaited, and its dispatch ends failed with the reason."""
 
     run_id: str
     started: set[str] = field(default_factory=set)
-    handles: dict[str, workflow.ChildWorkflowHandle] = field(default_factory=dict)
     results: dict[str, LaneResult] = field(default_factory=dict)  # by task id, until its dispatch takes it
-    by_client: bool = False
     watch_s: float = 60
     # the batch of lanes being asked for in this workflow task (workflow id -> task), and its start
     batch: tuple[dict[str, HelperTask], asyncio.Task[str | None]] | None = None
@@ -103,37 +99,19 @@ class WarmLanes:
         return f"{self.run_id}.{lane}"
 
     async def dispatch(self, task: HelperTask) -> LaneResult:
-        handle = self.handles.get(task.lane)
         if task.lane in self.started:
             try:
                 await workflow.get_external_workflow_handle(self.workflow_id(task.lane)).signal(
                     LaneWorkflow.assign, task)
             except FailureError:  # the lane has ended (idle too long): a fresh one
                 self.started.discard(task.lane)
-        if self.by_client:
-            if task.lane not in self.started:
-                self.started.add(task.lane)
-                if (why := await self._start(task)) is not None:
-                    # kept as started: the batch may have started it before it failed, and the lane's next
-                    # dispatch then reaches it as an `assign` (or, not found, starts it afresh)
-                    return _failed(task.task_id, task.lane, why)
-            return await self._answer(task)
         if task.lane not in self.started:
             self.started.add(task.lane)
-            handle = self.handles[task.lane] = await workflow.start_child_workflow(
-                LaneWorkflow.run, task, id=self.workflow_id(task.lane), parent_close_policy=ParentClosePolicy.ABANDON)
-        answered = asyncio.ensure_future(workflow.wait_condition(lambda: task.task_id in self.results))
-        waits: list[asyncio.Future] = [answered] + ([handle] if handle is not None and not handle.done() else [])
-        await workflow.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-        if not answered.done():  # the lane's workflow ended without answering: its end is the result
-            answered.cancel()
-            self.handles.pop(task.lane, None)
-            self.started.discard(task.lane)
-            try:
-                return await handle  # type: ignore[misc]
-            except ChildWorkflowError as err:
-                return _failed(task.task_id, task.lane, short_reason(err))
-        return self.results.pop(task.task_id)
+            if (why := await self._start(task)) is not None:
+                # kept as started: the batch may have started it before it failed, and the lane's next
+                # dispatch then reaches it as an `assign` (or, not found, starts it afresh)
+                return _failed(task.task_id, task.lane, why)
+        return await self._answer(task)
 
     async def _start(self, task: HelperTask) -> str | None:
         """Start the lane with the others asked for in this workflow task, in one batch; why not, if it failed."""
@@ -259,7 +237,7 @@ class LaneScheduler:
         for model, tasks in sorted(by_model.items()):
             shared = run_context(tasks[0])
             tokens = SYSTEM_TOKENS + TOOL_SPEC_TOKENS + len(shared) // CHARS_PER_TOKEN
-            if not warming_pays(model, tasks[0].price, tokens, len(tasks)) or not workflow.patched("warm-prefix"):
+            if not warming_pays(model, tasks[0].price, tokens, len(tasks)):
                 continue
             self.progress(f"round {self.round_no}: writing the shared prompt prefix to {model}'s cache")
             try:

@@ -89,7 +89,6 @@ class SwarmWorkflow(Proposals, Budgets):
         self._reviewed_sha: str | None = resume.reviewed_sha if resume else None
         self._review_ref: str | None = resume.review_ref if resume else None
         self._roles = dict(req.config.swarm.lanes)  # what a reviewer's plan may name, and the slices it may narrow
-        self._strict_review = False  # patch "review-inputs", read at each review (a validator may not read it)
         self._memo_phase: Phase | None = None
         self._base: BaseTracker | None = None
         self._warm = WarmLanes(run_id=req.run_id, started=set(resume.warm_lanes) if resume else set())
@@ -104,8 +103,7 @@ class SwarmWorkflow(Proposals, Budgets):
         return self._status
 
     def _refusal(self, decision: ReviewDecision) -> str | None:
-        return decision_refusal(self._status, decision, self._roles, workflow.now(), self._decision is not None,
-                                self._strict_review)
+        return decision_refusal(self._status, decision, self._roles, workflow.now(), self._decision is not None)
 
     @workflow.update
     async def review(self, decision: ReviewDecision) -> ReviewReceipt:
@@ -293,9 +291,8 @@ class SwarmWorkflow(Proposals, Budgets):
     async def _lanes(self, req: SwarmRequest, plan: Plan, round_no: int, queue: MergeQueue,
                      goals: dict[str, str]) -> dict[str, LaneResult]:
         started, dispatched = workflow.now(), dict(self._dispatches)
-        warm = req.config.swarm.warm_lanes and workflow.patched("warm-lanes")
+        warm = req.config.swarm.warm_lanes
         if warm:
-            self._warm.by_client = workflow.patched("lanes-by-client")
             self._warm.watch_s = req.config.swarm.host_timeout_s
         results = await LaneScheduler(
             req=req, plan=plan, round_no=round_no, status=self._status, queue=queue, dispatches=self._dispatches,
@@ -359,14 +356,12 @@ class SwarmWorkflow(Proposals, Budgets):
             why = "nothing merged" if nothing else "validation failed"
             return ReviewDecision(approve=green, reviewer="auto", comment="" if green else why,
                                   accept_test_changes=changed, **stamp)
-        self._strict_review = workflow.patched("review-inputs")
         checks = checks_line(report)
         if nothing:
             checks = "NOTHING MERGED: reject with a comment to plan again"
         if self._status.review is not None and self._status.review.planning_error:
             checks += f"; {self._status.review.planning_error}"
-        self._phase(Phase.review, review_call(req.run_id, md_escape(checks),
-                                              approve_hint(report) if self._strict_review else ""))
+        self._phase(Phase.review, review_call(req.run_id, md_escape(checks), approve_hint(report)))
         timeout = req.config.swarm.review_timeout_s
         try:
             await workflow.wait_condition(lambda: self._decision is not None,
@@ -381,7 +376,7 @@ class SwarmWorkflow(Proposals, Budgets):
 
     async def _refreshed(self, plan: Plan, round_no: int) -> bool:
         """The base's new commits merged into the integration branch (workflows/base.py); True when it moved."""
-        if self._base is None or not self._base.tracking or not workflow.patched("moving-base"):
+        if self._base is None or not self._base.tracking:
             return False
         moved = await self._base.refresh(round_no, plan.interface_contract)
         if moved and self._gate_state is not None:  # (the checks judge against the base they merged)
@@ -485,15 +480,12 @@ class SwarmWorkflow(Proposals, Budgets):
     # --- the run's record on the server (memo), for clients with no worker at hand (workflows/memo.py) ---
 
     def _memo_status(self) -> None:
-        if not workflow.patched("status-memo"):
-            return  # a run started before the record existed
         self._memo_phase = self._status.phase
         self._status.updated_at = workflow.now().isoformat()
         workflow.upsert_memo({STATUS_MEMO: memo_status(self._status)})
 
     def _memo_review(self, package: ReviewPackage) -> None:
-        if workflow.patched("status-memo"):
-            workflow.upsert_memo({REVIEW_MEMO: memo_package(package)})
+        workflow.upsert_memo({REVIEW_MEMO: memo_package(package)})
 
 
 def _swarm_branch(req: SwarmRequest) -> str:

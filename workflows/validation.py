@@ -35,7 +35,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.validate import attribute_failures, rollback_integration, validate
     from reposwarm.checks import exercised, test_changes
     from reposwarm.checks.shards import merge
-    from reposwarm.checks.verdicts import against_baseline, change_counts, required, selected, settle, why_failed
+    from reposwarm.checks.verdicts import change_counts, required, selected, settle, why_failed
     from reposwarm.contracts import (
         AttributeInput,
         CheckPart,
@@ -92,8 +92,8 @@ class Gate:
 
     def _check_options(self) -> dict:
         opts = options.validation(self.profile)
-        if workflow.patched("checks-queue"):  # (the hosts' check slots: a check's shards spread over the hosts)
-            opts["task_queue"] = options.checks_queue(workflow.info().task_queue)
+        # the hosts' check slots: a check's shards spread over the hosts
+        opts["task_queue"] = options.checks_queue(workflow.info().task_queue)
         return opts
 
     async def _planned(self, label: str, baseline: TestReport, lanes: bool, scope: str) -> TestReport:
@@ -121,7 +121,7 @@ class Gate:
         """The base moved to `head`: its baseline is the old one with only what the new commits affect run again
         on it (reposwarm/checks/rebased.py), so the checks that follow judge against the base they merged."""
         old = await self.baseline if self.baseline is not None else None
-        if old is None or not old.ref or old.ref == head or not workflow.patched("moved-baseline"):
+        if old is None or not old.ref or old.ref == head:
             return
         made = await workflow.execute_activity(
             plan_check, PlanCheckInput(run_id=self.req.run_id, repo_path=self.req.repo_path, ref=head, since=old.ref,
@@ -139,8 +139,7 @@ class Gate:
     async def before_delivery(self, round_no: int) -> None:
         """`full_at: delivery`: the tests the approved check did not run, run now; red, nothing is delivered."""
         report, baseline = self.status.test_report, await self.baseline if self.baseline is not None else None
-        if self.profile.full_at != "delivery" or report is None or not selected(report) or baseline is None \
-                or not workflow.patched("full-at-delivery"):
+        if self.profile.full_at != "delivery" or report is None or not selected(report) or baseline is None:
             return
         self.checks += 1
         label = f"round {round_no} check {self.checks}"
@@ -175,20 +174,16 @@ class Gate:
         baseline = await self.baseline if self.baseline is not None else None
         self.checks += 1
         label = f"round {round_no} check {self.checks}"
-        if workflow.patched("judged-per-test"):
-            # the activity judges the merged tree against the baseline per test (reposwarm/checks/verdicts.py),
-            # and (since "test-changes") the lanes' test changes, with the base commit's tests as the reference
-            lanes = baseline is not None and workflow.patched("test-changes")
-            if baseline is not None and baseline.ref and workflow.patched("selected-checks"):
-                # only the tests the run's changes affect, in parts; then the rest before the review (CheckProfile)
-                report = await self._planned(label, baseline, lanes, "affected")
-                if selected(report) and report.verdict_of == Verdict.passed and self.profile.full_at == "review":
-                    report = await self.with_remainder(label, baseline, report)
-            else:
-                report = await self._validate(self.status.integration_sha, label, baseline, lanes)
-        else:  # runs started before: their histories hold unjudged reports
-            report = against_baseline(await self._validate(self.status.integration_sha, label), baseline)
-        # (the whole check's evidence, its parts merged; no evidence, as in every history recorded before: unchanged)
+        # the activity judges the merged tree against the baseline per test (reposwarm/checks/verdicts.py), and the
+        # lanes' test changes, with the base commit's tests as the reference
+        if baseline is not None and baseline.ref:
+            # only the tests the run's changes affect, in parts; then the rest before the review (CheckProfile)
+            report = await self._planned(label, baseline, True, "affected")
+            if selected(report) and report.verdict_of == Verdict.passed and self.profile.full_at == "review":
+                report = await self.with_remainder(label, baseline, report)
+        else:
+            report = await self._validate(self.status.integration_sha, label, baseline, baseline is not None)
+        # (the whole check's evidence, its parts merged)
         report = required(report, self.profile.require_exercised)
         verdict = report.verdict_of
         # (the verdict's word first, as everywhere a verdict is shown)

@@ -176,14 +176,3 @@ def summary(report: TestReport, note: str = "") -> str:
         total = " in all" if len(report.commands) > 1 else ""  # (each command's own figure is per command)
         head += f"; {report.tests_run} tests ran{total}{base}"
     return head
-
-
-def against_baseline(report: TestReport, baseline: TestReport | None) -> TestReport:
-    """The gate before per-test judging (per failure key only), kept for runs started before it: their
-    workflows replay it (workflows/validation.py)."""
-    if baseline is None:
-        return report
-    known = {f.key for f in baseline.failures + baseline.pre_existing}
-    new = [f for f in report.failures if f.key not in known]
-    old = [f for f in report.failures if f.key in known]
-    return report.model_copy(update={"failures": new, "pre_existing": old, "passed": not new})
