@@ -48,7 +48,7 @@ from reposwarm.checks import sandbox
 from reposwarm.cli import doctor, doctor_server
 from reposwarm.cli.common import UserError, said_if_slow, unreachable
 from reposwarm.client import affinity, connect, host_queue, serve_lanes, task_queue
-from reposwarm.config import ConfigError
+from reposwarm.contracts.errors import ConfigError
 from workflows.lane import LaneWorkflow
 from workflows.options import checks_queue
 from workflows.swarm import SwarmWorkflow

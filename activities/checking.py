@@ -1,5 +1,5 @@
 """Planning a check (issue 37): which commands and tests of the profile it runs, in how many parts (shards), from
-the changes since the commit it is judged against (reposwarm/checks/plans.py). The parts then run as `validate`
+the changes since the commit it is judged against (reposwarm/checks/selection/plans.py). The parts then run as `validate`
 activities, in parallel, on any worker host."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from temporalio import activity
 
 from activities.repo import synced
 from activities.validate import checkout
-from reposwarm.checks import baselines, plans
+from reposwarm.checks.selection import baselines, plans
 from reposwarm.contracts import CheckPlan, PlanCheckInput
 from reposwarm.runs import ledger
 from reposwarm.runs.store import run_dir

@@ -20,15 +20,15 @@ from pydantic import BaseModel, Field, ValidationError
 from temporalio import activity
 
 from activities.repo import synced
-from reposwarm import gitcmd
 from reposwarm.agent.conversation import UserMessage
 from reposwarm.agent.prompts import CONVERGER_SYSTEM, converger_message
 from reposwarm.contracts import ConflictInput, Resolution, Usage
-from reposwarm.gitcmd import IDENTITY, rev, show, try_git
-from reposwarm.intel.syntax import has_conflict_markers, parses
 from reposwarm.models.calls import complete
 from reposwarm.runs import ledger
+from reposwarm.symbols.syntax import has_conflict_markers, parses
 from reposwarm.text import inert
+from reposwarm.vcs import gitcmd
+from reposwarm.vcs.gitcmd import IDENTITY, rev, show, try_git
 
 
 class _ResolvedFile(BaseModel):

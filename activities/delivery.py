@@ -13,15 +13,15 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.repo import synced
-from reposwarm import forge
 from reposwarm.checks import setup
 from reposwarm.checks.sandbox import caches
 from reposwarm.contracts import Delivered, DeliverInput
-from reposwarm.gitcmd import is_ancestor, rev, try_git
 from reposwarm.gitvalues import remote_problem
-from reposwarm.remote import shown
 from reposwarm.runs import ledger
 from reposwarm.runs.store import Store, run_dir
+from reposwarm.vcs import forge
+from reposwarm.vcs.gitcmd import is_ancestor, rev, try_git
+from reposwarm.vcs.remote import shown
 
 
 @activity.defn

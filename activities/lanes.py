@@ -30,7 +30,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from reposwarm.contracts import LaneEnd, LaneStarts
-from reposwarm.webui import registered_attributes
+from reposwarm.review.webui import registered_attributes
 from workflows.attributes import KIND_ATTR, LANE
 
 RPC = timedelta(seconds=10)

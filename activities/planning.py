@@ -16,16 +16,17 @@ from pydantic import ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from reposwarm import gitcmd
 from reposwarm.agent.conversation import Message, UserMessage, corrected, to_wire
 from reposwarm.agent.prompts import PLANNER_SYSTEM, plan_correction, planner_message
-from reposwarm.config import ConfigError, check_plan
 from reposwarm.contracts import LanesFile, Plan, PlanInput, PlanOutcome, SwarmConfig, Usage
+from reposwarm.contracts.errors import ConfigError
 from reposwarm.intel.repomap import repo_map
-from reposwarm.intel.symbols import SymbolIndexError
+from reposwarm.lanes.loading import check_plan
 from reposwarm.models import ModelReply, schema_problems, structured_reply
 from reposwarm.models.calls import complete
-from reposwarm.remote import open_repository
+from reposwarm.symbols.index import SymbolIndexError
+from reposwarm.vcs import gitcmd
+from reposwarm.vcs.remote import open_repository
 
 SUBMIT_PLAN = {
     "name": "submit_plan",

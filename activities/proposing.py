@@ -4,8 +4,8 @@ person's edit of a proposal (check_proposal_edit).
 The structure comes from code, not the model: the repository's packages, owners, imports and checks
 (reposwarm/intel/layout.py survey and brief), and the repository map ranked toward the task, as the planner
 has them (activities/planning.py). The planner model proposes lanes with `submit_lanes`; whatever it proposes is checked by the code that
-checks a lanes file and by the guardrails (reposwarm/proposal_check.py check_proposal), against the base
-commit's files and import graph (reposwarm/checks/resolve.py), read here: this worker has the repository (a
+checks a lanes file and by the guardrails (reposwarm/lanes/guardrails.py check_proposal), against the base
+commit's files and import graph (reposwarm/checks/selection/resolve.py), read here: this worker has the repository (a
 URL's clone too). A refused proposal goes back to the model once with its problems; refused again, the proposal
 comes back with them and the run stops. What the guardrails cannot decide comes back as the proposal's warnings,
 for the person confirming it, and in the ledger. The model call goes through reposwarm.models.calls.complete
@@ -25,7 +25,6 @@ from temporalio import activity
 from activities.planning import REPO_MAP_TOKENS, listing, listing_budget, local_repository, tracked_files
 from reposwarm.agent.conversation import Message, UserMessage, corrected, lane_opening, to_wire
 from reposwarm.agent.estimate import estimate_lane
-from reposwarm.agent.paths import PathPolicy
 from reposwarm.agent.prompts import PROPOSER_SYSTEM, proposal_correction, proposer_message
 from reposwarm.agent.specs import SubmitLanesArgs, submit_lanes_spec
 from reposwarm.contracts import (
@@ -41,13 +40,14 @@ from reposwarm.contracts import (
     RepoLayout,
     Usage,
 )
+from reposwarm.lanes.guardrails import check_proposal
 from reposwarm.models import ModelReply, schema_problems, structured_reply
 from reposwarm.models.calls import complete
-from reposwarm.proposal_check import check_proposal
 from reposwarm.runs import ledger
+from reposwarm.slices.policy import PathPolicy
 
 if TYPE_CHECKING:
-    from reposwarm.checks.resolve import Graph
+    from reposwarm.checks.selection.resolve import Graph
 
 AGENT = "proposer"  # the model call's agent: the replay script's `proposer:` key, the recording's folder
 DEFAULT_BUDGET = HelperRole.model_fields["token_budget"].default
@@ -60,7 +60,7 @@ FOCUS_FILES = 20  # files of the ranked map that put their packages first in the
 def import_graph(repo_path: str, base_sha: str) -> tuple[Graph | None, str]:
     """The base commit's import graph (cached per tree beside the symbol index), or why there is none: then the
     test lanes' depends_on go unchecked, and the proposal says so."""
-    from reposwarm.checks import resolve
+    from reposwarm.checks.selection import resolve
 
     try:
         return resolve.load(Path(repo_path), base_sha), ""

@@ -12,10 +12,10 @@ from temporalio.exceptions import ApplicationError
 
 from activities.repo import synced
 from reposwarm.contracts import Published, PublishInput, ReviewPackage
-from reposwarm.gitcmd import is_ancestor
+from reposwarm.review.package import bounded_diff, render_review, with_published
 from reposwarm.runs import ledger, objects
-from reposwarm.runs.review_package import bounded_diff, render_review, with_published
 from reposwarm.runs.store import Store, run_dir
+from reposwarm.vcs.gitcmd import is_ancestor
 
 
 def _from_git(req: PublishInput, package: ReviewPackage) -> Published:

@@ -19,10 +19,6 @@ import git
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from reposwarm import gitcmd
-from reposwarm.agent.paths import PathPolicy, cone_dirs
-from reposwarm.agent.slice import stage_slice
-from reposwarm.branches import integration_branch
 from reposwarm.client import lane_queue
 from reposwarm.contracts import (
     BaseInput,
@@ -37,11 +33,15 @@ from reposwarm.contracts import (
     PrepareInput,
     PrepareResult,
 )
-from reposwarm.gitcmd import IDENTITY, healthy_worktree, is_ancestor, mend_worktree_registrations, rev, try_git
-from reposwarm.remote import Repository, is_url, open_repository, repo_lock
 from reposwarm.runs import ledger
 from reposwarm.runs.store import run_dir
+from reposwarm.slices.leftovers import stage_slice
+from reposwarm.slices.policy import PathPolicy, cone_dirs
 from reposwarm.text import inert
+from reposwarm.vcs import gitcmd
+from reposwarm.vcs.branches import integration_branch
+from reposwarm.vcs.gitcmd import IDENTITY, healthy_worktree, is_ancestor, mend_worktree_registrations, rev, try_git
+from reposwarm.vcs.remote import Repository, is_url, open_repository, repo_lock
 
 
 def _git(cwd: str | Path) -> git.Git:
@@ -64,7 +64,7 @@ def lane_worktree(run_id: str, lane: str) -> Path:
 
 
 def open_repo(path: str) -> git.Git:
-    """The repository's git on this host (a URL's is this host's clone of it; reposwarm/remote.py)."""
+    """The repository's git on this host (a URL's is this host's clone of it; reposwarm/vcs/remote.py)."""
     return open_repository(path).git
 
 
@@ -227,7 +227,7 @@ def _many_files(repo: str, commit: str) -> bool:
 
 @activity.defn
 def checkpoint_lane(req: CheckpointInput) -> CheckpointResult:
-    """Commit the lane's own changes (paths it may write; reposwarm/agent/slice.py undoes the rest); a second run
+    """Commit the lane's own changes (paths it may write; reposwarm/slices/leftovers.py undoes the rest); a second run
     finds nothing to commit."""
     path = lane_worktree(req.run_id, req.lane)
     wt = _git(path)

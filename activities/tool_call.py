@@ -13,14 +13,14 @@ from temporalio import activity
 from temporalio.exceptions import TemporalError
 
 from activities.repo import lane_worktree
-from reposwarm.agent.paths import PathPolicy, ToolRefused
 from reposwarm.agent.specs import TOOL_ARGS
 from reposwarm.agent.tools import Toolbox
 from reposwarm.checks.runner import load_baseline
 from reposwarm.contracts import ToolInput, ToolOutcome
 from reposwarm.runs import ledger, objects
-from reposwarm.runs.once import Once, keyed_path
+from reposwarm.runs.exactly_once import Once, keyed_path
 from reposwarm.runs.store import Store, home
+from reposwarm.slices.policy import PathPolicy, ToolRefused
 
 PREVIEW_CHARS = 300
 WRITES = frozenset({"write_file", "edit_file", "delete_file"})

@@ -15,7 +15,6 @@ import git
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from reposwarm import gitcmd
 from reposwarm.checks.runner import run_profile
 from reposwarm.checks.sandbox import SandboxUnavailable
 from reposwarm.contracts import (
@@ -32,6 +31,7 @@ from reposwarm.contracts import (
 )
 from reposwarm.runs import ledger, metrics
 from reposwarm.runs.store import home
+from reposwarm.vcs import gitcmd
 
 TEST_FILE = re.compile(r"(^|/)(tests?/|test_[^/]*$|[^/]*_test\.(py|go)$|[^/]*\.(test|spec)\.[jt]sx?$)")
 BASE_REF = "refs/heads/trial-base"  # the one ref of a trial's clone: its base commit
@@ -44,14 +44,14 @@ def trials_dir(batch_id: str) -> Path:
 
 @activity.defn
 def prepare_trial_clone(req: TrialCloneInput) -> TrialClone:
-    """A trial's clone: its base commit and the base's history, and nothing after (see _clone_base)."""
+    """A trial's clone: its base commit and the base's history, and nothing after (see clone_base)."""
     clone = trials_dir(req.batch_id) / req.sha[:12] / "repo.git"
     if not (clone / "HEAD").exists() or gitcmd.rev(gitcmd.repo(clone), BASE_REF) != req.base:
-        _clone_base(req.repo_path, req.base, req.sha, clone)
+        clone_base(req.repo_path, req.base, req.sha, clone)
     return TrialClone(path=str(clone))
 
 
-def _clone_base(repo_path: str, base: str, gold: str, clone: Path) -> None:
+def clone_base(repo_path: str, base: str, gold: str, clone: Path) -> None:
     """A fresh bare repository that fetched the base commit alone: the pack the fetch brings holds exactly the
     objects the base reaches, so no later commit, tag, note or stray object of the user's repository is there.
     Nothing links back to it either: no alternates, no remote, no FETCH_HEAD, no reflog (a bare repository

@@ -1,5 +1,5 @@
 """Validation: the check profile run on a clean checkout of the merged tree; where the lanes changed test paths,
-run once more with the base commit's versions of them (reposwarm/checks/test_changes.py)."""
+run once more with the base commit's versions of them (reposwarm/checks/changed_tests.py)."""
 
 from __future__ import annotations
 
@@ -15,13 +15,12 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.repo import synced
-from reposwarm import gitcmd
-from reposwarm.agent.paths import PathPolicy
-from reposwarm.checks import baselines, evidence, plans, test_changes, test_trees, toolselect, verdicts
-from reposwarm.checks.rebased import rebased
+from reposwarm.checks import changed_tests, changed_tests_git, evidence, verdicts
 from reposwarm.checks.runner import load_cases, prepared_tree, run_profile, save_baseline
 from reposwarm.checks.runners import select
 from reposwarm.checks.sandbox import SandboxUnavailable
+from reposwarm.checks.selection import baselines, plans, toolselect
+from reposwarm.checks.selection.rebased import rebased
 from reposwarm.contracts import (
     AttributeInput,
     Attribution,
@@ -33,9 +32,11 @@ from reposwarm.contracts import (
     TestReport,
     ValidateInput,
 )
-from reposwarm.remote import Repository, open_repository
 from reposwarm.runs import ledger
 from reposwarm.runs.store import Store, run_dir
+from reposwarm.slices.policy import PathPolicy
+from reposwarm.vcs import gitcmd
+from reposwarm.vcs.remote import Repository, open_repository
 
 
 def checkout(repo_path: str, path: Path, ref: str) -> None:
@@ -65,7 +66,7 @@ def _clean(path: Path) -> None:
 
 @activity.defn
 async def validate(req: ValidateInput) -> TestReport:
-    """Run the check profile (or the part of it `req.part` names: reposwarm/checks/plans.py) on a clean checkout
+    """Run the check profile (or the part of it `req.part` names: reposwarm/checks/selection/plans.py) on a clean checkout
     of `ref`; keep the validated state under a ref of the run."""
     slug = re.sub(r"[^a-z0-9]+", "-", req.label.lower()).strip("-") or "check"
     path = run_dir(req.run_id) / ("baseline" if slug == "baseline" else _checkout_name(req))
@@ -202,7 +203,7 @@ async def _judge_tests(req: ValidateInput, baseline: TestReport, cases: verdicts
     against the merged code (rewritten ones), changed test configuration; each with its lanes, their reason and
     the diff. The second run costs a run of the profile, and happens only when a test path changed."""
     g, base = repo.git, baseline.ref
-    paths, config = await asyncio.to_thread(test_trees.changed_paths, g, base, req.ref)
+    paths, config = await asyncio.to_thread(changed_tests_git.changed_paths, g, base, req.ref)
     changes = list(report.test_changes)
     update: dict[str, object] = {}
     if paths:
@@ -210,7 +211,7 @@ async def _judge_tests(req: ValidateInput, baseline: TestReport, cases: verdicts
         path = run_dir(req.run_id) / f"{_checkout_name(req)}-base-tests"
         await asyncio.to_thread(checkout, str(repo.path), path, req.ref)
         try:
-            await asyncio.to_thread(test_trees.base_tests_tree, g, path, base, paths)
+            await asyncio.to_thread(changed_tests_git.base_tests_tree, g, path, base, paths)
             base_tests = await run_profile(profile, path, store)
         except SandboxUnavailable as err:
             raise ApplicationError(str(err), type="SandboxUnavailable", non_retryable=True) from None
@@ -219,7 +220,7 @@ async def _judge_tests(req: ValidateInput, baseline: TestReport, cases: verdicts
         update = {"base_tests_s": base_tests.duration_s, "base_tests_paths": len(paths)}
         by_argv = {tuple(c.argv): c for c in baseline.commands}
         ran_by_argv = {tuple(c.argv): c for c in base_tests.commands}
-        changes = [test_changes.base_verdict_note(c, base_tests.failures) if c.kind == TestChangeKind.lost else c
+        changes = [changed_tests.base_verdict_note(c, base_tests.failures) if c.kind == TestChangeKind.lost else c
                    for c in changes]
         for cmd in report.commands:
             base_cmd, bt_cmd = by_argv.get(tuple(cmd.argv)), ran_by_argv.get(tuple(cmd.argv))
@@ -227,16 +228,16 @@ async def _judge_tests(req: ValidateInput, baseline: TestReport, cases: verdicts
             if three[0] is None or three[1] is None or three[2] is None:
                 continue  # no per-test results on one of the three: the judge has said so already
             command = " ".join(cmd.argv)
-            found = test_changes.rewritten(three[0], three[1], three[2], base_tests.failures, command)
-            changes += test_changes.capped(found, TestChangeKind.rewritten, command)
-    changes += test_changes.reconfigured(config)
+            found = changed_tests.rewritten(three[0], three[1], three[2], base_tests.failures, command)
+            changes += changed_tests.capped(found, TestChangeKind.rewritten, command)
+    changes += changed_tests.reconfigured(config)
     if not changes:
         return report.model_copy(update=update)
     files = {c.file for c in changes if c.file}
-    diffs = {f: await asyncio.to_thread(test_trees.diff, g, base, req.ref, [f]) for f in sorted(files)}
-    shared = await asyncio.to_thread(test_trees.diff, g, base, req.ref, paths) \
+    diffs = {f: await asyncio.to_thread(changed_tests_git.diff, g, base, req.ref, [f]) for f in sorted(files)}
+    shared = await asyncio.to_thread(changed_tests_git.diff, g, base, req.ref, paths) \
         if any(not c.file for c in changes) else ""
-    changes = test_changes.attribute(changes, req.touched, req.statements, diffs, shared)
+    changes = changed_tests.attribute(changes, req.touched, req.statements, diffs, shared)
     return verdicts.settle(report.model_copy(update={**update, "test_changes": changes}))
 
 

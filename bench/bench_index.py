@@ -27,10 +27,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.gen_monorepo import GIT_ENV, generate  # noqa: E402
-from reposwarm.agent.paths import PathPolicy  # noqa: E402
 from reposwarm.agent.tools import SymbolLookupArgs, Toolbox  # noqa: E402
 from reposwarm.intel.repomap import repo_map  # noqa: E402
-from reposwarm.intel.symbols import SymbolIndex  # noqa: E402
+from reposwarm.slices.policy import PathPolicy  # noqa: E402
+from reposwarm.symbols.index import SymbolIndex  # noqa: E402
 
 TARGETS = {"lookup_p50_ms": 20.0, "reindex_50_files_s": 1.0}
 

@@ -36,14 +36,14 @@ sys.path.insert(0, str(ROOT))
 
 from bench.bench_index import with_targets  # noqa: E402
 from bench.gen_monorepo import generate  # noqa: E402
-from reposwarm.checks import resolve  # noqa: E402
+from reposwarm.checks.selection import resolve  # noqa: E402
 from reposwarm.contracts import LanePlan, LanesFile, Plan  # noqa: E402
 from reposwarm.contracts.proposal import LaneProposal  # noqa: E402
 from reposwarm.intel import lanesplit, layout  # noqa: E402
 from reposwarm.intel.repomap import repo_map  # noqa: E402
-from reposwarm.intel.symbols import SymbolIndex, default_db_path  # noqa: E402
-from reposwarm.lanes_check import check_lanes  # noqa: E402
-from reposwarm.proposal_check import check_proposal  # noqa: E402
+from reposwarm.lanes.checking import check_lanes  # noqa: E402
+from reposwarm.lanes.guardrails import check_proposal  # noqa: E402
+from reposwarm.symbols.index import SymbolIndex, default_db_path  # noqa: E402
 
 TARGET_S = 10.0
 TASK = "Add a retry budget to every service's payment client and log when it runs out"

@@ -1,6 +1,6 @@
 """A bench-only workflow for bench/bench_checks.py: one check, exactly as the test gate runs it
 (workflows/validation.py Gate._planned): plan_check, then every part's validate at once, then the parts' reports
-merged per test (reposwarm/checks/shards.py merge).
+merged per test (reposwarm/checks/selection/shards.py merge).
 
 Bench code, not product code: a module of its own (not the bench's __main__) so that the workflow sandbox imports
 it like any workflow module. Its activities go to the task queues the `python worker.py` hosts serve, the parts to
@@ -19,7 +19,7 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from activities.checking import plan_check
     from activities.validate import validate
-    from reposwarm.checks.shards import merge
+    from reposwarm.checks.selection.shards import merge
     from reposwarm.checks.verdicts import settle
     from reposwarm.contracts import CheckPlan, CheckProfile, PlanCheckInput, TestReport, ValidateInput
     from reposwarm.contracts.base import Contract

@@ -63,7 +63,7 @@ def base_env() -> dict[str, str]:
     """This process's environment as a user's shell would have it: no reposwarm venv on PATH, no lanes-file knobs,
     no venv of ours active."""
     sys.path.insert(0, str(ROOT))
-    from reposwarm.config import ENV_KNOBS
+    from reposwarm.lanes.loading import ENV_KNOBS
 
     env = {k: v for k, v in os.environ.items() if k not in ENV_KNOBS and not k.startswith(("REPOSWARM_", "TEMPORAL_"))}
     env.pop("VIRTUAL_ENV", None)

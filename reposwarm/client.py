@@ -19,7 +19,7 @@ from temporalio.converter import DataConverter
 from temporalio.envconfig import ClientConfig
 
 from reposwarm import telemetry
-from reposwarm.config import ConfigError
+from reposwarm.contracts.errors import ConfigError
 from reposwarm.runs import objects
 
 if TYPE_CHECKING:

@@ -25,7 +25,7 @@ from workflows.attributes import ATTRIBUTES
 from workflows.swarm import SwarmWorkflow
 
 ROOT = Path(__file__).resolve().parents[1]
-# The interpreter as the CLI's hints name it when run from the checkout (reposwarm/cli/answers.py: prog)
+# The interpreter as the CLI's hints name it when run from the checkout (reposwarm/cli/run_state.py: prog)
 HINT_PYTHON = sys.executable if os.path.relpath(sys.executable, ROOT).startswith("..") else \
     os.path.relpath(sys.executable, ROOT)
 GIT_ENV = {"GIT_AUTHOR_NAME": "user", "GIT_AUTHOR_EMAIL": "user@localhost",

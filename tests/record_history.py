@@ -324,9 +324,9 @@ async def proposal(client: Client, tmp: Path) -> str:
     import yaml
 
     from reposwarm.cli.runs import build_request, start
-    from reposwarm.config import apply_env
     from reposwarm.contracts import LanesDecision, LanesFile, ProposeOptions, SwarmConfig
-    from reposwarm.proposal_file import lanes_data, plan_data
+    from reposwarm.lanes.loading import apply_env
+    from reposwarm.lanes.proposal_file import lanes_data, plan_data
 
     repo = make_repo(tmp / "repo", {"pyproject.toml": '[project]\nname = "p"\nversion = "0"\n', "api/__init__.py": "",
                                     "api/app.py": "VERSION = 1\n", "web/__init__.py": "",

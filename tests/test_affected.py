@@ -1,4 +1,4 @@
-"""Affected-test selection (reposwarm/checks/affected.py) on small real repositories, one per language: a change
+"""Affected-test selection (reposwarm/checks/selection/affected.py) on small real repositories, one per language: a change
 selects exactly the tests that import it (transitively), a change the graph cannot see through falls back and
 says which file and why, documentation is ignored, and a warm answer reads no blob."""
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from reposwarm.checks import affected, imports, resolve
+from reposwarm.checks.selection import affected, imports, resolve
 from tests.helpers import git, make_repo
 
 PYTHON = {
@@ -315,7 +315,7 @@ def test_a_command_whose_tests_selection_cannot_name_runs_whole(tmp_path: Path) 
     """`unittest discover -s DIR` without `-t .` names its tests relative to DIR, which no selector can give: the
     plan cannot tell which tests it runs, so it runs the command whole (never "none affected": a check of zero
     tests), and the remainder does not run it again."""
-    from reposwarm.checks import plans
+    from reposwarm.checks.selection import plans
     from reposwarm.contracts import CheckProfile
 
     repo = make_repo(tmp_path / "repo", {"packages/tiny/tiny/__init__.py": "def f():\n    return 1\n",

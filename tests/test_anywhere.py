@@ -24,7 +24,7 @@ pytestmark = pytest.mark.timeout(240)
 
 # The waits a command makes for a worker that has just stopped (it still counts as polling for a minute), made
 # shorter where a test waits them out: the same answer comes after them, sooner. Their defaults are 8 s for a query
-# and 20 s for a decision (reposwarm/cli/answers.py QUERY_TIMEOUT_S, reposwarm/cli/runs.py NOT_AFTER_S).
+# and 20 s for a decision (reposwarm/cli/run_state.py QUERY_TIMEOUT_S, reposwarm/cli/runs.py NOT_AFTER_S).
 QUERY_WAIT_S, DECISION_WAIT_S = 2, 3
 SHORT_WAITS = {"REPOSWARM_QUERY_TIMEOUT_S": str(QUERY_WAIT_S), "REPOSWARM_DECISION_WAIT_S": str(DECISION_WAIT_S)}
 
@@ -291,7 +291,7 @@ def test_free_text_in_the_web_ui_reads_as_written() -> None:
     """The Web UI renders summaries and details as Markdown: `calc/__init__.py` in a goal must not turn bold."""
     from markdown_it import MarkdownIt
 
-    from reposwarm.webui import md_escape, static_details
+    from reposwarm.review.webui import md_escape, static_details
 
     goal = "Edit calc/__init__.py and *not* calc/[x].py <b>"
     html = MarkdownIt().render(md_escape(goal))

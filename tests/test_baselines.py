@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from reposwarm.checks import baselines, sandbox
+from reposwarm.checks import sandbox
 from reposwarm.checks.runner import load_cases, run_profile
 from reposwarm.checks.runners import Case
+from reposwarm.checks.selection import baselines
 from reposwarm.contracts import CheckProfile, CommandResult, TestFailure
 from reposwarm.runs import objects
 from reposwarm.runs.store import Store

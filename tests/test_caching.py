@@ -21,8 +21,8 @@ from temporalio.client import Client
 
 from reposwarm.cli.runs import build_request, start
 from reposwarm.contracts import LaneStatus, Phase, SwarmStatus
+from reposwarm.review.package import render_review, render_status
 from reposwarm.runs import ledger
-from reposwarm.runs.review_package import render_review, render_status
 from tests.fake_caching import AnthropicCache, CacheRecord, OpenAICache
 from tests.fake_models import FakeModelServer
 from tests.helpers import finish, make_repo, start_dev_server, turn, wait_for_phase, write_yaml

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from reposwarm.config import ENV_KNOBS, check_lane_graph, load_lanes_file, load_plan_file
+from reposwarm.lanes.loading import ENV_KNOBS, check_lane_graph, load_lanes_file, load_plan_file
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "reposwarm" / "demo"

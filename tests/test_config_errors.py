@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from reposwarm.config import ConfigError, load_lanes_file, load_plan_file
+from reposwarm.contracts.errors import ConfigError
+from reposwarm.lanes.loading import load_lanes_file, load_plan_file
 from tests.test_cli_errors import GOOD_LANES, error_line, make_repo, run_in_repo, run_starter
 
 

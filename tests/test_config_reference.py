@@ -13,8 +13,8 @@ import yaml
 from pydantic import BaseModel
 
 from reposwarm import docs_reference, envvars
-from reposwarm.config import ENV_KNOBS, read_configuration
 from reposwarm.contracts.config import CommandRule, LanesFile
+from reposwarm.lanes.loading import ENV_KNOBS, read_configuration
 from tests.envscan import Project
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -123,7 +123,7 @@ def test_a_lane_review_is_built_from_its_result():
 
 # --- workflows decide; they import nothing that runs a process ---
 
-FORBIDDEN = {"subprocess", "git", "multiprocessing", "reposwarm.gitcmd"}
+FORBIDDEN = {"subprocess", "git", "multiprocessing", "reposwarm.vcs.gitcmd"}
 
 
 def _imports(path: Path) -> set[str]:
@@ -158,7 +158,7 @@ def test_workflows_import_nothing_that_runs_a_process():
             continue
         for name in _imports(path):
             top = name.split(".")[0]
-            if name in FORBIDDEN or top in FORBIDDEN or name.startswith("reposwarm.gitcmd"):
+            if name in FORBIDDEN or top in FORBIDDEN or name.startswith("reposwarm.vcs.gitcmd"):
                 offending.append(f"{module} imports {name}")
             if top in ("workflows", "reposwarm") and name not in seen and _source(name) is not None:
                 seen[name] = module

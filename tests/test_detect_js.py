@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from reposwarm.config import ENV_KNOBS
 from reposwarm.intel import jsscripts, packages, structure, toolchain_needs
+from reposwarm.lanes.loading import ENV_KNOBS
 from tests.helpers import GIT_ENV, ROOT, git, make_repo
 
 PYTHON = ("python3", True)

@@ -51,7 +51,7 @@ async def test_a_database_made_before_an_attribute_gets_every_attribute(tmp_path
     on one made before (here with RepoSwarmRepo alone), so the Web UI's saved views work there too."""
     from temporalio.client import Client
 
-    from reposwarm.webui import registered_attributes
+    from reposwarm.review.webui import registered_attributes
     from tests.helpers import temporal_binary
     from workflows.attributes import ATTRIBUTES
 
@@ -99,7 +99,7 @@ async def test_in_the_foreground_the_script_becomes_the_server_and_stop_stops_it
     registered once it answers; --stop stops this home's server, and says when there is none."""
     from temporalio.client import Client
 
-    from reposwarm.webui import registered_attributes
+    from reposwarm.review.webui import registered_attributes
     from workflows.attributes import ATTRIBUTES
 
     home, port = tmp_path / "home", free_port()

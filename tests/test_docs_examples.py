@@ -12,7 +12,8 @@ import pytest
 
 from reposwarm.cli.common import UserError, resolve_model
 from reposwarm.cli.runs import unpriced
-from reposwarm.config import ConfigError, read_lanes_file
+from reposwarm.contracts.errors import ConfigError
+from reposwarm.lanes.loading import read_lanes_file
 from reposwarm.models.limits import ANTHROPIC_OUTPUT_LIMITS
 from reposwarm.models.prices import PRICES, models_in_use, table_name, with_list_prices
 

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from temporalio.client import WorkflowUpdateFailedError
 
-from reposwarm.cli.answers import view
 from reposwarm.cli.live import next_step
+from reposwarm.cli.run_state import view
 from reposwarm.contracts import Phase, ReviewDecision, Verdict
-from reposwarm.runs.review_package import render_review, render_status
+from reposwarm.review.package import render_review, render_status
 from tests.helpers import finish, make_repo, start_run, turn, wait_for_phase, write_yaml
 from workflows.swarm import SwarmWorkflow
 

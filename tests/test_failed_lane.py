@@ -6,8 +6,8 @@ import pytest
 from temporalio.client import WorkflowUpdateFailedError
 
 from reposwarm.contracts import LaneStatus, Phase, ReviewDecision
+from reposwarm.review.package import render_review, render_status
 from reposwarm.runs import ledger
-from reposwarm.runs.review_package import render_review, render_status
 from tests.helpers import make_repo, start_run, turn, wait_for_phase, write_yaml
 from workflows.swarm import SwarmWorkflow
 

@@ -21,7 +21,7 @@ import pytest
 from temporalio.testing import ActivityEnvironment
 
 from activities.validate import validate
-from reposwarm.checks import test_changes
+from reposwarm.checks import changed_tests
 from reposwarm.contracts import CheckProfile, TestChangeKind, TestReport, ValidateInput, Verdict
 from tests.helpers import HAS_CARGO, cargo_on_path, git, make_repo
 
@@ -146,7 +146,7 @@ async def test_a_hidden_broken_add_is_never_passed(tmp_path, tests_lane, kind, d
     assert detail in change.detail, change
     assert change.lanes == ["tests"], change  # the lane that changed the test, not the one that broke add
     assert change.file == "tests/test_add.py" and "tests/test_add.py" in change.diff, change
-    assert change.reason == "" and test_changes.needs_repair(change)  # it goes back to the tests lane first
+    assert change.reason == "" and changed_tests.needs_repair(change)  # it goes back to the tests lane first
     if kind == TestChangeKind.lost:
         # the second run says why it matters: the base commit's test fails against the merged code
         assert "version of it FAILS against the merged code" in change.detail, change
@@ -193,7 +193,7 @@ async def test_a_test_removed_on_purpose_is_listed_with_its_reason_and_not_repai
     assert report.verdict == Verdict.passed_with_test_changes and not report.passed, report
     change = the_change(report, TestChangeKind.lost, "test_mul")
     assert change.lanes == ["tests"] and "Remove the test test_mul" in change.reason, change
-    assert not test_changes.needs_repair(change)  # its lane said why: it reaches review as it is
+    assert not changed_tests.needs_repair(change)  # its lane said why: it reaches review as it is
     assert report.failures == [] and report.problems == [], report
 
 

@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from reposwarm.cli.answers import view
 from reposwarm.cli.live import next_step
+from reposwarm.cli.run_state import view
 from reposwarm.contracts import HelperTask, Phase, TestChangeKind, Verdict
+from reposwarm.review.package import render_review, render_status
 from reposwarm.runs.metrics import from_status
-from reposwarm.runs.review_package import render_review, render_status
 from tests.helpers import finish, make_repo, start_run, turn, wait_for_phase, write_yaml
 from tests.test_gaming import BROKEN, CALC, PY_FILES, SKIPPED_ADD, TEST_ADD
 from tests.test_validation import QUICK

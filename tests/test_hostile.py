@@ -29,12 +29,12 @@ from temporalio.worker import Worker
 from activities.model import _decodable
 from activities.repo import lane_worktree_path
 from activities.tool_call import outcome_path, run_tool
-from reposwarm.agent.paths import MAX_WRITE_BYTES
 from reposwarm.contracts import LaneStatus, ModelTurnResult, Phase, ToolCall, ToolInput
 from reposwarm.models import MAX_REPLY_BYTES, ModelError, ModelRequest
 from reposwarm.models.openai import OpenAIProvider
 from reposwarm.runs import ledger
 from reposwarm.runs.store import Store, run_dir
+from reposwarm.slices.policy import MAX_WRITE_BYTES
 from tests.fake_models import FakeModelServer
 from tests.helpers import finish, git, make_repo, start_run, turn, wait_for_phase, write_yaml
 from worker import make_worker

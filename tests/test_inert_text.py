@@ -16,8 +16,8 @@ import pytest
 
 from reposwarm.client import task_queue
 from reposwarm.contracts import ChangeSet, FileEdit, Finish, Phase
+from reposwarm.review.webui import md_escape
 from reposwarm.text import inert, inert_line
-from reposwarm.webui import md_escape
 from tests.helpers import ROOT, finish, git, make_repo, start_run, turn, wait_for_phase, write_yaml
 from workflows.swarm import SwarmWorkflow
 

@@ -13,7 +13,7 @@ import pytest_asyncio
 from temporalio.service import RPCError
 
 from reposwarm.contracts import LaneReview, LaneState, LaneStatus, Phase, ReviewPackage
-from reposwarm.runs.review_package import render_review
+from reposwarm.review.package import render_review
 from reposwarm.runs.store import run_dir
 from tests.helpers import finish, make_repo, start_dev_server, start_run, turn, wait_for_phase, write_yaml
 from worker import make_worker

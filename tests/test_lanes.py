@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from reposwarm.agent.conversation import compact, from_wire, to_wire
-from reposwarm.agent.paths import MAX_WRITE_BYTES
 from reposwarm.contracts import LaneStatus, Phase
 from reposwarm.runs import ledger
 from reposwarm.runs.store import Store, run_dir
+from reposwarm.slices.policy import MAX_WRITE_BYTES
 from tests.helpers import ROOT, finish, git, make_repo, start_run, turn, wait_for_phase, write_yaml
 from workflows.swarm import SwarmWorkflow
 

@@ -16,15 +16,16 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reposwarm.agent.paths import PathPolicy
-from reposwarm.agent.slices import Undecided, shared
-from reposwarm.checks import resolve
+from reposwarm.checks.selection import resolve
 from reposwarm.cli.common import tracked_files
-from reposwarm.config import ConfigError, read_lanes_file
 from reposwarm.contracts import HelperRole, LanePlan, Plan
+from reposwarm.contracts.errors import ConfigError
 from reposwarm.contracts.proposal import LaneProposal
-from reposwarm.lanes_check import check_lanes
-from reposwarm.proposal_check import check_proposal
+from reposwarm.lanes.checking import check_lanes
+from reposwarm.lanes.guardrails import check_proposal
+from reposwarm.lanes.loading import read_lanes_file
+from reposwarm.slices.narrowing import Undecided, shared
+from reposwarm.slices.policy import PathPolicy
 from tests.helpers import make_repo
 from tests.test_cli_errors import error_line, run_starter
 from tests.test_slices import SETTINGS, paths, patterns, slice_lists

@@ -16,12 +16,12 @@ import pytest
 import yaml
 
 from bench.gen_monorepo import generate
-from reposwarm.agent.paths import PathPolicy
-from reposwarm.config import load_lanes_file
 from reposwarm.contracts.proposal import RepoLayout
 from reposwarm.intel import lanesplit, layout, owners, packages
-from reposwarm.intel.symbols import SymbolIndex
-from reposwarm.lanes_check import check_lanes
+from reposwarm.lanes.checking import check_lanes
+from reposwarm.lanes.loading import load_lanes_file
+from reposwarm.slices.policy import PathPolicy
+from reposwarm.symbols.index import SymbolIndex
 from tests.helpers import ROOT, git
 
 PYTHON = ("python3", True)  # (the interpreter question answered, so no test depends on this host's pytest)

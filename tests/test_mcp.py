@@ -28,7 +28,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from reposwarm.agent.specs import tool_specs
-from reposwarm.config import ENV_KNOBS
+from reposwarm.lanes.loading import ENV_KNOBS
 
 ROOT = Path(__file__).resolve().parents[1]
 TOOLS = {"read_file", "list_dir", "search", "symbol_lookup", "write_file", "edit_file", "delete_file", "run_checks"}
@@ -473,8 +473,8 @@ def test_run_checks_copy_removed_on_sigterm_and_stale_ones_swept(checkout: Path,
 
 def test_run_checks_before_the_first_commit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A repository with no commit yet: the copy holds its untracked files (in-process server, real checks)."""
-    from reposwarm.agent.mcp_server import RepoTools, close_copies, load_check_profiles, make_policy
     from reposwarm.agent.tools import Toolbox
+    from reposwarm.cli.mcp_server import RepoTools, close_copies, load_check_profiles, make_policy
 
     root = tmp_path / "fresh"
     (root / "services" / "a").mkdir(parents=True)

@@ -21,7 +21,7 @@ from temporalio.testing import ActivityEnvironment
 from reposwarm.contracts import ModelPrice
 from reposwarm.models.calls import complete
 from reposwarm.runs import ledger
-from reposwarm.runs.once import Once, keyed_path
+from reposwarm.runs.exactly_once import Once, keyed_path
 from reposwarm.runs.store import run_dir
 from tests.fake_models import FakeModelServer
 from tests.helpers import turn

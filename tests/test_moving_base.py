@@ -99,7 +99,7 @@ async def test_a_pinned_base_stays_where_the_run_started(client, tmp_path):
 
 async def test_a_base_that_conflicts_goes_to_the_converger_with_the_base_side_respected(client, tmp_path):
     """The team changes the very line the lane changes: the converger is asked (its prompt names the base's new
-    commits as the side to respect: workflows/base.py BASE_GOAL), and its resolution lands on the integration
+    commits as the side to respect: workflows/moving_base.py BASE_GOAL), and its resolution lands on the integration
     branch before the review, checked."""
     repo, lanes, plan, _ = setup(tmp_path)
     resolve = {"tool_calls": [{"id": "r1", "name": "resolve", "arguments": {

@@ -21,10 +21,10 @@ from pathlib import Path
 import pytest
 from temporalio.client import WorkflowUpdateFailedError
 
-from reposwarm.cli.answers import view
 from reposwarm.cli.live import next_step
+from reposwarm.cli.run_state import view
 from reposwarm.contracts import Phase, ReviewDecision, Verdict
-from reposwarm.runs.review_package import render_review, render_status
+from reposwarm.review.package import render_review, render_status
 from tests.helpers import cli, finish, make_repo, start_run, turn, wait_for_phase, write_yaml
 from workflows.attributes import VERDICT_ATTR
 from workflows.swarm import SwarmWorkflow
@@ -139,10 +139,10 @@ async def test_a_lane_s_run_checks_says_not_judged_with_the_module_where_from_an
     import asyncio
 
     from reposwarm.agent import checking
-    from reposwarm.agent.paths import PathPolicy
     from reposwarm.agent.specs import RunChecksArgs
     from reposwarm.checks import runner
     from reposwarm.contracts import CheckProfile
+    from reposwarm.slices.policy import PathPolicy
     from tests.helpers import git
 
     repo = make_repo(tmp_path / "repo", FILES)

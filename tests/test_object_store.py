@@ -20,10 +20,10 @@ from temporalio.testing import ActivityEnvironment
 
 from activities.publish import publish_review
 from reposwarm.client import connect
-from reposwarm.config import ConfigError
 from reposwarm.contracts import Plan, PublishInput, ReviewPackage
+from reposwarm.contracts.errors import ConfigError
 from reposwarm.runs import ledger, objects
-from reposwarm.runs.once import Once, keyed_path
+from reposwarm.runs.exactly_once import Once, keyed_path
 from reposwarm.runs.store import Store, run_dir
 from tests.conftest import S3Server
 

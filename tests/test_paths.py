@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from reposwarm.agent.paths import MAX_WRITE_BYTES, PathPolicy, PathRefused
+from reposwarm.slices.policy import MAX_WRITE_BYTES, PathPolicy, PathRefused
 
 ALLOWED = ["services/api/", "services/**/tests/", "./clients/web/src/"]
 READ_ONLY = ["db/", "services/api/generated/", "docs/**/*.md"]

@@ -59,7 +59,7 @@ def add_worktree(repo: Path, home: Path, run: str, lane: str, *args: str) -> Pat
 
 async def test_gc_keeps_a_worktree_whose_commit_is_on_no_branch(temporal_address, tmp_path):
     """Catches gc removing a clean worktree whose HEAD commit no branch or kept ref holds (the `for-each-ref
-    --contains` test in reposwarm/runs/gc.py dropped or widened): that commit would be lost with the worktree.
+    --contains` test in reposwarm/vcs/gc.py dropped or widened): that commit would be lost with the worktree.
     The two worktrees beside it (one on a branch, one on a refs/reposwarm ref) are removed, so the test also
     fails if gc stops removing anything in this home."""
     home = tmp_path / "home"

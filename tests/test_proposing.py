@@ -21,11 +21,11 @@ import pytest
 from temporalio.client import Client, WorkflowUpdateFailedError
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from reposwarm.agent.paths import PathPolicy
 from reposwarm.cli.runs import build_request, start
-from reposwarm.config import apply_env, load_lanes_file, load_plan_file
 from reposwarm.contracts import LanesDecision, LanesFile, Phase, ProposeOptions, ReviewDecision, SwarmConfig
-from reposwarm.proposal_file import lanes_data, plan_data, proposal_text
+from reposwarm.lanes.loading import apply_env, load_lanes_file, load_plan_file
+from reposwarm.lanes.proposal_file import lanes_data, plan_data, proposal_text
+from reposwarm.slices.policy import PathPolicy
 from tests.fake_models import FakeModelServer
 from tests.helpers import cli, finish, git, make_repo, turn, wait_for_phase, write_yaml
 from workflows.swarm import SwarmWorkflow

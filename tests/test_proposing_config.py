@@ -17,8 +17,8 @@ from typing import Any
 
 import yaml
 
-from reposwarm.config import load_lanes_file
 from reposwarm.contracts import SwarmStatus
+from reposwarm.lanes.loading import load_lanes_file
 from tests.helpers import cli, finish, git, make_repo, turn, write_yaml
 from tests.real_shapes import HUMANIZE, HUMANIZE_PROPOSAL
 from tests.test_cli_errors import error_line, run_starter

@@ -19,8 +19,9 @@ import pytest
 from temporalio.client import Client
 
 from reposwarm.cli.runs import build_request, start
-from reposwarm.config import ConfigError, load_lanes_file
 from reposwarm.contracts import LaneResult, LanesFile, LaneStatus, Phase
+from reposwarm.contracts.errors import ConfigError
+from reposwarm.lanes.loading import load_lanes_file
 from reposwarm.models import ModelError, ModelRequest
 from reposwarm.models.anthropic import INTERLEAVED_THINKING_BETA, MAX_CONTINUATIONS, AnthropicProvider
 from reposwarm.models.limits import model_limit

@@ -1,4 +1,4 @@
-"""reposwarm/remote.py on real repositories: a bare remote, two hosts' clones (two homes), no Temporal."""
+"""reposwarm/vcs/remote.py on real repositories: a bare remote, two hosts' clones (two homes), no Temporal."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from temporalio.exceptions import ApplicationError
 
-from reposwarm.remote import Repository, open_repository
+from reposwarm.vcs.remote import Repository, open_repository
 from tests.helpers import git, make_repo
 
 RUN = "run-1"

@@ -19,8 +19,9 @@ from reposwarm.agent.prompts import planner_message
 from reposwarm.contracts import HelperRole
 from reposwarm.intel import ranking, repomap
 from reposwarm.intel.layout import survey, survey_with_map
-from reposwarm.intel.repomap import HIDDEN_KINDS, MAX_DEFINERS, Focus, _family, fit, rank_definitions, repo_map
-from reposwarm.intel.symbols import Definition, RefCount, SymbolIndex, language_of
+from reposwarm.intel.ranking import HIDDEN_KINDS, MAX_DEFINERS, Focus, language_family
+from reposwarm.intel.repomap import fit, rank_definitions, repo_map
+from reposwarm.symbols.index import Definition, RefCount, SymbolIndex, language_of
 from tests.test_symbols import FIXTURES, check_golden, make_repo
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -180,7 +181,7 @@ def _reference_rank(defs: list[Definition], refs: list[RefCount], focus_text: st
     definers = {name: sorted(where) if len(where) > 1 else list(where) for name, where in found.items()}
     flows: dict[str, list[tuple[str, str, float]]] = defaultdict(list)
     edges: dict[tuple[str, str], float] = defaultdict(float)
-    family = {p: _family(p) for p in paths}
+    family = {p: language_family(p) for p in paths}
     name_weight: dict[str, float] = {}
     for path, name, count in refs:
         where = definers.get(name, ())

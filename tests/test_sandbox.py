@@ -20,13 +20,13 @@ import pytest
 from temporalio.testing import ActivityEnvironment
 
 from activities.validate import validate
-from reposwarm.agent.paths import PathPolicy, ToolRefused
 from reposwarm.agent.tools import RunChecksArgs, Toolbox
 from reposwarm.checks import sandbox
 from reposwarm.checks.runner import common_git_dir, run_profile
 from reposwarm.checks.sandbox import SandboxUnavailable, Tree
 from reposwarm.contracts import CheckProfile, ValidateInput
 from reposwarm.runs.store import run_dir
+from reposwarm.slices.policy import PathPolicy, ToolRefused
 from tests.helpers import git, make_repo
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -19,9 +19,10 @@ from temporalio.testing import ActivityEnvironment
 
 from activities.checking import plan_check
 from activities.validate import validate
-from reposwarm.checks import shards, verdicts
+from reposwarm.checks import verdicts
+from reposwarm.checks.selection import shards
 from reposwarm.contracts import CheckProfile, PlanCheckInput, TestReport, ValidateInput, Verdict
-from reposwarm.runs.review_package import _checks
+from reposwarm.review.package import _checks
 from tests.helpers import git, make_repo
 
 pytestmark = pytest.mark.usefixtures("reposwarm_home")
@@ -202,11 +203,11 @@ async def test_selector_go_asks_go_itself_in_the_sandbox_and_the_check_says_so(t
 def test_a_lane_s_run_checks_runs_what_its_change_affects_unless_it_asks_for_all(tmp_path):
     import asyncio
 
-    from reposwarm.agent.paths import PathPolicy
     from reposwarm.agent.specs import RunChecksArgs
     from reposwarm.agent.tools import Toolbox
     from reposwarm.checks.runner import run_profile
     from reposwarm.runs.store import Store
+    from reposwarm.slices.policy import PathPolicy
 
     base = make_repo(tmp_path / "base", FILES)
     lane = tmp_path / "lane"

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from reposwarm.contracts import Phase, ValidateInput, Verdict
+from reposwarm.review.package import render_review, render_status
 from reposwarm.runs import ledger, metrics
 from reposwarm.runs.metrics import from_status
-from reposwarm.runs.review_package import render_review, render_status
 from tests import record_checks
 from tests.helpers import wait_for_phase
 

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from reposwarm.checks import shards, verdicts
+from reposwarm.checks import verdicts
 from reposwarm.checks.runner import load_cases, run_profile
 from reposwarm.checks.runners import Case, parse_go, parse_jest, parse_junit, select
+from reposwarm.checks.selection import shards
 from reposwarm.contracts import CheckProfile, TestChange, TestChangeKind, TestFailure, TestReport, Verdict
 from reposwarm.runs.store import Store
 from tests.helpers import make_repo

@@ -17,14 +17,14 @@ from pathlib import Path
 
 import pytest
 
-from reposwarm.agent.paths import PathPolicy, ToolRefused
 from reposwarm.agent.shell import HEAD_CHARS, OFF, TAIL_CHARS
 from reposwarm.agent.specs import TOOL_ARGS, parse_args, tool_specs
 from reposwarm.agent.tools import Toolbox
 from reposwarm.checks import sandbox
 from reposwarm.contracts import CheckProfile, LaneStatus, Phase
+from reposwarm.review.package import render_review
 from reposwarm.runs import ledger
-from reposwarm.runs.review_package import render_review
+from reposwarm.slices.policy import PathPolicy, ToolRefused
 from tests.helpers import finish, git, make_repo, start_run, turn, wait_for_phase, write_yaml
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="bubblewrap is Linux-only")

@@ -22,13 +22,13 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from reposwarm import gitcmd
-from reposwarm.agent.paths import PathPolicy
-from reposwarm.agent.slice import changes, nested_git, revert_outside_slice, stage_slice
 from reposwarm.contracts import DeliveryConfig, Phase, ReviewDecision
 from reposwarm.gitvalues import ref_problem, remote_problem, url_credential
 from reposwarm.runs import ledger
 from reposwarm.runs.store import Store
+from reposwarm.slices.leftovers import changes, nested_git, revert_outside_slice, stage_slice
+from reposwarm.slices.policy import PathPolicy
+from reposwarm.vcs import gitcmd
 from tests.helpers import WorkerProcess, finish, git, make_repo, start_run, turn, wait_for_phase, write_yaml
 from workflows.swarm import SwarmWorkflow
 

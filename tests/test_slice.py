@@ -6,10 +6,10 @@ import os
 import stat
 from pathlib import Path
 
-from reposwarm import gitcmd
-from reposwarm.agent.paths import PathPolicy
-from reposwarm.agent.slice import revert_outside_slice, stage_slice
 from reposwarm.runs import ledger
+from reposwarm.slices.leftovers import revert_outside_slice, stage_slice
+from reposwarm.slices.policy import PathPolicy
+from reposwarm.vcs import gitcmd
 from tests.helpers import git, make_repo
 
 FILES = {"api/app.py": "VERSION = 1\n", "docs/guide.md": "# Guide\n", "web/client.js": "export const v = 1;\n",

@@ -1,4 +1,4 @@
-"""Slices only narrow (issue 30.3): reposwarm/agent/slices.py held against PathPolicy itself.
+"""Slices only narrow (issue 30.3): reposwarm/slices/narrowing.py held against PathPolicy itself.
 
 The properties are the promise: whenever `within` says yes, no path the pattern matches is outside what the
 lane may write; whenever a narrowed list is accepted, the narrowed lane can write nothing its role could not;
@@ -13,8 +13,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from reposwarm.agent.paths import PathPolicy
-from reposwarm.agent.slices import (
+from reposwarm.contracts import HelperRole, LanePlan, Plan
+from reposwarm.contracts.errors import ConfigError
+from reposwarm.lanes.loading import load_lanes_file, load_plan_file
+from reposwarm.slices.narrowing import (
     MAX_PATTERNS,
     Undecided,
     escape,
@@ -23,8 +25,7 @@ from reposwarm.agent.slices import (
     plan_problem,
     within,
 )
-from reposwarm.config import ConfigError, load_lanes_file, load_plan_file
-from reposwarm.contracts import HelperRole, LanePlan, Plan
+from reposwarm.slices.policy import PathPolicy
 
 CHARS = "abdx.-"
 NAME = st.text(CHARS, min_size=1, max_size=4).filter(lambda n: n not in (".", ".."))

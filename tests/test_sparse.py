@@ -9,10 +9,10 @@ import pytest
 from temporalio.testing import ActivityEnvironment
 
 from activities.repo import create_lane_worktree
-from reposwarm.agent.paths import PathPolicy
 from reposwarm.agent.tools import ReadFileArgs, Toolbox
 from reposwarm.contracts import HelperRole, HelperTask, Phase, ReviewDecision
 from reposwarm.runs.store import run_dir
+from reposwarm.slices.policy import PathPolicy
 from tests.helpers import finish, git, make_repo, start_run, turn, wait_for_phase, write_yaml
 from workflows.swarm import SwarmWorkflow
 

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-import reposwarm.intel.symbols as symbols
-from reposwarm.agent.paths import PathPolicy
+import reposwarm.symbols.index as symbols
 from reposwarm.agent.tools import Toolbox
-from reposwarm.intel.symbols import SymbolIndex, extract
+from reposwarm.slices.policy import PathPolicy
+from reposwarm.symbols.index import SymbolIndex, extract
 
 HERE = Path(__file__).resolve().parent
 FIXTURES = HERE / "fixtures" / "langs"

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from reposwarm.agent.paths import PathPolicy, ToolRefused
 from reposwarm.agent.specs import RunChecksArgs
 from reposwarm.agent.tools import Toolbox
 from reposwarm.checks.runner import run_profile
 from reposwarm.checks.runners import select
 from reposwarm.contracts import CheckProfile, LaneResume, TestReport, ToolCall, ToolOutcome, Usage
 from reposwarm.runs.store import Store
+from reposwarm.slices.policy import PathPolicy, ToolRefused
 from tests.helpers import HAS_CARGO, cargo_on_path, git, make_repo
 from tests.test_caches import _sandboxed  # noqa: F401 (autouse: the test's own REPOSWARM_HOME, sandbox on)
 from workflows.lane import _account

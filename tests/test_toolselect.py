@@ -1,4 +1,4 @@
-"""Selection by the repository's own build tool (reposwarm/checks/toolselect.py), in the real sandbox: go for real on
+"""Selection by the repository's own build tool (reposwarm/checks/selection/toolselect.py), in the real sandbox: go for real on
 a small module; bazel, nx, turbo and pants (not installed here) as small fake programs that print what the real
 tool's query prints and record the argv they were given, so each test proves what reposwarm ran, and that a tool's
 failure, a path that is no safe datum, or a change the tool cannot place runs the command whole."""
@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from reposwarm.checks import sandbox, toolselect
+from reposwarm.checks import sandbox
 from reposwarm.checks.runner import prepared_tree, run_command
-from reposwarm.checks.toolselect import Chosen, select
+from reposwarm.checks.selection import toolselect
+from reposwarm.checks.selection.toolselect import Chosen, select
 from reposwarm.contracts import CheckProfile
 
 HAS_GO = shutil.which("go") is not None

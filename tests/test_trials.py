@@ -18,9 +18,9 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
 from activities.trials import BASE_REF, prepare_trial_clone, vet_trial
-from reposwarm.agent.paths import PathPolicy, ToolRefused
 from reposwarm.agent.tools import Toolbox
 from reposwarm.contracts import CheckProfile, TrialCloneInput, TrialSpec, TrialVetInput
+from reposwarm.slices.policy import PathPolicy, ToolRefused
 from tests.helpers import ROOT, WorkerProcess, git, make_repo, write_yaml
 from workflows.attributes import KIND_ATTR
 from workflows.trial import TrialWorkflow

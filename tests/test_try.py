@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from reposwarm.config import ENV_KNOBS
 from reposwarm.intel import structure
+from reposwarm.lanes.loading import ENV_KNOBS
 from tests.helpers import GIT_ENV, ROOT, git, make_repo, write_yaml
 
 OPS = "def add(a, b):\n    return a + b\n"

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from reposwarm.contracts import Phase, SwarmStatus, TestReport
-from reposwarm.runs.review_package import render_review
+from reposwarm.review.package import render_review
 from tests.helpers import finish, make_repo, start_run, turn, wait_for_phase, write_yaml
 
 pytestmark = pytest.mark.usefixtures("worker")
@@ -331,7 +331,7 @@ def part(loaded, argv=("python", "-m", "pytest"), runner="pytest") -> TestReport
 
 
 def test_the_parts_evidence_merges_loaded_anywhere_and_outside_anywhere():
-    from reposwarm.checks.shards import merge
+    from reposwarm.checks.selection.shards import merge
     from reposwarm.contracts import Loaded, Verdict
 
     one = part(Loaded(languages=["python"], inside=["a.py"], lines={"a.py": [1, 2]}))
@@ -390,7 +390,7 @@ def test_a_not_judged_round_needs_accept_unjudged_and_shows_everywhere():
         ReviewDecision,
         ReviewPackage,
     )
-    from reposwarm.webui import review_call
+    from reposwarm.review.webui import review_call
     from workflows.attributes import verdict_word
     from workflows.review import approve_hint, red_refusal
     from workflows.validation import checks_line

@@ -26,9 +26,9 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from reposwarm import webui
 from reposwarm.cli.runs import build_request, start
 from reposwarm.contracts import Phase
+from reposwarm.review import webui
 from tests.helpers import (
     ROOT,
     WorkerProcess,

@@ -6,7 +6,7 @@ first line, cut at 100 characters) and RepoSwarmVerdict (the last reviewed round
 reaches review: `passed`, `passed_with_test_changes`, `failed`, `not_judged` (the
 checks ran another copy of the changed code: reposwarm/checks/exercised.py), `nothing_merged`, `unchecked`). A
 server that lacks one refuses a workflow that sets it, so a run sets only those its server has
-registered: the client looks (reposwarm/webui.py registered_attributes) and says which, in the start's attributes
+registered: the client looks (reposwarm/review/webui.py registered_attributes) and says which, in the start's attributes
 and in the request's `search_attributes`.
 """
 

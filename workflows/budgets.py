@@ -34,7 +34,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from reposwarm.contracts.cost import change_problem, raised, rates, unit_problem, usd
     from reposwarm.text import inert_line
-    from workflows.review import _conversion_problem
+    from workflows.review import conversion_problem
 
 OUTPUT_RESERVE = 512  # tokens kept back for the reply when checking the budget before a call
 
@@ -142,7 +142,7 @@ class Budgets:
         try:
             change = workflow.payload_converter().from_payload(payload.payload, BudgetChange)
         except Exception as err:  # noqa: BLE001 - whatever the payload is, it is recorded, never raised
-            self._status.ignored_signals.append(f"budget: {_conversion_problem(err)}")
+            self._status.ignored_signals.append(f"budget: {conversion_problem(err)}")
             return
         if (why := self._budget_refusal(change)) is not None:
             self._status.ignored_signals.append(f"budget: {why}")

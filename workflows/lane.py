@@ -54,7 +54,7 @@ with workflow.unsafe.imports_passed_through():
         ToolOutcome,
         Usage,
     )
-    from reposwarm.webui import md_escape
+    from reposwarm.review.webui import md_escape
     from workflows import budgets, options
     from workflows.failures import root_cause, short_reason
 

@@ -18,7 +18,6 @@ with workflow.unsafe.imports_passed_through():
     from activities.converge import resolve_conflict
     from activities.repo import merge_lane
     from reposwarm.agent.prompts import conflict_redo_note
-    from reposwarm.branches import lane_branch
     from reposwarm.contracts import (
         ConflictInput,
         LaneResult,
@@ -29,6 +28,7 @@ with workflow.unsafe.imports_passed_through():
         SwarmRequest,
         SwarmStatus,
     )
+    from reposwarm.vcs.branches import lane_branch
     from workflows import options
     from workflows.failures import root_cause
 

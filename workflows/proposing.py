@@ -3,7 +3,7 @@
 The propose_lanes activity surveys the base commit and asks the planner model for lanes (activities/proposing.py);
 a proposal the guardrails refuse twice stops the run with its problems. Otherwise the run waits, durably and
 holding no worker, for a person's `confirm_lanes` Update (or its Signal twin, which the Web UI can send): accept,
-accept an edit (a lanes file's YAML with a `plan:` section, reposwarm/proposal_file.py), or stop. `auto_accept`
+accept an edit (a lanes file's YAML with a `plan:` section, reposwarm/lanes/proposal_file.py), or stop. `auto_accept`
 (run --yes) takes the proposal at once; `only` (run --write-lanes) ends the run with it. Once accepted, the run
 goes on with the proposal's lanes, overlaps and profile in the configuration it was started with (a
 configuration-only reposwarm.yaml's profiles, prices, delivery and defaults; its selected profile is the
@@ -30,7 +30,6 @@ from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from activities.proposing import check_proposal_edit, propose_lanes
-    from reposwarm.config import ConfigError
     from reposwarm.contracts import (
         LaneProposal,
         LanesDecision,
@@ -42,11 +41,12 @@ with workflow.unsafe.imports_passed_through():
         SwarmResult,
         SwarmStatus,
     )
-    from reposwarm.proposal_file import accepted_config, configured_profile, edited, read_text
+    from reposwarm.contracts.errors import ConfigError
+    from reposwarm.lanes.proposal_file import accepted_config, configured_profile, edited, read_text
+    from reposwarm.review.webui import md_escape
     from reposwarm.text import inert_line
-    from reposwarm.webui import md_escape
     from workflows import options
-    from workflows.review import _conversion_problem
+    from workflows.review import conversion_problem
 
 
 _T = TypeVar("_T")
@@ -131,7 +131,7 @@ class Proposals:
             decision = workflow.payload_converter().from_payload(payload.payload, LanesDecision)
         except Exception as err:  # anything a sender can put in a payload ends as a reason, never a failed task
             self._status.ignored_signals.append(f"confirm_lanes_signal: not a lanes decision: "
-                                                f"{_conversion_problem(err)}")
+                                                f"{conversion_problem(err)}")
             return
         why, edit = self._lanes_refusal(decision)
         if why is not None:

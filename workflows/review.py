@@ -16,8 +16,6 @@ from temporalio import workflow
 from temporalio.common import RawValue
 
 with workflow.unsafe.imports_passed_through():
-    from reposwarm.agent.slices import plan_problem
-    from reposwarm.branches import lane_branch
     from reposwarm.checks import exercised
     from reposwarm.contracts import (
         FileEdit,
@@ -36,8 +34,10 @@ with workflow.unsafe.imports_passed_through():
         Usage,
         Verdict,
     )
-    from reposwarm.runs.review_package import with_published
+    from reposwarm.review.package import with_published
+    from reposwarm.slices.narrowing import plan_problem
     from reposwarm.text import inert_line
+    from reposwarm.vcs.branches import lane_branch
 
 UNSANDBOXED = ("checks ran UNSANDBOXED (REPOSWARM_SANDBOX=off on the worker): code the lanes wrote ran "
                "with the worker's own powers")
@@ -146,10 +146,10 @@ def decision_of(payload: RawValue) -> ReviewDecision | str:
     try:
         return workflow.payload_converter().from_payload(payload.payload, ReviewDecision)
     except Exception as err:  # anything a sender can put in a payload ends as a reason, never a failed task
-        return f"not a review decision: {_conversion_problem(err)}"
+        return f"not a review decision: {conversion_problem(err)}"
 
 
-def _conversion_problem(err: BaseException) -> str:
+def conversion_problem(err: BaseException) -> str:
     cause: BaseException | None = err
     while cause is not None and not isinstance(cause, ValidationError):
         cause = cause.__cause__ or cause.__context__

@@ -24,7 +24,6 @@ with workflow.unsafe.imports_passed_through():
     from activities.model import warm_prefix
     from reposwarm.agent.estimate import CHARS_PER_TOKEN, SYSTEM_TOKENS, TOOL_SPEC_TOKENS
     from reposwarm.agent.prompts import run_context
-    from reposwarm.branches import lane_branch
     from reposwarm.contracts import (
         ChangeSet,
         HelperTask,
@@ -39,6 +38,7 @@ with workflow.unsafe.imports_passed_through():
         WarmInput,
     )
     from reposwarm.contracts.cost import warming_pays
+    from reposwarm.vcs.branches import lane_branch
     from workflows import options
     from workflows.failures import short_reason
     from workflows.lane import LaneWorkflow

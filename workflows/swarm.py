@@ -24,7 +24,6 @@ with workflow.unsafe.imports_passed_through():
     from activities.repo import prepare_run
     from reposwarm.agent.conversation import lane_opening
     from reposwarm.agent.estimate import estimate_lane
-    from reposwarm.branches import delivered_branch
     from reposwarm.contracts import (
         DeliverInput,
         LaneResult,
@@ -46,14 +45,15 @@ with workflow.unsafe.imports_passed_through():
         TestReport,
         Verdict,
     )
-    from reposwarm.webui import md_escape, review_call
+    from reposwarm.review.webui import md_escape, review_call
+    from reposwarm.vcs.branches import delivered_branch
     from workflows import options
     from workflows.attributes import REPO_ATTR, STATUS_ATTR, review_updates
-    from workflows.base import BaseTracker
     from workflows.budgets import Budgets
     from workflows.failures import root_cause
     from workflows.memo import REVIEW_MEMO, STATUS_MEMO, memo_package, memo_status
     from workflows.merging import MergeQueue
+    from workflows.moving_base import BaseTracker
     from workflows.proposing import Proposals
     from workflows.review import approve_hint, decision_of, decision_refusal, end_round, review_package, reviewed
     from workflows.scheduler import LaneScheduler, WarmLanes, lane_task
@@ -375,7 +375,7 @@ class SwarmWorkflow(Proposals, Budgets):
         return decision
 
     async def _refreshed(self, plan: Plan, round_no: int) -> bool:
-        """The base's new commits merged into the integration branch (workflows/base.py); True when it moved."""
+        """The base's new commits merged into the integration branch (workflows/moving_base.py); True when it moved."""
         if self._base is None or not self._base.tracking:
             return False
         moved = await self._base.refresh(round_no, plan.interface_contract)

@@ -13,7 +13,7 @@ never the last green one a rollback returns to, and the row of red checks it
 sits in goes on. Its lost and rewritten tests go back first to the lanes that
 changed them, with the base commit's test as the reference, unless the lane's
 goal or finish summary says why the test had to change
-(reposwarm/checks/test_changes.py `stated`); what remains reaches the review.
+(reposwarm/checks/changed_tests.py `stated`); what remains reaches the review.
 
 NOT JUDGED (a changed module the checks loaded from outside the tree: reposwarm/checks/exercised.py) is neither
 green nor red either, and goes to review with no repair: no lane's edit can make the checks load the tree's code,
@@ -33,8 +33,8 @@ from temporalio.exceptions import ApplicationError
 with workflow.unsafe.imports_passed_through():
     from activities.checking import plan_check
     from activities.validate import attribute_failures, rollback_integration, validate
-    from reposwarm.checks import exercised, test_changes
-    from reposwarm.checks.shards import merge
+    from reposwarm.checks import changed_tests, exercised
+    from reposwarm.checks.selection.shards import merge
     from reposwarm.checks.verdicts import change_counts, required, selected, settle, why_failed
     from reposwarm.contracts import (
         AttributeInput,
@@ -97,7 +97,7 @@ class Gate:
         return opts
 
     async def _planned(self, label: str, baseline: TestReport, lanes: bool, scope: str) -> TestReport:
-        """The check as plan_check splits it (reposwarm/checks/plans.py): its parts in parallel, merged per test."""
+        """The check as plan_check splits it (reposwarm/checks/selection/plans.py): its parts in parallel, merged per test."""
         ref = self.status.integration_sha
         made = await workflow.execute_activity(
             plan_check, PlanCheckInput(run_id=self.req.run_id, repo_path=self.req.repo_path, ref=ref,
@@ -119,7 +119,7 @@ class Gate:
 
     async def moved_base(self, head: str) -> None:
         """The base moved to `head`: its baseline is the old one with only what the new commits affect run again
-        on it (reposwarm/checks/rebased.py), so the checks that follow judge against the base they merged."""
+        on it (reposwarm/checks/selection/rebased.py), so the checks that follow judge against the base they merged."""
         old = await self.baseline if self.baseline is not None else None
         if old is None or not old.ref or old.ref == head:
             return
@@ -235,7 +235,7 @@ class Gate:
         blamed = {} if changed else await self.blame(
             report, {lane: [e.path for e in r.changeset.edits] for lane, r in results.items()})
         for change in report.test_changes:
-            if test_changes.needs_repair(change):
+            if changed_tests.needs_repair(change):
                 for lane in change.lanes:
                     if lane in results:
                         blamed.setdefault(lane, []).append(as_failure(change))

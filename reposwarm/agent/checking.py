@@ -12,15 +12,16 @@ import asyncio
 import functools
 from dataclasses import dataclass, field
 
-from reposwarm.agent.paths import PathPolicy, ToolRefused
 from reposwarm.agent.specs import RunChecksArgs
-from reposwarm.checks import affected, evidence, exercised, plans, sandbox, verdicts
+from reposwarm.checks import evidence, exercised, sandbox, verdicts
 from reposwarm.checks.runner import load_cases, run_profile
 from reposwarm.checks.runners import select
 from reposwarm.checks.sandbox import SandboxUnavailable
+from reposwarm.checks.selection import affected, plans
 from reposwarm.contracts import CheckProfile, TestReport
-from reposwarm.intel.symbols import SymbolIndexError
 from reposwarm.runs.store import Store
+from reposwarm.slices.policy import PathPolicy, ToolRefused
+from reposwarm.symbols.index import SymbolIndexError
 
 MAX_OUTPUT_TAIL = 3000
 
@@ -138,7 +139,7 @@ def _said(report: TestReport, note: str, chosen: Chosen, baseline: TestReport | 
     # (whether the checks ran your change's own code: a module loaded from outside the tree judges nothing)
     lines += exercised.lines(report)
     lines += [f"dependencies: {line}" for line in report.setup]  # the profile's setup step: ran, or restored
-    # (the gate says the same of these, and sends lost tests back first: reposwarm/checks/test_changes.py)
+    # (the gate says the same of these, and sends lost tests back first: reposwarm/checks/changed_tests.py)
     lines += [f"test change ({c.kind}): {c.test}: {c.detail}" for c in report.test_changes[:20]]
     lines += [f"failing (new): {f.name}" + (f" ({f.file})" if f.file else "") for f in report.failures]
     lines += [f"failing on the base commit too: {f.name}" for f in report.pre_existing[:10]]

@@ -25,14 +25,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from reposwarm.agent.paths import PathPolicy, ToolRefused
-from reposwarm.agent.slice import changes
 from reposwarm.agent.specs import RunArgs
 from reposwarm.checks import sandbox
 from reposwarm.checks.runner import prepared_tree
 from reposwarm.contracts import CheckProfile, FileEdit
 from reposwarm.runs import ledger
 from reposwarm.runs.store import Store
+from reposwarm.slices.leftovers import changes
+from reposwarm.slices.policy import PathPolicy, ToolRefused
 from reposwarm.text import inert, inert_line
 
 DEFAULT_TIMEOUT_S = 120

@@ -12,11 +12,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from reposwarm import gitcmd
 from reposwarm.agent import checking as lane_checks
 from reposwarm.agent import shell as lane_shell
-from reposwarm.agent.paths import PathPolicy, ToolRefused
-from reposwarm.agent.slice import revert_outside_slice
 from reposwarm.agent.specs import (
     FINISH,
     TOOL_ARGS,
@@ -34,6 +31,9 @@ from reposwarm.agent.specs import (
 from reposwarm.contracts import CheckProfile, FileEdit, TestReport
 from reposwarm.runs.store import Store
 from reposwarm.runs.store import home as reposwarm_home
+from reposwarm.slices.leftovers import revert_outside_slice
+from reposwarm.slices.policy import PathPolicy, ToolRefused
+from reposwarm.vcs import gitcmd
 
 OUTPUT_CAP = 20_000
 MAX_MATCHES = 200
@@ -137,7 +137,7 @@ class Toolbox:
 
         from temporalio import activity
 
-        from reposwarm.intel.symbols import SymbolIndex, SymbolIndexError, indexed_globs
+        from reposwarm.symbols.index import SymbolIndex, SymbolIndexError, indexed_globs
 
         def heartbeat(message: str) -> None:  # a first index of a large repository takes a while
             if activity.in_activity():

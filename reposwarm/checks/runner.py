@@ -16,12 +16,13 @@ import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from reposwarm import gitcmd
-from reposwarm.checks import baselines, evidence, runners, sandbox, setup
+from reposwarm.checks import evidence, runners, sandbox, setup
 from reposwarm.checks.sandbox import caches, environment, python
+from reposwarm.checks.selection import baselines
 from reposwarm.contracts import CheckProfile, CommandResult, TestFailure, TestReport
 from reposwarm.runs import ledger, objects
 from reposwarm.runs.store import Store
+from reposwarm.vcs import gitcmd
 
 TAIL_CHARS = 4000
 
@@ -217,7 +218,7 @@ async def run_profile(profile: CheckProfile, cwd: Path, store: Store | None, *, 
     second time is flaky. `readable`: the paths (a lane's) the commands' git view holds; None: the whole commit.
     `scope`: whose language caches the commands use (reposwarm/checks/sandbox/caches.py). `cached_at`: `cwd` is a
     clean checkout of this commit, and a command's results there are kept and reused, by every run on every host
-    sharing the object store, for as long as its environment is the same (reposwarm/checks/baselines.py).
+    sharing the object store, for as long as its environment is the same (reposwarm/checks/selection/baselines.py).
     `watched`: the changed files (and lines) the evidence of what the commands loaded is held against
     (reposwarm/checks/evidence/: `TestReport.exercise`); None: none, only the tree's modules loaded from elsewhere
     are said."""

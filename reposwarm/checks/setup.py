@@ -29,12 +29,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from reposwarm import gitcmd
 from reposwarm.checks import sandbox
 from reposwarm.checks.sandbox.caches import safe_part
 from reposwarm.contracts import CheckProfile, CommandResult, TestFailure
 from reposwarm.runs import ledger, objects
 from reposwarm.runs.store import Store
+from reposwarm.vcs import gitcmd
 
 TAIL_CHARS = 4000
 SETUP_TREE_MB = 16384  # what a setup step may add to its tree (node_modules of a big monorepo); checks keep theirs

@@ -10,7 +10,7 @@ check does not pass.
 
 Three verdicts, never a silent green (issue 31): PASSED (no new failure, no problem, and the tests that judge the
 tree are the base commit's: nothing lost, nothing rewritten to pass, no test configuration changed); PASSED WITH
-TEST CHANGES (green, but only with the test changes listed, reposwarm/checks/test_changes.py); FAILED. A test that
+TEST CHANGES (green, but only with the test changes listed, reposwarm/checks/changed_tests.py); FAILED. A test that
 passed on the base commit and is skipped, xfailed, deselected or missing on the merged tree is lost; the tests it
 stands for are not counted as "fewer tests ran" (it is said once, as a test change).
 
@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from reposwarm.checks import exercised, runners, test_changes
+from reposwarm.checks import changed_tests, exercised, runners
 from reposwarm.contracts import CommandResult, TestChange, TestChangeKind, TestFailure, TestReport, Verdict
 
 NOT_JUDGED = ("this check already fails on the base commit and gives no per-test results: fix the check, "
@@ -83,8 +83,8 @@ def judge(report: TestReport, baseline: TestReport | None, cases: CaseLoader) ->
             failing_on_base = {c.name for c in runners.failing(base_cases)}
             fixed += [TestFailure(name=c.name, file=c.file, command=command) for c in merged_cases or []
                       if c.outcome == "passed" and c.name in failing_on_base]
-            lost = test_changes.lost(base_cases, merged_cases, command) if merged_cases is not None else []
-            changes += test_changes.capped(lost, TestChangeKind.lost, command)
+            lost = changed_tests.lost(base_cases, merged_cases, command) if merged_cases is not None else []
+            changes += changed_tests.capped(lost, TestChangeKind.lost, command)
             if merged_cases is None:
                 problems.append(f"`{command}`: no per-test results on the merged tree ({len(base_ran)} tests ran "
                                 "on the base commit): the suite did not start")

@@ -11,7 +11,6 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from reposwarm import gitcmd
 from reposwarm.checks import evidence, exercised, sandbox
 from reposwarm.checks.runner import run_profile
 from reposwarm.checks.runners import reasons
@@ -20,6 +19,7 @@ from reposwarm.cli.common import UserError, check_repo, git_out, load_config
 from reposwarm.contracts import CheckProfile, CommandResult, TestReport
 from reposwarm.runs.store import home
 from reposwarm.text import inert_line
+from reposwarm.vcs import gitcmd
 
 # Ignored folders of a checkout that hold a project's dependencies: a checked tree (a clean worktree) has none.
 DEPENDENCY_FOLDERS = ("node_modules", ".venv", "venv", "vendor", ".yarn", ".pnpm-store", "bower_components")

@@ -42,7 +42,7 @@ def ui_url(run_id: str) -> str:
 
 
 def git_out(repo: Path, *args: str) -> str:
-    from reposwarm import gitcmd
+    from reposwarm.vcs import gitcmd
 
     return gitcmd.run(["-C", str(repo), *args], capture_output=True, text=True, check=True).stdout.strip()
 
@@ -52,7 +52,7 @@ def check_url(url: str, key: str = "--repo") -> None:
     Web UI details and every worker's clone config, so it may carry no credential, and git must read it as an
     address, never an option or a transport helper."""
     from reposwarm.gitvalues import url_credential, url_problem
-    from reposwarm.remote import shown
+    from reposwarm.vcs.remote import shown
 
     if (what := url_credential(url)) is not None:
         raise UserError(f"{key}: the URL carries a credential ({what}); give it to git instead: a credential "
@@ -88,11 +88,11 @@ def repo_slug(repo: Path | str) -> str:
 
 class RemoteHeads:
     """What a remote repository (named by URL) has, asked once with `git ls-remote`: a clear error if it cannot
-    be read. Nothing is cloned here: workers keep their own clones (reposwarm/remote.py)."""
+    be read. Nothing is cloned here: workers keep their own clones (reposwarm/vcs/remote.py)."""
 
     def __init__(self, url: str) -> None:
-        from reposwarm import gitcmd
-        from reposwarm.remote import shown
+        from reposwarm.vcs import gitcmd
+        from reposwarm.vcs.remote import shown
 
         check_url(url)
 
@@ -263,7 +263,7 @@ def settings_only_the_user_makes(config: LanesFile) -> list[str]:
 def tracked_files(repo: Path, rev: str = "HEAD") -> list[str] | None:
     """The files of commit `rev` in the repository (what a run starting there has); None when there is none (not
     a repository, no commit yet)."""
-    from reposwarm import gitcmd
+    from reposwarm.vcs import gitcmd
 
     done = gitcmd.run(["-C", str(repo), "ls-tree", "-r", "-z", "--name-only", "--full-tree", "--end-of-options",
                        f"{rev}^{{tree}}"], capture_output=True, timeout=120)
@@ -276,19 +276,19 @@ def load_config(repo: Path, given: str | None, *, rev: str = "HEAD", warn: bool 
                 need_lanes: bool = True) -> tuple[Path, LanesFile]:
     """The lanes file (given, or found at the repository's root), checked, with the environment's knobs applied.
 
-    Every problem is one ConfigError (reposwarm/config.py read_lanes_file: the schema's, unknown lanes, lanes
+    Every problem is one ConfigError (reposwarm/lanes/loading.py read_lanes_file: the schema's, unknown lanes, lanes
     that may write the same path, a path both writable and read-only); the warnings (a slice matching no file of
     commit `rev`, a check command not installed here) are said on stderr unless `warn` is false (a lanes file the
     command wrote itself). `need_lanes=False`: the repository's configuration may hold no lanes (its profiles,
-    prices, delivery and defaults: reposwarm/config.py read_configuration), as `checks` and `try` take it.
+    prices, delivery and defaults: reposwarm/lanes/loading.py read_configuration), as `checks` and `try` take it.
 
     One found in the repository is its author's, not the user's: said on stderr, and refused if it sets what
     only the user may (settings_only_the_user_makes)."""
-    from reposwarm.config import apply_env, read_configuration, read_lanes_file
+    from reposwarm.lanes.loading import apply_env, read_configuration, read_lanes_file
 
     path = Path(given) if given else next((repo / n for n in LANES_FILE_NAMES if (repo / n).is_file()), None)
     if path is None:
-        from reposwarm.cli.answers import prog  # (answers imports this module)
+        from reposwarm.cli.run_state import prog  # (answers imports this module)
 
         raise UserError(f"no lanes file: pass --lanes FILE or add one of {', '.join(LANES_FILE_NAMES)} to {repo} "
                         f"(`{prog()} try --repo {repo}` proposes one from a commit of yours and replays it offline)")

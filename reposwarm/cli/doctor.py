@@ -42,7 +42,8 @@ def configuration(repo: Path | None, given: str | None) -> tuple[LanesFile | Non
     """The configuration a run would read (--config, else the repository's own reposwarm.yaml, helpers.yaml or
     .reposwarm.yaml), with what was found; (None, None) when there is none to read."""
     from reposwarm.cli.common import LANES_FILE_NAMES, load_config
-    from reposwarm.config import ConfigError, apply_env, read_configuration
+    from reposwarm.contracts.errors import ConfigError
+    from reposwarm.lanes.loading import apply_env, read_configuration
 
     if repo is None and not given:
         return None, None
@@ -108,7 +109,7 @@ def refuse(findings: list[Finding]) -> list[Finding]:
     failed = [f for f in findings if f.failed]
     if failed:
         said = [f"{f.what}: {f.detail}" + (f"\n  fix: {f.fix}" if f.fix else "") for f in failed]
-        from reposwarm.cli.answers import prog
+        from reposwarm.cli.run_state import prog
 
         raise UserError("\n".join(said) + f"\n  ({prog()} doctor checks all that a run needs)")
     return [f for f in findings if f.level == "warn"]
@@ -134,7 +135,7 @@ def refuse_run(repo: str, model: str | None) -> None:
 def credential_note(models: list[str]) -> str | None:
     """`run` with a worker on this host: a real model whose key this shell lacks. Only a note: the worker, which
     holds the key, may have been started with it in another shell."""
-    from reposwarm.cli.answers import prog
+    from reposwarm.cli.run_state import prog
 
     missing = sorted({KEYS[p][0] for m in models if (p := provider_of(m)) in KEYS
                       and not is_set(KEYS[p][0]) and not is_set(KEYS[p][1])})

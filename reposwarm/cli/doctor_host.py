@@ -34,7 +34,7 @@ GIT_NEEDS = "git merge-tree --write-tree, which merges the lanes"
 # The variable each real provider reads its key from (reposwarm/models/anthropic.py, openai.py), and the one that
 # points it at a server of one's own, which may need no key. replay: and oracle: models need no credential.
 KEYS = {"anthropic": ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"), "openai": ("OPENAI_API_KEY", "OPENAI_BASE_URL")}
-FORGE_KEYS = ("GITHUB_TOKEN", "GH_TOKEN")  # a pull request's (reposwarm/forge.py)
+FORGE_KEYS = ("GITHUB_TOKEN", "GH_TOKEN")  # a pull request's (reposwarm/vcs/forge.py)
 GIB = 1024 ** 3
 DISK_FAIL_GIB, DISK_WARN_GIB = 1, 10  # a lane's worktree of a 64,000-file repository took 525 MiB (DESIGN.md 10)
 USERNS_FIX = ("allow unprivileged user namespaces: sysctl -w kernel.unprivileged_userns_clone=1 (Debian), "

@@ -21,9 +21,7 @@ from pathlib import Path
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.common import WorkflowIDConflictPolicy
 
-from reposwarm import webui
-from reposwarm.branches import delivered_branch, integration_branch
-from reposwarm.cli import answers
+from reposwarm.cli import run_state
 from reposwarm.cli.common import (
     UserError,
     check_repo,
@@ -36,16 +34,18 @@ from reposwarm.cli.common import (
 )
 from reposwarm.client import connect, task_queue
 from reposwarm.contracts import LanesFile, TrialBatchRequest, TrialBatchResult, TrialOutcome, TrialSpec
+from reposwarm.review import webui
 from reposwarm.runs import metrics, objects
 from reposwarm.runs.store import home
 from reposwarm.text import error_line, inert
+from reposwarm.vcs.branches import delivered_branch, integration_branch
 from workflows.attributes import registered_names
 
 
 async def cmd_mcp(args: argparse.Namespace) -> int:
     """Serve the tool surface over MCP; stdout is the protocol on stdio, so everything else goes to stderr."""
-    from reposwarm.agent import mcp_server
-    from reposwarm.agent.slices import pattern_problem
+    from reposwarm.cli import mcp_server
+    from reposwarm.slices.narrowing import pattern_problem
 
     repo = check_repo(args.repo)
     for flag, patterns in (("--allow", args.allow), ("--read-only", args.read_only)):
@@ -87,17 +87,17 @@ async def cmd_report(args: argparse.Namespace) -> int:
         lines = _ledger_lines(args.run)
         hosted = metrics.report(args.run, lines)
         try:
-            v = await answers.view(await client_or_die(), args.run)
+            v = await run_state.view(await client_or_die(), args.run)
         except UserError as err:
             figures = hosted.model_copy(update={"note": (
                 f"from this host's ledger alone ({error_line(str(err), 200)}): it counts every attempt of a model call, each merge of "
                 "a lane, and no finish call, so a figure may differ from report's")})
         else:
-            elapsed = (answers.ended_at(v.description) - v.description.start_time).total_seconds()
+            elapsed = (run_state.ended_at(v.description) - v.description.start_time).total_seconds()
             figures, ending = metrics.with_ledger(metrics.from_status(v.status, elapsed), hosted), v.ending
     else:
-        v = await answers.view(await client_or_die(), args.run)
-        elapsed = (answers.ended_at(v.description) - v.description.start_time).total_seconds()
+        v = await run_state.view(await client_or_die(), args.run)
+        elapsed = (run_state.ended_at(v.description) - v.description.start_time).total_seconds()
         figures, ending = metrics.from_status(v.status, elapsed), v.ending
     if ending and not args.json:
         print(f"ended: {ending}")
@@ -113,7 +113,7 @@ async def cmd_explain(args: argparse.Namespace) -> int:
     if args.home:
         repo = _explain_from_ledger(args.run, path, _ledger_lines(args.run))
     else:
-        v = await answers.view(await client_or_die(), args.run)
+        v = await run_state.view(await client_or_die(), args.run)
         found = [(rec.round, lane.lane, edit) for rec in v.status.rounds for lane in rec.lanes
                  for edit in lane.edits if edit.path == path]
         if not found:
@@ -125,7 +125,7 @@ async def cmd_explain(args: argparse.Namespace) -> int:
             print(inert(f"- lane {lane_name}, round {round_no}{turns}: {edit.operation}: {edit.reason}"))
         repo = v.status.repo_path
     if repo and Path(repo).is_dir():
-        from reposwarm import gitcmd
+        from reposwarm.vcs import gitcmd
 
         delivered = delivered_branch(args.run)
         ref = delivered if git_ok(repo, "rev-parse", "--verify", "-q", delivered) else integration_branch(args.run)
@@ -153,7 +153,7 @@ def _explain_from_ledger(run_id: str, path: str, lines: list[dict]) -> str | Non
 
 
 def git_ok(repo: str, *args: str) -> bool:
-    from reposwarm import gitcmd
+    from reposwarm.vcs import gitcmd
 
     return gitcmd.run(["-C", repo, *args], capture_output=True).returncode == 0
 
@@ -167,7 +167,7 @@ def _repo_of(run_id: str) -> str | None:
 
 def select_commits(repo: Path, revs: list[str], config: LanesFile, limit: int | None) -> list[TrialSpec]:
     """Explicit SHAs as given; a range keeps non-merge commits whose change spans more than one lane."""
-    from reposwarm.agent.paths import PathPolicy
+    from reposwarm.slices.policy import PathPolicy
 
     policies = {name: PathPolicy(".", role.allowed_paths) for name, role in config.swarm.lanes.items()}
     chosen: list[str] = []
@@ -279,7 +279,7 @@ async def cmd_gc(args: argparse.Namespace) -> int:
     """List what is safe to remove on this worker host (worktrees whose work is on a branch); --yes removes it."""
     from reposwarm.checks import setup
     from reposwarm.checks.sandbox import caches
-    from reposwarm.runs import gc
+    from reposwarm.vcs import gc
 
     running: set[str] = set()
     try:

@@ -2,7 +2,7 @@
 run on it is `init`, `worker`, `run --task`.
 
 It writes `reposwarm.yaml` at the repository's root in the form with no lanes (a run proposes its lanes per task,
-reposwarm/config.py read_configuration): the check profile detected from HEAD's files (reposwarm/intel/detected.py,
+reposwarm/lanes/loading.py read_configuration): the check profile detected from HEAD's files (reposwarm/intel/detected.py,
 as `reposwarm checks` and a run with no lanes file find it), confirmed by running it once on HEAD in the sandbox as
 `reposwarm checks` does, with the fix it needs where one is mechanical (the checkout's ignored dependency folders,
 which a checked tree lacks, bound read-only) and the rest said in the file's comments; the model as `swarm.model`
@@ -228,7 +228,8 @@ def check_written(repo: Path, path: Path) -> list[str]:
     """The file as a run reads it: the project's own loader (every problem a UserError), and the keys that make it
     the user's rather than the repository's (then a run must be given it by --config, not find it)."""
     from reposwarm.cli.common import settings_only_the_user_makes, tracked_files
-    from reposwarm.config import ConfigError, read_configuration
+    from reposwarm.contracts.errors import ConfigError
+    from reposwarm.lanes.loading import read_configuration
 
     try:
         config, _ = read_configuration(path, tracked_files(repo), root=repo, at=" at HEAD")
@@ -255,7 +256,7 @@ def write_new(path: Path, text: str, force: bool) -> None:
 
 
 def next_steps(repo: Path, model: str | None, config_flag: str) -> list[str]:
-    from reposwarm.cli.answers import prog, worker_hint
+    from reposwarm.cli.run_state import prog, worker_hint
 
     key = KEYS.get((model or "").partition(":")[0])
     needs = f" (it holds the model's key: {key} in its environment)" if key else \

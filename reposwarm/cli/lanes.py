@@ -2,7 +2,7 @@
 structure alone (reposwarm/intel/layout.py: packages, CODEOWNERS, the import graph, the detected checks), no
 model and no task, with a comment header saying how each part was derived. Reads the committed tree at REV, never
 the working tree; the same tree gives the same file, byte for byte. The file is checked as `run` would check it
-(reposwarm/lanes_check.py) before it is written: a problem is an error, and nothing is written."""
+(reposwarm/lanes/checking.py) before it is written: a problem is an error, and nothing is written."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def _say(message: str) -> None:
 async def cmd_lanes(args: argparse.Namespace) -> int:
     from reposwarm.contracts.proposal import DEFAULT_MAX_LANES
     from reposwarm.intel import lanesplit, layout
-    from reposwarm.lanes_check import check_lanes
+    from reposwarm.lanes.checking import check_lanes
 
     repo = check_repo(args.repo)
     max_lanes = DEFAULT_MAX_LANES if args.max_lanes is None else args.max_lanes

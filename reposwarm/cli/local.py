@@ -27,13 +27,14 @@ from pathlib import Path
 
 from temporalio.client import Client
 
-from reposwarm import devserver, gitcmd
-from reposwarm.cli.answers import POLL_FRESH_S, pollers, prog
+from reposwarm import devserver
 from reposwarm.cli.common import UserError, client_or_die, ui_url
+from reposwarm.cli.run_state import POLL_FRESH_S, pollers, prog
 from reposwarm.client import task_queue
 from reposwarm.contracts import Phase, ReviewDecision
 from reposwarm.runs.store import home
 from reposwarm.text import inert
+from reposwarm.vcs import gitcmd
 
 DEMO = Path(__file__).resolve().parents[1] / "demo"  # package data: lanes.yaml, plan.yaml, replay.yaml, repo/
 DEMO_TASK = "Add a priority (low|normal|high, default normal) to tasks across the DB, the API and the web client, with tests"
@@ -244,7 +245,7 @@ async def review_and_approve(local: Local, run_id: str, *, yes: bool, comment: s
     `yes`). None once approved and delivered; else the command's exit code (left waiting, or never reviewed)."""
     from reposwarm.cli.live import follow, next_step
     from reposwarm.cli.runs import decide, reviewer_name
-    from reposwarm.runs.review_package import render_review, render_status
+    from reposwarm.review.package import render_review, render_status
 
     client = local.client
     try:

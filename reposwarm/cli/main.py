@@ -323,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
         return 141
     except Exception as err:
         from reposwarm.cli.common import UserError
-        from reposwarm.config import ConfigError
+        from reposwarm.contracts.errors import ConfigError
 
         if isinstance(err, (UserError, ConfigError)):  # bad input, said plainly
             print(f"error: {err}", file=sys.stderr)

@@ -44,7 +44,7 @@ def refuse_missing(profile: CheckProfile | dict[str, Any] | None, files: Collect
 def worker_is_local(repo: str) -> bool:
     """Whether a run's checks run on this host: a repository folder here, and a Temporal server on loopback."""
     from reposwarm.cli.local import LOOPBACK, temporal_address
-    from reposwarm.remote import is_url
+    from reposwarm.vcs.remote import is_url
 
     return not is_url(repo) and temporal_address()[1] in LOOPBACK
 
@@ -78,7 +78,7 @@ def tree_of(repo: Path, rev: str) -> tuple[list[str] | None, Callable[[str], str
 
 
 def _reader(repo: Path, rev: str) -> Callable[[str], str | None]:
-    from reposwarm import gitcmd
+    from reposwarm.vcs import gitcmd
 
     def read(path: str) -> str | None:
         return gitcmd.show(gitcmd.repo(repo), rev, path)

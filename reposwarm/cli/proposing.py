@@ -25,20 +25,13 @@ from temporalio.client import (
     WorkflowFailureError,
 )
 
-from reposwarm.cli.answers import NoWorker, RunView, prog, send_update, view, worker_polling
 from reposwarm.cli.common import UserError, client_or_die, git_out, if_interrupted, said_if_slow, ui_url
 from reposwarm.cli.live import proposal_ready
-from reposwarm.config import ConfigError, apply_env, declares_lanes, read_configuration
+from reposwarm.cli.run_state import NoWorker, RunView, prog, send_update, view, worker_polling
 from reposwarm.contracts import LaneProposal, LanesDecision, LanesFile, Phase, ProposeOptions, SwarmConfig
-from reposwarm.proposal_file import (
-    COLUMNS,
-    notes,
-    proposal_text,
-    read_text,
-    render_proposal,
-    rows,
-    write_lanes,
-)
+from reposwarm.contracts.errors import ConfigError
+from reposwarm.lanes.loading import apply_env, declares_lanes, read_configuration
+from reposwarm.lanes.proposal_file import COLUMNS, notes, proposal_text, read_text, render_proposal, rows, write_lanes
 from reposwarm.text import error_line, inert, inert_line
 from workflows.failures import root_cause
 
@@ -50,7 +43,7 @@ def configuration_path(args: argparse.Namespace) -> Path | None:
     """The run's configuration file: --config FILE, else (a local repository) its own reposwarm.yaml,
     helpers.yaml or .reposwarm.yaml, as a lanes file is looked for. A URL's files are not read here."""
     from reposwarm.cli.common import LANES_FILE_NAMES
-    from reposwarm.remote import is_url
+    from reposwarm.vcs.remote import is_url
 
     if getattr(args, "config", None):
         return Path(args.config)
@@ -116,7 +109,7 @@ def refuse_proposal_flags(args: argparse.Namespace) -> None:
 async def cmd_run_proposing(args: argparse.Namespace) -> int:
     from reposwarm.cli.common import LANES_FILE_NAMES, check_repo, check_url
     from reposwarm.cli.runs import build_request, cmd_watch, render_dry_run, start, swarm_workflow
-    from reposwarm.remote import is_url
+    from reposwarm.vcs.remote import is_url
 
     if is_url(args.repo):
         check_url(args.repo)
@@ -308,7 +301,7 @@ def local_problems(text: str, repo: Path | None) -> list[str]:
     except ConfigError as err:
         return [line.strip().removeprefix("- ") for line in str(err).splitlines()
                 if not line.endswith("problems:")] or [str(err)]
-    from reposwarm.lanes_check import check_lanes
+    from reposwarm.lanes.checking import check_lanes
 
     files = None
     if repo is not None and repo.is_dir():

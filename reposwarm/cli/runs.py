@@ -1,7 +1,7 @@
 """The run commands: start a swarm run (run), follow it (watch, status, list), review it (review, approve,
 reject); demo and try, which start a local server and worker when missing, are in local.py and trying.py. These
 reach the run through Temporal alone, so they work from any machine that reaches the cluster, with or without a
-worker, during and after the run (reposwarm/cli/answers.py); `review --home` reads the package saved on a worker
+worker, during and after the run (reposwarm/cli/run_state.py); `review --home` reads the package saved on a worker
 host once the run has left Temporal.
 
 Every input is checked here, before any workflow starts; a problem is a UserError (one line, exit 2).
@@ -28,18 +28,6 @@ from temporalio.client import (
     WorkflowUpdateStage,
 )
 
-from reposwarm import webui
-from reposwarm.cli.answers import (
-    QUERY_TIMEOUT_S,
-    NoWorker,
-    RunView,
-    last_poll,
-    prog,
-    update_failures,
-    view,
-    worker_hint,
-    worker_polling,
-)
 from reposwarm.cli.common import (
     RemoteHeads,
     UserError,
@@ -55,8 +43,18 @@ from reposwarm.cli.common import (
     ui_url,
 )
 from reposwarm.cli.live import age, follow, next_step, with_lane_progress
+from reposwarm.cli.run_state import (
+    QUERY_TIMEOUT_S,
+    NoWorker,
+    RunView,
+    last_poll,
+    prog,
+    update_failures,
+    view,
+    worker_hint,
+    worker_polling,
+)
 from reposwarm.client import task_queue
-from reposwarm.config import load_plan_file
 from reposwarm.contracts import (
     LanesFile,
     Phase,
@@ -65,8 +63,10 @@ from reposwarm.contracts import (
     SwarmResult,
 )
 from reposwarm.gitvalues import ref_problem
+from reposwarm.lanes.loading import load_plan_file
+from reposwarm.review import webui
+from reposwarm.review.package import render_review, render_status
 from reposwarm.runs import objects
-from reposwarm.runs.review_package import render_review, render_status
 from reposwarm.text import inert
 from workflows.attributes import (
     DRY_RUN,
@@ -111,7 +111,7 @@ def build_request(args: argparse.Namespace, *, auto_approve: bool = False,
     that proposes its lanes (reposwarm/cli/proposing.py), in the configuration read from `config_path`, if any."""
     if not (args.task or "").strip():
         raise UserError("--task is empty: say in words what to change (--task \"Add a /health endpoint\")")
-    from reposwarm.remote import is_url
+    from reposwarm.vcs.remote import is_url
 
     remote = RemoteHeads(args.repo) if is_url(args.repo) else None
     if remote is not None and not args.lanes and config is None:

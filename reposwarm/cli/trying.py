@@ -23,7 +23,6 @@ from pathlib import Path
 
 import yaml
 
-from reposwarm import gitcmd
 from reposwarm.cli.common import (
     LANES_FILE_NAMES,
     UserError,
@@ -38,6 +37,7 @@ from reposwarm.cli.local import Local, local_swarm, review_and_approve, say
 from reposwarm.contracts import DeliveryConfig, LanesFile, SwarmRequest
 from reposwarm.intel import structure
 from reposwarm.runs.store import home
+from reposwarm.vcs import gitcmd
 
 BASE_BRANCH = "trial-base"  # the clone's one branch: the commit's parent (activities/trials.py BASE_REF)
 REPLAYED = "replayed"  # the commit, fetched into the clone once the run is over: replayed/<sha12>
@@ -96,7 +96,7 @@ def propose_lanes(repo: Path, parent: str, changed: list[str], folder: Path) -> 
 
 def lanes_for(args: argparse.Namespace, repo: Path, parent: str, changed: list[str],
               folder: Path) -> tuple[Path, LanesFile]:
-    from reposwarm.config import declares_lanes
+    from reposwarm.lanes.loading import declares_lanes
 
     own = Path(args.lanes) if args.lanes else next((repo / n for n in LANES_FILE_NAMES if (repo / n).is_file()), None)
     if own is not None and declares_lanes(own):
@@ -128,7 +128,7 @@ def offline(config: LanesFile, path: Path) -> LanesFile:
 
 
 def uncovered(config: LanesFile, changed: list[str]) -> list[str]:
-    from reposwarm.agent.paths import PathPolicy
+    from reposwarm.slices.policy import PathPolicy
 
     policies = [PathPolicy(".", role.allowed_paths) for role in config.swarm.lanes.values()]
     return [p for p in changed if not any(policy.writable(p) for policy in policies)]
@@ -136,10 +136,10 @@ def uncovered(config: LanesFile, changed: list[str]) -> list[str]:
 
 def make_clone(repo: Path, parent: str, sha: str, folder: Path) -> Path:
     """The try's bare clone: the parent commit and its history alone, on branch trial-base (made as a trial's)."""
-    from activities.trials import _clone_base
+    from activities.trials import clone_base
 
     clone = folder / "repo.git"
-    _clone_base(str(repo), parent, sha, clone)
+    clone_base(str(repo), parent, sha, clone)
     return clone
 
 

@@ -28,7 +28,7 @@ async def try_proposed(args: argparse.Namespace, repo: Path, sha: str, parent: s
     from reposwarm.cli.proposing import answer_hint, ask, proposal_of, show
     from reposwarm.cli.runs import start
     from reposwarm.cli.trying import BASE_BRANCH, approve_and_compare, make_clone, offline
-    from reposwarm.config import apply_env, declares_lanes
+    from reposwarm.lanes.loading import apply_env, declares_lanes
 
     if args.lanes:
         raise UserError("--propose has the run propose its lanes; --lanes gives them: pass one of the two")

@@ -77,10 +77,10 @@ class CheckProfile(Contract):
 
     commands: list[list[str]] = Field(min_length=1, description="argv lists run from the repository root in the "
                                       "sandbox, no shell; an entry may be a mapping {run: argv, when, shards}")
-    # Per command (" ".join(argv)): its `when:` and `shards:` (reposwarm/checks/plans.py); absent: runs always, whole.
+    # Per command (" ".join(argv)): its `when:` and `shards:` (reposwarm/checks/selection/plans.py); absent: runs always, whole.
     rules: dict[str, CommandRule] = Field(default={}, description="each command's `when` and `shards`, by its "
                                           "command line: what a `commands` mapping entry becomes (write them there)")
-    # The tests a change can affect (reposwarm/checks/affected.py): "affected" runs only those where that can be
+    # The tests a change can affect (reposwarm/checks/selection/affected.py): "affected" runs only those where that can be
     # told soundly (else the whole command, saying why); "all" runs every test every time.
     selection: Literal["affected", "all"] = Field(default="affected", description="`affected`: only the tests a "
                                                   "change can affect, where that is sound; `all`: every test every time")
@@ -303,6 +303,6 @@ class _SwarmConfigOnDisk(SwarmConfig):
 
 
 class LanesFileOnDisk(LanesFile):
-    """A lanes file as the loader reads it (reposwarm/config.py): the same keys, and at least one lane."""
+    """A lanes file as the loader reads it (reposwarm/lanes/loading.py): the same keys, and at least one lane."""
 
     swarm: _SwarmConfigOnDisk

@@ -187,7 +187,7 @@ class CheckpointInput(Contract):
     run_id: str
     lane: str
     message: str
-    repo_path: str = ""  # where the checkpoint is pushed when the repository is a remote (reposwarm/remote.py)
+    repo_path: str = ""  # where the checkpoint is pushed when the repository is a remote (reposwarm/vcs/remote.py)
     # The lane's slice: only paths it may write are staged. (Empty in runs started before the slice was
     # carried here: those stage every change, as they did.)
     allowed_paths: list[str] = []

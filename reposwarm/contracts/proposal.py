@@ -42,7 +42,7 @@ class RepoLayout(Contract):
 class LaneProposal(Contract):
     """Lanes for one task: the lanes (as a lanes file has them), the round-1 plan (a goal per lane and the
     interface contract), the validation profile, and what was checked. Every field a model filled is checked
-    by the same code that checks a lanes file (reposwarm/config.py) and by the guardrails, before it is shown."""
+    by the same code that checks a lanes file (reposwarm/lanes/loading.py) and by the guardrails, before it is shown."""
 
     lanes: dict[str, HelperRole] = {}
     plan: Plan | None = None

@@ -170,7 +170,7 @@ class Published(Contract):
     json_ref: str
     path: str  # the package as files under the run's folder, readable after the run ends
     since_last_round: str = ""  # diff stat from the previous round's tree
-    diff: str = ""  # the change (base to merged tree), bounded (reposwarm/runs/review_package.py bounded_diff)
+    diff: str = ""  # the change (base to merged tree), bounded (reposwarm/review/package.py bounded_diff)
     diff_lines: int = 0
     diff_truncated: bool = False
     not_in_tree: list[str] = []  # "<lane>@<round>" of lanes whose branch head the merged tree does not hold

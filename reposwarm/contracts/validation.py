@@ -125,12 +125,12 @@ class TestReport(Contract):
     verdict: Verdict | None = None
     test_changes: list[TestChange] = []  # lost, rewritten and reconfigured tests, with the lanes that did it
     # The second run, only when the lanes changed test paths: the base commit's tests against the merged code
-    # (reposwarm/checks/test_changes.py). Its time, and how many test paths it put back; None: not run.
+    # (reposwarm/checks/changed_tests.py). Its time, and how many test paths it put back; None: not run.
     base_tests_s: float | None = None
     base_tests_paths: int = 0
     # What the setup step did for this tree, one line each (reposwarm/checks/setup.py): ran, restored, failed.
     setup: list[str] = []
-    # Not the whole profile (reposwarm/checks/plans.py): what ran, in words ("affected: 14 test files of 1,600,
+    # Not the whole profile (reposwarm/checks/selection/plans.py): what ran, in words ("affected: 14 test files of 1,600,
     # from 3 changed files"); "": every test of every command. Said wherever the verdict is.
     selection: str = ""
     skipped: list[str] = []  # "`command`: why" for each command this check did not run (when:, nothing affected)
@@ -146,7 +146,7 @@ class TestReport(Contract):
 
 
 class CheckPart(Contract):
-    """What one validate activity runs of its profile (reposwarm/checks/plans.py): some commands whole, some only
+    """What one validate activity runs of its profile (reposwarm/checks/selection/plans.py): some commands whole, some only
     the tests they select (their runner's selector), the rest not at all."""
 
     whole: list[str] = []  # command lines run whole
@@ -155,7 +155,7 @@ class CheckPart(Contract):
     shard: tuple[int, int] = (1, 1)  # this part is shard i of n
     skipped: list[str] = []  # "`command`: why" not run by this part
     # `selector: bazel|nx|turbo|pants|go`: the command lines the repository's own build tool narrows, in the
-    # part's sandbox, from the files changed since `since` (reposwarm/checks/toolselect.py)
+    # part's sandbox, from the files changed since `since` (reposwarm/checks/selection/toolselect.py)
     tool: list[str] = []
     changed: list[str] = []
     since: str = ""
@@ -194,8 +194,8 @@ class ValidateInput(Contract):
     # (its goal, its finish summary), which may say why a test had to change.
     touched: dict[str, list[str]] = {}
     statements: dict[str, list[str]] = {}
-    part: CheckPart | None = None  # only these commands and tests (reposwarm/checks/plans.py); None: the profile
-    # The base moved (reposwarm/checks/rebased.py): the old base's baseline, which the part's run on `ref` (the new
+    part: CheckPart | None = None  # only these commands and tests (reposwarm/checks/selection/plans.py); None: the profile
+    # The base moved (reposwarm/checks/selection/rebased.py): the old base's baseline, which the part's run on `ref` (the new
     # base) updates per test into `ref`'s baseline.
     moved_from: TestReport | None = None
 

@@ -21,14 +21,14 @@ from typing import TYPE_CHECKING
 
 import yaml
 
-from reposwarm import gitcmd
 from reposwarm.contracts.config import CheckProfile, LanesFile
 from reposwarm.contracts.proposal import DEFAULT_MAX_LANES, PackageInfo, RepoLayout
 from reposwarm.intel import lanesplit, owners, packages, structure
+from reposwarm.vcs import gitcmd
 
 if TYPE_CHECKING:
     from reposwarm.intel.ranking import Table
-    from reposwarm.intel.symbols import SymbolIndex, SymbolRows
+    from reposwarm.symbols.index import SymbolIndex, SymbolRows
 
 Progress = Callable[[str], None]
 BRIEF_CHARS = 6_000
@@ -120,13 +120,12 @@ def package_imports(table: Table, package_of: Callable[[str], str]) -> dict[str,
     one reference. A Python reference never means a Go definition (language families)."""
     import numpy as np
 
-    from reposwarm.intel.ranking import distinct, ragged
-    from reposwarm.intel.repomap import Focus, _family
+    from reposwarm.intel.ranking import Focus, distinct, language_family, ragged
 
     package_ids: dict[str, int] = {}
     family_ids: dict[str, int] = {}
     pkg = np.array([package_ids.setdefault(package_of(p), len(package_ids)) for p in table.paths] or [0], np.int64)
-    fam = np.array([family_ids.setdefault(_family(p), len(family_ids)) for p in table.paths] or [0], np.int64)
+    fam = np.array([family_ids.setdefault(language_family(p), len(family_ids)) for p in table.paths] or [0], np.int64)
     size, pkgs, fams = max(1, len(table.names)), max(1, len(package_ids)), max(1, len(family_ids))
     plain = np.array([n not in COMMON_NAMES and len(n) >= 3 for n in table.names] or [False], bool)
     said = np.flatnonzero(~table.hidden & plain[table.def_name])
@@ -237,7 +236,7 @@ def _survey(root: Path, rev: str, index: SymbolIndex | None, progress: Progress 
 
 def _rows(root: Path, rev: str, index: SymbolIndex | None, progress: Progress | None) -> SymbolRows | str:
     """The symbol index's rows of `rev` (read from `index`, or the repository's own), or why there are none."""
-    from reposwarm.intel.symbols import SymbolIndex, SymbolIndexError
+    from reposwarm.symbols.index import SymbolIndex, SymbolIndexError
 
     try:
         if index is not None:

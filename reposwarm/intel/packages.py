@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 import yaml
 
-from reposwarm.checks.test_files import TEST_DIRS
+from reposwarm.checks.testpaths import TEST_DIRS, is_test_path
 from reposwarm.contracts.proposal import PackageInfo
 from reposwarm.intel import structure
 
@@ -45,7 +45,6 @@ KIND_ORDER = ("bazel", "buck", "pants", "cargo", "go-module", "npm", "python", "
 MANIFESTS = frozenset({"go.mod", "package.json", "pyproject.toml", "setup.py", "setup.cfg", "Cargo.toml",
                        "pnpm-workspace.yaml", "pants.toml"})
 PYTHON_MANIFESTS = ("pyproject.toml", "setup.cfg", "setup.py")
-TEST_NAME = re.compile(r"^(test_.*\.py|.*_test\.py|.*_test\.go|.*\.(test|spec)\.[cm]?[jt]sx?|.*Tests?\.java)$")
 _SETUP_NAME = re.compile(r"""\bname\s*=\s*["']([^"']+)["']""")
 _GO_MODULE = re.compile(r"^\s*module\s+(\S+)", re.MULTILINE)
 
@@ -68,12 +67,6 @@ def dirname(path: str) -> str:
 
 def parts_skipped(path: str) -> bool:
     return any(part in SKIPPED_DIRS for part in path.split("/")[:-1])
-
-
-def is_test_path(path: str) -> bool:
-    """A test file, or a file in a test folder (tests/, test/, __tests__/, testdata/...)."""
-    name = posixpath.basename(path)
-    return bool(TEST_NAME.match(name)) or any(part in TEST_DIRS for part in path.split("/")[:-1])
 
 
 def ancestors(folder: str) -> Iterable[str]:

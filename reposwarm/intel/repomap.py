@@ -11,80 +11,14 @@ is done on arrays, in reposwarm/intel/ranking.py.
 
 from __future__ import annotations
 
-import re
-from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from reposwarm.intel.symbols import Definition, RefCount, SymbolIndex, SymbolRows, language_of
+from reposwarm.symbols.index import Definition, RefCount, SymbolIndex, SymbolRows
 
 if TYPE_CHECKING:
     from reposwarm.intel import ranking
-
-MAX_DEFINERS = 64  # a name defined in more files than this says nothing about which one is meant
-HIDDEN_KINDS = frozenset({"field"})  # too fine-grained for a map
-STOPWORDS = frozenset("the and for with from into that this then than when where which should would could "
-                      "make also have more test tests file files code add new use all not are".split())
-_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_PATHISH = re.compile(r"[\w.$/-]+")
-_SPLIT = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
-
-
-def _family(path: str) -> str:
-    """Languages that can reference each other's definitions (a Python call never means a Go function)."""
-    lang = language_of(path) or ""
-    return "js" if lang in ("typescript", "tsx", "javascript") else lang
-
-
-def _words(name: str) -> set[str]:
-    """Lower-case words of an identifier: parseOrderTotal, parse_order_total -> parse, order, total."""
-    return {w.lower() for w in _SPLIT.findall(name)}
-
-
-def _has_upper(text: str) -> bool:
-    if text.isascii():
-        return text.lower() != text  # (lower() changes exactly the upper-case ASCII letters)
-    return any(c.isupper() for c in text)
-
-
-class Focus:
-    """What the task text mentions: identifiers, plain words, files and folders."""
-
-    def __init__(self, text: str, paths: set[str]) -> None:
-        by_base: dict[str, list[str]] = defaultdict(list)
-        for path in paths:
-            by_base[path.rsplit("/", 1)[-1]].append(path)
-        raw = _PATHISH.findall(text)
-        tokens = {t.strip(".-`'\",:;()") for t in raw} - {""}
-        pathlike = {t for t in tokens if "/" in t or t in by_base}
-        self.files = {p for t in pathlike for p in ([t] if t in paths else by_base.get(t, []))}
-        tails = tuple("/" + t for t in pathlike if "/" in t and t not in paths)  # "src/main.rs" of a longer path
-        self.files |= {p for p in paths if tails and p.endswith(tails)}
-        folders = [t.rstrip("/") + "/" for t in pathlike if "/" in t and t not in paths]
-        self.folder_files = {p for p in paths for f in folders if p.startswith(f)} - self.files
-        # identifiers, but not the words of the paths just read ("geometry" of geometry.py is no name)
-        prose = " ".join(t for t in raw if t.strip(".-`'\",:;()") not in pathlike)
-        self.names = {n for n in _WORD.findall(prose) if len(n) >= 3 and n.lower() not in STOPWORDS}
-        self.lower = {n.lower() for n in self.names}
-        self.words = {w for n in self.names for w in _words(n) if len(w) >= 4 and w not in STOPWORDS}
-        # a name's words are ASCII pieces of it: one of them is a focus word only if name.lower() holds that word
-        self._hint = re.compile("|".join(map(re.escape, sorted(self.words)))).search if self.words else None
-
-    def weight(self, name: str) -> float:
-        """How much a reference to `name` says about relevance to the task (asked of every name referenced)."""
-        mul = 1.0
-        lower = name.lower()
-        if name in self.names or lower in self.lower:
-            mul *= 10
-        elif self._hint is not None and self._hint(lower) and self.words & _words(name):
-            mul *= 3
-        if len(name) >= 8 and ("_" in name.strip("_") or _has_upper(name[1:])):
-            mul *= 3  # long, compound names are specific
-        if name.startswith("_"):
-            mul *= 0.1
-        return mul
-
 
 def rank_definitions(defs: list[Definition], refs: list[RefCount], focus_text: str = "",
                      limit: int | None = None) -> list[Definition]:

@@ -40,7 +40,7 @@ from reposwarm.models import (
 )
 from reposwarm.models.limits import CUT_REASONS, REFUSAL
 from reposwarm.runs import ledger, recording
-from reposwarm.runs.once import Once, keyed_path
+from reposwarm.runs.exactly_once import Once, keyed_path
 
 tracer = trace.get_tracer("reposwarm")
 

@@ -30,10 +30,10 @@ import subprocess
 from pathlib import Path
 from urllib.parse import parse_qs
 
-from reposwarm import gitcmd
-from reposwarm.agent.paths import PathPolicy
 from reposwarm.contracts import ToolCall
 from reposwarm.models import ModelError, ModelReply, ModelRequest
+from reposwarm.slices.policy import PathPolicy
+from reposwarm.vcs import gitcmd
 
 
 def _git(repo: str, *args: str) -> str:

@@ -105,7 +105,7 @@ def _pooled(rounds: list[RoundFigures]) -> float | None:
 
 
 def _joined(a: CheckFigures, b: CheckFigures) -> CheckFigures:
-    """Two parts of one check as the gate merges them (reposwarm/checks/shards.py merge)."""
+    """Two parts of one check as the gate merges them (reposwarm/checks/selection/shards.py merge)."""
     def plus(x: int | None, y: int | None) -> int | None:
         return None if x is None and y is None else (x or 0) + (y or 0)
 

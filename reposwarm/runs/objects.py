@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from reposwarm.config import ConfigError
+from reposwarm.contracts.errors import ConfigError
 
 VARIABLE = "REPOSWARM_OBJECT_STORE"
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -55,7 +55,7 @@ def check_run_id(run_id: str) -> str:
     return run_id
 
 
-# Not a run: the files every run shares (the base commit's check results, reposwarm/checks/baselines.py), under
+# Not a run: the files every run shares (the base commit's check results, reposwarm/checks/selection/baselines.py), under
 # home/shared and <prefix>/shared, beside runs/ (so no listing of runs sees it). No run may take this id: it is no
 # valid run id (check_run_id).
 SHARED = "_shared"

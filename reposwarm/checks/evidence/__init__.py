@@ -21,12 +21,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reposwarm import gitcmd
 from reposwarm.checks.evidence import compiled, node, python
 from reposwarm.checks.evidence.files import Budget, TreeFiles, read_capped, tree_files
 from reposwarm.checks.exercised import exercise, language, sources
 from reposwarm.contracts import Loaded
 from reposwarm.runs.store import Store
+from reposwarm.vcs import gitcmd
 
 __all__ = ["SWITCH", "Context", "Taking", "TreeFiles", "Watched", "changed_files", "changed_lines", "collect",
            "context", "enabled", "exercise", "language", "shadowing", "sources", "start", "tree_files", "watched_in"]

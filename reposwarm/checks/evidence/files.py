@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from reposwarm import gitcmd
+from reposwarm.vcs import gitcmd
 
 # Folders of a tree that hold other people's code or made files even when no .gitignore says so (a tree outside
 # git is walked, and these are skipped).

@@ -123,7 +123,7 @@ def _before_dashes(args: list[str], extra: list[str]) -> list[str]:
 
 
 def _value(args: list[str], names: tuple[str, ...]) -> str | None:
-    return prefixes._option(args, names)
+    return prefixes.option_value(args, names)
 
 
 def _has(args: list[str], names: tuple[str, ...]) -> bool:

@@ -128,7 +128,7 @@ _JEST_FILES = [f"jest.config.{ext}" for ext in ("js", "ts", "mjs", "cjs", "mts",
 
 def _jest_settings(root: Path, wd: str, args: list[str]) -> tuple[dict[str, Any], str, str]:
     """(settings, the folder they are relative to, where they came from)."""
-    given = prefixes._option(args, ("-c", "--config"))
+    given = prefixes.option_value(args, ("-c", "--config"))
     if given is not None:
         if given.lstrip().startswith("{"):
             try:
@@ -263,7 +263,7 @@ def _vitest(view: prefixes.View, root: Path, wd: str) -> Collection:
         raise _Unsure(f"its command line sets {cli}")
     if workspace := next((n for n in _WORKSPACES if (root / wd / n).is_file()), None):
         raise _Unsure(f"{workspace} defines projects")
-    given = prefixes._option(args, ("-c", "--config"))
+    given = prefixes.option_value(args, ("-c", "--config"))
     rel = _in_tree(root, posixpath.join(wd, given)) if given is not None else \
         next((posixpath.normpath(posixpath.join(wd, n)) for n in _VITEST_FILES if (root / wd / n).is_file()), None)
     found = jsconfig.Found()

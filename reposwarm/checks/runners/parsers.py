@@ -36,7 +36,7 @@ class Case:
     file: str | None = None
     message: str = ""
     # seconds it took, as the runner's report says (JUnit `time`, go's Elapsed, jest's and mocha's duration);
-    # None where the runner tells none (unittest, cargo): what shards are balanced by (reposwarm/checks/shards.py)
+    # None where the runner tells none (unittest, cargo): what shards are balanced by (reposwarm/checks/selection/shards.py)
     duration_s: float | None = None
 
 

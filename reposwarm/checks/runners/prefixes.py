@@ -51,7 +51,7 @@ def _flags(rest: list[str], start: int, valued: set[str]) -> int:
     return i
 
 
-def _option(rest: list[str], names: tuple[str, ...]) -> str | None:
+def option_value(rest: list[str], names: tuple[str, ...]) -> str | None:
     """The value of the first of `names` given (`--x=v` or `--x v`), or None."""
     for i, a in enumerate(rest):
         if a == "--":
@@ -104,7 +104,7 @@ def _step(rest: list[str], module: bool) -> _Step | str | None:
     """The prefix `rest` starts with, a reason it cannot be looked through, or None when it is none."""
     program, sub = base(rest[0]), rest[1:2]
     if program == "env":
-        return _env(rest)
+        return env_step(rest)
     if program in _RUNS_AFTER:
         valued, words = _RUNS_AFTER[program]
         if program == "nice" and re.fullmatch(r"-\d+", rest[1] if len(rest) > 1 else ""):  # nice -5 cmd
@@ -125,14 +125,14 @@ def _step(rest: list[str], module: bool) -> _Step | str | None:
         i = _flags(rest, 1, _POETRY)
         if rest[i:i + 1] != ["run"]:
             return None
-        if _option(rest[:i], tuple(_POETRY)) is not None:
+        if option_value(rest[:i], tuple(_POETRY)) is not None:
             return f"`poetry {' '.join(rest[1:i])}` runs it for another project: give the command from its folder"
         return _Step(_flags(rest, i + 1, set()))
     if program in ("pdm", "pipenv", "hatch"):
         return _python_tool(rest, program)
     if program == "npx" or (program == "npm" and rest[1:2] in (["exec"], ["x"])):
         start = 1 if program == "npx" else 2
-        if _option(rest[start:], ("-c", "--call")) is not None:
+        if option_value(rest[start:], ("-c", "--call")) is not None:
             return None
         i = _flags(rest, start, _NPX)
         return _Step(i) if i < len(rest) else None
@@ -143,7 +143,7 @@ def _step(rest: list[str], module: bool) -> _Step | str | None:
     return None
 
 
-def _env(rest: list[str]) -> _Step | str | None:
+def env_step(rest: list[str]) -> _Step | str | None:
     i, workdir = 1, "."
     while i < len(rest):
         a = rest[i]
@@ -189,7 +189,7 @@ def _uv(rest: list[str]) -> _Step | str | None:
     i = _flags(rest, 1, _UV)
     if rest[i:i + 1] != ["run"]:
         return None
-    where, module, j = _option(rest[1:i], ("--directory",)), False, i + 1
+    where, module, j = option_value(rest[1:i], ("--directory",)), False, i + 1
     while j < len(rest) and rest[j].startswith("-") and rest[j] != "-":
         a = rest[j]
         if a == "--" or a in ("-m", "--module"):
@@ -215,7 +215,7 @@ def _python_tool(rest: list[str], program: str) -> _Step | str | None:
     i = _flags(rest, 1, valued)
     if rest[i:i + 1] != ["run"]:
         return None
-    if program != "pipenv" and _option(rest[1:i], ("-p", "--project")) is not None:
+    if program != "pipenv" and option_value(rest[1:i], ("-p", "--project")) is not None:
         return f"`{program} {' '.join(rest[1:i])}` runs it for another project: give the command from its folder"
     j = _flags(rest, i + 1, valued)
     if program == "hatch" and j < len(rest) and rest[j][:1] == "+":
@@ -249,8 +249,8 @@ def script_name(rest: list[str]) -> str:
 
 def look(argv: list[str], cwd: Path | None, depth: int = 0) -> View:
     """The runner `argv` runs, looking through the prefixes before it."""
-    # (imported here: scripts.py and toxnox.py look at the commands they find with this module's `look`)
-    from reposwarm.checks.runners import scripts, toxnox
+    # (imported here: scripts.py and tox_nox.py look at the commands they find with this module's `look`)
+    from reposwarm.checks.runners import scripts, tox_nox
 
     lead: list[str] = []
     rest = list(argv)
@@ -274,7 +274,7 @@ def look(argv: list[str], cwd: Path | None, depth: int = 0) -> View:
         return View("")
     here = cwd / workdir if cwd is not None else None
     if owner and here is not None:
-        hatch_env = _option(lead, ("-e", "--env"))
+        hatch_env = option_value(lead, ("-e", "--env"))
         why = scripts.python_script(owner, rest, here, hatch_env)
         if why:
             return View("", why=why)
@@ -283,7 +283,7 @@ def look(argv: list[str], cwd: Path | None, depth: int = 0) -> View:
             return _joined(lead, found, workdir, rest[:1])
     program = base(rest[0])
     if program == "tox" or program == "nox":
-        found = toxnox.look(program, rest, here, look)
+        found = tox_nox.look(program, rest, here, look)
     elif program in ("npm", "pnpm", "yarn"):
         found = scripts.look(program, rest, here, depth, look)
     else:

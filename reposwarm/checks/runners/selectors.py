@@ -127,8 +127,8 @@ def _unittest(view: prefixes.View, names: list[str], root: Path, wd: str) -> Pic
     scope_ids: list[str] = []
     start = "."
     if args[:1] == ["discover"] or not pos:
-        start = prefixes._option(rest, ("-s", "--start-directory")) or (pos[0] if pos else ".")
-        top = prefixes._option(rest, ("-t", "--top-level-directory")) or (pos[2] if len(pos) > 2 else start)
+        start = prefixes.option_value(rest, ("-s", "--start-directory")) or (pos[0] if pos else ".")
+        top = prefixes.option_value(rest, ("-t", "--top-level-directory")) or (pos[2] if len(pos) > 2 else start)
         if posixpath.normpath(top) != ".":
             return (f"it discovers with `{top}` as its top-level folder: a targeted run names tests by dotted ids "
                     "from the command's own folder only")
@@ -418,9 +418,9 @@ def _cargo(view: prefixes.View, names: list[str], root: Path, wd: str) -> Picks 
     exact = "--exact" in libtest
     crates = _crates(root, wd)
     by_underscore = {c.replace("-", "_"): c for c in crates}
-    listed = [prefixes._option(mine[i:], ("-p", "--package")) for i, a in enumerate(mine)
+    listed = [prefixes.option_value(mine[i:], ("-p", "--package")) for i, a in enumerate(mine)
               if a.partition("=")[0] in ("-p", "--package")]
-    excluded = {prefixes._option(mine[i:], ("--exclude",)) for i, a in enumerate(mine) if a.startswith("--exclude")}
+    excluded = {prefixes.option_value(mine[i:], ("--exclude",)) for i, a in enumerate(mine) if a.startswith("--exclude")}
     every = "--workspace" in mine or "--all" in mine
     bare: dict[str, str] = {}
     asked: dict[str, dict[str, str]] = {}  # crate -> {name: filter ("" for the whole crate)}

@@ -14,7 +14,7 @@ Per check, a git folder of a few small files (HEAD, config, the index, `info/exc
 space; the sandbox binds it (and the cached objects under it) where the tree's `.git` points. No ref but a
 detached HEAD exists in it; nothing in it is writable from inside.
 
-Every git call here goes through reposwarm/gitcmd.py; the commands read objects and write index and pack
+Every git call here goes through reposwarm/vcs/gitcmd.py; the commands read objects and write index and pack
 files, none reads the working tree, so no filter, hook or driver can run.
 """
 
@@ -30,8 +30,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from reposwarm import gitcmd
-from reposwarm.agent.paths import PathPolicy, touches_git
+from reposwarm.slices.policy import PathPolicy, touches_git
+from reposwarm.vcs import gitcmd
 
 # Where the private git folder appears inside the sandbox when the tree's `.git` is a file (a linked worktree):
 # a neutral path, so the check sees no host folder for it.

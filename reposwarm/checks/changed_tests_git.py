@@ -1,4 +1,4 @@
-"""The git side of the base-tests comparison (reposwarm/checks/test_changes.py, which workflows read and so
+"""The git side of the base-tests comparison (reposwarm/checks/changed_tests.py, which workflows read and so
 runs no git): which test paths the lanes changed, the checkout that puts the base commit's back, and the bounded
 diff a reviewer and a repairing lane read. Activities only."""
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import git
 
-from reposwarm import gitcmd
-from reposwarm.checks import test_files
+from reposwarm.checks import testpaths
+from reposwarm.vcs import gitcmd
 
 DIFF_CHARS = 4000  # per changed file: the assertion a reviewer reads, not the whole rewrite
 
@@ -23,10 +23,10 @@ def changed_paths(g: git.Git, base: str, merged: str) -> tuple[list[str], dict[s
         return [], {}
     paths, config = [], {}
     for path in (p for p in out.split("\0") if p):
-        if not test_files.is_test(path):
+        if not testpaths.is_test(path):
             continue
-        if test_files.is_config(path):
-            how = test_files.config_change(path, gitcmd.show(g, base, path), gitcmd.show(g, merged, path))
+        if testpaths.is_config(path):
+            how = testpaths.config_change(path, gitcmd.show(g, base, path), gitcmd.show(g, merged, path))
             if not how:
                 continue  # a build section of a shared file: the merged code's, not a test change
             config[path] = how

@@ -1,6 +1,6 @@
 """Whether one slice lies within another: a plan, a reviewer's plan and a server's options may only narrow.
 
-A slice is a list of gitignore-style patterns as PathPolicy (reposwarm/agent/paths.py) reads them. Comparing
+A slice is a list of gitignore-style patterns as PathPolicy (reposwarm/slices/policy.py) reads them. Comparing
 the fixed text before the first glob character is unsound (`services/a*/` is not within `services/a/`: it
 reaches `services/admin/`), so the question is answered exactly instead: every pattern is compiled by
 pathspec just as PathPolicy compiles it, each regular expression becomes an automaton over the classes of
@@ -21,9 +21,9 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from reposwarm.agent.paths import _spec
 from reposwarm.contracts.config import HelperRole
 from reposwarm.contracts.plan import LanePlan, Plan
+from reposwarm.slices.policy import slice_spec
 
 # The parser `re` itself uses, so a character class means exactly what it means to `re` (private modules, read
 # through Any: their names are re's own and stable since Python 3.11).
@@ -210,7 +210,7 @@ def _compiled(patterns: list[str]) -> list[tuple[bool, str, int]]:
     if long := [p for p in patterns if len(p) > MAX_PATTERN_CHARS]:
         raise Undecided(f"a pattern over {MAX_PATTERN_CHARS} characters ({long[0][:40]!r}...)")
     try:
-        spec = _spec(list(patterns))
+        spec = slice_spec(list(patterns))
     except Exception as err:  # pathspec's own errors, and re.error for a class such as [z-a]
         raise Undecided(f"not a pattern PathPolicy can read ({err})") from None
     out = []
@@ -394,7 +394,7 @@ def narrowing_problem(patterns: list[str], allowed: list[str], read_only: list[s
         return f"cannot be checked against the lane's slice ({why}), so it is refused"
     if witness is None:
         return None
-    culprit = next((p for p in reversed(patterns) if _spec([p]).match_file(witness)), patterns[-1])
+    culprit = next((p for p in reversed(patterns) if slice_spec([p]).match_file(witness)), patterns[-1])
     return f"{culprit!r} reaches {witness!r}, which the lane may not write"
 
 

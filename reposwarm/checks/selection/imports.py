@@ -1,10 +1,10 @@
 """The imports of a git revision's files: per file, the specifiers it imports, as the resolver takes them.
 
-Why: affected-test selection (reposwarm/checks/affected.py) runs the tests a change can reach, which are the files
+Why: affected-test selection (reposwarm/checks/selection/affected.py) runs the tests a change can reach, which are the files
 that read a changed file, directly or through others. Read from git objects as the symbol index is
-(reposwarm/intel/symbols.py: `git ls-tree`, `git cat-file --batch`), never the worktree. Imports are found with
+(reposwarm/symbols/index.py: `git ls-tree`, `git cat-file --batch`), never the worktree. Imports are found with
 regexes (a 4M-line tree in seconds; tree-sitter would take minutes), cached per blob in SQLite beside the symbol
-index (reposwarm/checks/resolve.py caches the resolved graph per tree in the same file). What is read, and what
+index (reposwarm/checks/selection/resolve.py caches the resolved graph per tree in the same file). What is read, and what
 the resolver makes of it (over-approximating: it never drops an import it could place):
 - Python: `import a.b`, `from a.b import c` (c a module or a name), relative imports, import_module("a.b");
   by dotted path suffix against every .py file (any source root works); a module reads every __init__.py above
@@ -31,7 +31,7 @@ import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
-from reposwarm.intel import symbols
+from reposwarm.symbols import index as symbols
 
 CODE = {".py": "py", ".pyi": "py", ".js": "js", ".mjs": "js", ".cjs": "js", ".jsx": "js", ".ts": "js", ".mts": "js",
         ".cts": "js", ".tsx": "js", ".go": "go", ".java": "java", ".rs": "rs"}
@@ -259,14 +259,14 @@ class Cache:
 # --- git --------------------------------------------------------------------------------------------------------------
 
 def tree_of(repo: Path, rev: str) -> str:
-    return symbols._git(repo, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{tree}}").strip()
+    return symbols.git_output(repo, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{tree}}").strip()
 
 
 def entries(repo: Path, tree: str) -> tuple[dict[str, str], set[str]]:
     """path -> blob id of a tree's files (submodules left out: the graph does not enter them), and which of them
     are symbolic links."""
     out, links = {}, set()
-    for record in symbols._git(repo, "ls-tree", "-r", "-z", "--full-tree", tree).split("\0"):
+    for record in symbols.git_output(repo, "ls-tree", "-r", "-z", "--full-tree", tree).split("\0"):
         meta, _, path = record.partition("\t")
         parts = meta.split()
         if len(parts) == 3 and parts[1] == "blob":
@@ -293,7 +293,7 @@ def read_specs(repo: Path, cache: Cache, files: dict[str, str], links: set[str])
         for sha, kind in todo:
             kinds.setdefault(sha, []).append(kind)
         rows = []
-        with contextlib.closing(symbols._cat_blobs(repo, list(kinds))) as blobs:
+        with contextlib.closing(symbols.cat_blobs(repo, list(kinds))) as blobs:
             for sha, data in blobs:
                 BLOBS_READ[0] += 1
                 rows += [(sha, kind, extract(kind, data)) for kind in kinds[sha]]

@@ -25,6 +25,8 @@ TEST_DIRS = {"tests", "test", "__tests__", "testdata", "testing"}
 _TEST_NAME = re.compile(r"^(test_.*\.py|.*_test\.py|.*_test\.go|.*\.(test|spec)\.[cm]?[jt]sx?)$")
 
 # Whole files that say how tests run.
+# A package's test file, as the package survey (reposwarm/intel/packages.py) and test selection count them
+PACKAGE_TEST_NAME = re.compile(r"^(test_.*\.py|.*_test\.py|.*_test\.go|.*\.(test|spec)\.[cm]?[jt]sx?|.*Tests?\.java)$")
 _CONFIG_NAME = re.compile(r"^(conftest\.py|pytest\.ini|tox\.ini|noxfile\.py|\.coveragerc|"
                           r"(jest|vitest|vitest\.workspace|karma\.conf|ava\.config|playwright\.config)\.[\w.]+|"
                           r"\.mocharc(\.[\w]+)?)$")
@@ -82,3 +84,9 @@ def config_change(path: str, old: str | None, new: str | None) -> str:
         keys = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
         return f"its test sections changed: {', '.join(keys)}"
     return "changed"
+
+
+def is_test_path(path: str) -> bool:
+    """A test file, or a file in a test folder (tests/, test/, __tests__/, testdata/...)."""
+    name = PurePosixPath(path).name
+    return bool(PACKAGE_TEST_NAME.match(name)) or any(part in TEST_DIRS for part in path.split("/")[:-1])

@@ -40,10 +40,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from reposwarm.checks import sandbox, shards
+from reposwarm.checks import sandbox
 from reposwarm.checks.runners import Case
 from reposwarm.checks.runners.prefixes import programs
 from reposwarm.checks.sandbox.environment import private_home
+from reposwarm.checks.selection import shards
 from reposwarm.contracts import CheckProfile, CommandResult, TestFailure
 from reposwarm.runs import objects
 from reposwarm.runs.store import Store

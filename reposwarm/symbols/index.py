@@ -29,8 +29,7 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from reposwarm import gitcmd
-from reposwarm.intel.proximity import proximity as _proximity
+from reposwarm.vcs import gitcmd
 
 QUERIES = Path(__file__).with_name("queries")
 # language -> (module, factory function, query files)
@@ -194,14 +193,14 @@ def _parse_chunk(chunk: list[tuple[str, str, bytes]]) -> list[tuple[str, str, Sy
 
 # --- git ----------------------------------------------------------------------------------------------------------
 
-def _git(cwd: Path, *args: str) -> str:
+def git_output(cwd: Path, *args: str) -> str:
     proc = gitcmd.run(list(args), cwd=cwd, capture_output=True, text=True)
     if proc.returncode != 0:
         raise SymbolIndexError(f"git {' '.join(args)}: {proc.stderr.strip()[:300]}")
     return proc.stdout
 
 
-def _cat_blobs(cwd: Path, shas: list[str]) -> Generator[tuple[str, bytes], None, None]:
+def cat_blobs(cwd: Path, shas: list[str]) -> Generator[tuple[str, bytes], None, None]:
     """Contents of blobs, streamed from one `git cat-file --batch` (requests written by a thread: no deadlock)."""
     proc = gitcmd.popen(["cat-file", "--batch"], cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     assert proc.stdin is not None and proc.stdout is not None
@@ -254,7 +253,7 @@ def default_db_path(repo_path: str | Path) -> Path:
 
 @functools.lru_cache(maxsize=256)
 def _main_repository(path: Path) -> Path:
-    common = Path(_git(path, "rev-parse", "--path-format=absolute", "--git-common-dir").strip())
+    common = Path(git_output(path, "rev-parse", "--path-format=absolute", "--git-common-dir").strip())
     return (common.parent if common.name == ".git" else common).resolve()
 
 
@@ -322,7 +321,7 @@ class SymbolIndex:
 
     def tree_of(self, rev: str) -> str:
         try:
-            return _git(self.repo, "rev-parse", "--verify", "--quiet", f"{rev}^{{tree}}").strip()
+            return git_output(self.repo, "rev-parse", "--verify", "--quiet", f"{rev}^{{tree}}").strip()
         except SymbolIndexError as err:
             raise SymbolIndexError(f"{rev!r} is not a revision of {self.repo} ({err})") from None
 
@@ -340,7 +339,7 @@ class SymbolIndex:
             files = self.db.execute("SELECT COUNT(*) FROM files WHERE snap=?", (snap,)).fetchone()[0]
             return UpdateStats(tree, files, 0, time.perf_counter() - started)
         entries = []  # (path, sha, lang)
-        for record in _git(self.repo, "ls-tree", "-r", "-z", "--full-tree", tree).split("\0"):
+        for record in git_output(self.repo, "ls-tree", "-r", "-z", "--full-tree", tree).split("\0"):
             meta, _, path = record.partition("\t")
             parts = meta.split()
             if len(parts) == 3 and parts[1] == "blob" and parts[0] != "120000" and (lang := language_of(path)):
@@ -375,7 +374,7 @@ class SymbolIndex:
     def _parse(self, todo: dict[str, str], progress: Progress | None) -> int:
         """Parse blobs in this process, or over the cores in chunks when there are many."""
         # closed here, whatever happens: left to the garbage collector, its clean-up could run on any thread
-        with contextlib.closing(_cat_blobs(self.repo, list(todo))) as blobs:
+        with contextlib.closing(cat_blobs(self.repo, list(todo))) as blobs:
             return self._parse_blobs(((sha, todo[sha], data) for sha, data in blobs), len(todo), progress)
 
     def _parse_blobs(self, contents: Iterator[tuple[str, str, bytes]], total: int, progress: Progress | None) -> int:
@@ -446,7 +445,7 @@ class SymbolIndex:
         refs = [Reference(base, p, line) for p, line in self.db.execute(
             "SELECT f.path, r.line FROM refs r CROSS JOIN files f WHERE r.name=? AND f.snap=? AND f.blob=r.blob"
             " LIMIT ?", (base, snap, MAX_REF_ROWS)) if readable is None or readable(p)]
-        refs.sort(key=_proximity(defs[:limit]))
+        refs.sort(key=proximity(defs[:limit]))
         return Lookup(defs[:limit], refs[:limit], max(0, len(defs) - limit), max(0, len(refs) - limit))
 
     def symbols(self, rev: str = "HEAD") -> tuple[list[Definition], list[Reference]]:
@@ -494,3 +493,24 @@ def _chunks(contents: Iterable[tuple[str, str, bytes]]) -> Iterator[list[tuple[s
             chunk, size = [], 0
     if chunk:
         yield chunk
+
+
+# The order of a name's references in a lookup: those in a file defining it first, then by how deep a folder they
+# share with a definition (symbol_lookup shows the nearest uses of a name before the far ones).
+def proximity(defs: list[Definition]) -> Callable[[Reference], tuple[int, str, int]]:
+    """Sort key of references: in a defining file first, then by how deep a folder they share with one."""
+    files = {d.path for d in defs}
+    depth: dict[str, int] = {}
+    for d in defs:
+        parts = d.path.split("/")
+        for i in range(len(parts)):
+            depth.setdefault("/".join(parts[:i]), i)
+
+    def key(ref: Reference) -> tuple[int, str, int]:
+        if ref.path in files:
+            return (-1_000, ref.path, ref.line)
+        parts = ref.path.split("/")[:-1]
+        shared = next((depth[f] for i in range(len(parts), -1, -1) if (f := "/".join(parts[:i])) in depth), -1)
+        return (-shared, ref.path, ref.line)
+
+    return key

@@ -26,9 +26,9 @@ from pathlib import Path
 import git
 from temporalio.exceptions import ApplicationError
 
-from reposwarm import gitcmd
-from reposwarm.gitcmd import is_ancestor, rev, try_git
 from reposwarm.gitvalues import url_problem
+from reposwarm.vcs import gitcmd
+from reposwarm.vcs.gitcmd import is_ancestor, rev, try_git
 
 _SCHEME = re.compile(r"^(file|ssh|git|https?)://", re.I)
 _SCP = re.compile(r"^[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:[^/]")  # git@github.com:org/repo.git
@@ -207,7 +207,7 @@ class Repository:
     def run_refs(self, run_id: str) -> list[str]:
         """A run's shared refs but its lanes' branches: the integration branch, validated and rolled-back
         states, the moving base."""
-        from reposwarm.branches import integration_branch
+        from reposwarm.vcs.branches import integration_branch
 
         return [f"refs/heads/{integration_branch(run_id)}", f"refs/reposwarm/{run_id}/*"]
 

@@ -20,13 +20,13 @@ its worktree and give that repository a `filter.<name>.clean` command; any git t
 command as the worker. So the worker's git never enters one: besides the settings above, every status, diff,
 show and log gets `--ignore-submodules=all` on its command line (only the flag stops git from reading
 `.gitmodules`, where a `submodule.<name>.update = !cmd` makes git die), and diffs get `--no-ext-diff
---no-textconv`; reposwarm/agent/slice.py removes every nested `.git` a lane leaves. What still runs is named
+--no-textconv`; reposwarm/slices/leftovers.py removes every nested `.git` a lane leaves. What still runs is named
 only by the user's own config files (a credential helper, core.sshCommand, an LFS filter), which nothing a
 lane or a repository writes can reach.
 
 Use `repo(path)` for GitPython and `run(...)` for a plain subprocess; `SAFE_ENV` for anything else. The
 small helpers below (`try_git`, `rev`, `is_ancestor`, `show`, `IDENTITY`) are the calls every activity makes;
-ref names are in reposwarm/branches.py, which workflows read without running git.
+ref names are in reposwarm/vcs/branches.py, which workflows read without running git.
 """
 
 from __future__ import annotations

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 
-from reposwarm.branches import integration_branch
 from reposwarm.checks import exercised, verdicts
 from reposwarm.contracts import (
     LaneReview,
@@ -23,6 +22,7 @@ from reposwarm.contracts import (
 )
 from reposwarm.contracts.cost import usage_line
 from reposwarm.text import error_line, inert, inert_line
+from reposwarm.vcs.branches import integration_branch
 
 FAILED_CALLS_SHOWN = 10  # per lane in the Markdown; the --json package keeps the lane's whole list
 BACKTICK, QUOTE = "`", "'"  # a command is shown as code: a backtick in it would end the span
@@ -254,8 +254,8 @@ def render_status(status: SwarmStatus) -> str:
         lines.append("nothing merged in this round: approving is refused; reject with a comment to plan again")
     if status.base_moved:
         lines.append(f"base moved: {status.base_moved}")
-    if status.proposal is not None:  # a run with no lanes file: the lanes it proposed (reposwarm/proposal_file.py)
-        from reposwarm.proposal_file import render_proposal
+    if status.proposal is not None:  # a run with no lanes file: the lanes it proposed (reposwarm/lanes/proposal_file.py)
+        from reposwarm.lanes.proposal_file import render_proposal
 
         lines.append(render_proposal(status.proposal))
     record = next((r for r in reversed(status.rounds) if r.round == status.round), None)

@@ -5,7 +5,7 @@ in one part, or split into shards that run as separate activities on any worker 
 
 - a command's `when:` globs: not run when no changed path matches one (said, with the globs);
 - `selection: affected`: a command whose runner can select tests (reposwarm/checks/runners/select.py) runs only the
-  tests the import graph says the changes reach (reposwarm/checks/affected.py); a change the graph cannot see through
+  tests the import graph says the changes reach (reposwarm/checks/selection/affected.py); a change the graph cannot see through
   (a build or lock file, test configuration, a language it does not parse) runs it whole, and says which file; a
   command whose runner cannot select runs whole too, and says why; one none of whose tests is affected is not run;
 - scope `remainder`: the tests a selected check of the same changes did not run (the whole profile then guards the
@@ -23,13 +23,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from reposwarm.agent.paths import spec
-from reposwarm.checks import affected, shards
 from reposwarm.checks.runners import jscollect, prefixes, select
 from reposwarm.checks.runners.commands import JUNIT
 from reposwarm.checks.runners.parsers import Case
 from reposwarm.checks.runners.selectors import SELECT
+from reposwarm.checks.selection import affected, shards
 from reposwarm.contracts import CheckPart, CheckPlan, CheckProfile, CommandResult, TestReport
+from reposwarm.slices.policy import spec
 
 MAX_CHANGED_SHOWN = 50
 Durations = Callable[[list[str]], dict[str, float]]  # a command's argv -> seconds per test, from its last run

@@ -15,10 +15,11 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from reposwarm.config import ConfigError, _problems
 from reposwarm.contracts import LanePlan, LaneProposal, LanesFile, Plan, SwarmConfig, ValidationConfig
 from reposwarm.contracts.config import CheckProfile, LanesFileOnDisk
-from reposwarm.lanes_check import check_lanes
+from reposwarm.contracts.errors import ConfigError
+from reposwarm.lanes.checking import check_lanes
+from reposwarm.lanes.loading import config_problems
 
 PLAN_KEY = "plan"
 PROFILE = "default"  # the proposal's one validation profile, as the lanes file names it
@@ -111,7 +112,7 @@ def read_text(text: str, where: str = "edited lanes") -> tuple[LanesFile, Plan |
         LanesFileOnDisk.model_validate(data)
         config = LanesFile.model_validate(data)
     except ValidationError as err:
-        problems += _problems(err.errors(include_url=False), LanesFileOnDisk)
+        problems += config_problems(err.errors(include_url=False), LanesFileOnDisk)
     if config is not None:  # the lanes' own checks (graph, slices two lanes share...): pure, no files, no PATH
         problems += check_lanes(config, None, which=where, tools_on_path=False).errors
     plan = None
@@ -119,7 +120,7 @@ def read_text(text: str, where: str = "edited lanes") -> tuple[LanesFile, Plan |
         try:
             plan = Plan.model_validate(raw_plan)
         except ValidationError as err:
-            problems += [f"{PLAN_KEY}.{p}" for p in _problems(err.errors(include_url=False), Plan)]
+            problems += [f"{PLAN_KEY}.{p}" for p in config_problems(err.errors(include_url=False), Plan)]
     if problems or config is None:
         if len(problems) == 1:
             raise ConfigError(f"{where}: {problems[0]}")

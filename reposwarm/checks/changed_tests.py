@@ -6,8 +6,8 @@ Three kinds of change, none of them ever plainly PASSED (reposwarm/checks/verdic
   renamed away (found by `verdicts.judge` from the two trees' per-test results);
 - rewritten: the base commit's version of the test fails against the merged code while the lane's version
   passes there. Found by a second run of the check profile, in a checkout of the merged tree with every test file
-  and piece of test configuration the lanes changed put back as the base commit has it (reposwarm/checks/test_trees.py);
-- reconfigured: a lane changed test configuration (reposwarm/checks/test_files.py): listed by itself.
+  and piece of test configuration the lanes changed put back as the base commit has it (reposwarm/checks/changed_tests_git.py);
+- reconfigured: a lane changed test configuration (reposwarm/checks/testpaths.py): listed by itself.
 
 Each change names the lanes that changed its file and what they said of it (`stated`): a change whose lane
 gave its reason is not sent back as a repair, and reaches the review under its own heading.
@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from pathlib import PurePosixPath
 
-from reposwarm.checks import runners, test_files
+from reposwarm.checks import runners, testpaths
 from reposwarm.contracts import TestChange, TestChangeKind, TestFailure
 
 MAX_CHANGES = 100  # per command and kind: a deleted suite is one long list, cut with a count of the rest
@@ -120,7 +120,7 @@ def owners(change: TestChange, touched: dict[str, list[str]]) -> list[str]:
         lanes = [lane for lane, files in touched.items() if change.file in files]
         if lanes:
             return sorted(lanes)
-    lanes = [lane for lane, files in touched.items() if any(test_files.is_test(f) for f in files)]
+    lanes = [lane for lane, files in touched.items() if any(testpaths.is_test(f) for f in files)]
     return sorted(lanes or [lane for lane, files in touched.items() if files])
 
 

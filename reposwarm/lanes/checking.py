@@ -1,13 +1,13 @@
 """What the loader says of a lanes file beyond its schema: the checks a lanes file and a proposal of lanes share.
 
 `check_lanes` reads a lanes file whose keys are valid: the lane graph (names, unknown `depends_on` lanes,
-cycles), two lanes that may write the same path (decided exactly by reposwarm/agent/slices.py, with the witness
+cycles), two lanes that may write the same path (decided exactly by reposwarm/slices/narrowing.py, with the witness
 path, and the tracked files both may write), an allowed path the lane's read-only paths cover whole, and, with
 the repository's files at hand, slices that match no tracked file and check commands not installed here. The
 first kinds are errors: a run with them would merge two lanes' edits of one file, or give a lane nothing to
 write; the last two are warnings, as the file may mean a folder the run creates, or a worker with the tool.
 
-The guardrails a planner model's proposal must pass besides (reposwarm/proposal_check.py) build on this module
+The guardrails a planner model's proposal must pass besides (reposwarm/lanes/guardrails.py) build on this module
 and its public helpers (is_lane_name, pattern_problem, too_many_patterns, TrackedFiles); nothing here imports
 them back.
 
@@ -28,9 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reposwarm.agent import slices
-from reposwarm.agent.paths import _spec
 from reposwarm.contracts.config import CheckProfile, HelperRole, LanesFile
+from reposwarm.slices import narrowing as slices
+from reposwarm.slices.policy import slice_spec
 
 LANE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 LANE_NAME_CHARS = "letters, digits, '_' and '-', starting with a letter or digit, at most 64 characters"
@@ -151,7 +151,7 @@ def pattern_problem(pattern: object) -> str | None:
 
 def _prefix(pattern: str) -> str | None:
     """The fixed text every path an include pattern matches starts with ("" for any); None for a negation.
-    (PathPolicy anchors every pattern at the root but those starting with `**`: reposwarm/agent/paths.py _spec.)"""
+    (PathPolicy anchors every pattern at the root but those starting with `**`: reposwarm/slices/policy.py slice_spec.)"""
     p = pattern.strip().removeprefix("./")
     if p.startswith("!"):
         return None
@@ -173,7 +173,7 @@ def _compatible(first: list[str], second: list[str]) -> bool:
 def _matcher(patterns: Sequence[str]) -> Any:
     """PathSpec's match_file as PathPolicy compiles the patterns (the last pattern that matches decides), without
     its per-call normalising: the tracked files are clean paths already, and there may be a million of them."""
-    parts = [(bool(p.include), p.regex) for p in _spec(list(patterns)).patterns
+    parts = [(bool(p.include), p.regex) for p in slice_spec(list(patterns)).patterns
              if p.include is not None and getattr(p, "regex", None) is not None]
     if all(include for include, _ in parts):
         searches = [regex.search for _, regex in parts]
@@ -321,7 +321,7 @@ def _read_only_lines(name: str, role: HelperRole, strict: bool, findings: LaneFi
                                        f"({why})")
             continue
         if witness is not None:
-            culprit = next((p for p in role.read_only_paths if _spec([p]).match_file(witness)), "")
+            culprit = next((p for p in role.read_only_paths if slice_spec([p]).match_file(witness)), "")
             findings.errors.append(
                 f"swarm.lanes.{name}: {pattern!r} is both writable and read-only: read_only_paths {culprit!r} "
                 f"covers all of it ({witness!r}, say), and read-only wins, so the lane may write none of it; take "
@@ -339,11 +339,11 @@ def _unmatched(name: str, role: HelperRole, tree: TrackedFiles, findings: LaneFi
 def _program_problem(argv: list[str], profile: CheckProfile, tree: TrackedFiles | None, root: Path | None) -> str | None:
     """Why a command's program is not here: not on PATH, nor a file in the repository. `env X=1 prog` is prog;
     `python -m X`, `npx X`, `uv run X` and the like are their first word (the tool finds the rest)."""
-    from reposwarm.checks.runners.prefixes import _env
+    from reposwarm.checks.runners.prefixes import env_step
 
     program = argv[0]
     if posixpath.basename(program) == "env":
-        step = _env(argv)
+        step = env_step(argv)
         if isinstance(step, str) or step is None:
             return None
         program = argv[step.taken]

@@ -1,12 +1,12 @@
 """The guardrails a planner model's proposal of lanes must pass: check_proposal (issues 34.2 and 45).
 
-The lanes a planner model proposes are built into a lanes file and held to check_lanes (reposwarm/lanes_check.py),
+The lanes a planner model proposes are built into a lanes file and held to check_lanes (reposwarm/lanes/checking.py),
 strictly (what cannot be checked is refused), and to the rules a file written by a person need not follow:
 slices inside the repository (no absolute path, no `..`, not `.git`) and not the whole of it, at most
 `max_lanes` lanes, a plan for exactly these lanes, budgets and goals of a sane size, and a lane that writes only
 tests after the lanes that write the code those tests import.
 
-What "the code those tests import" is comes from the base commit's import graph (reposwarm/checks/resolve.py):
+What "the code those tests import" is comes from the base commit's import graph (reposwarm/checks/selection/resolve.py):
 the files a test file's own import lines resolve to, never every file of its package; documentation, changelogs,
 dotfiles and data no test imports are never code under test. A vertical lane (code and its own tests) needs no
 depends_on for its tests. No rule asks for a cycle: where the dependency a rule wants would close one, or where
@@ -24,14 +24,11 @@ from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
-from reposwarm.agent import slices
-from reposwarm.agent.paths import _spec, is_git_name
-from reposwarm.checks.imports import is_code
-from reposwarm.checks.test_files import is_config
+from reposwarm.checks.selection.imports import is_code
+from reposwarm.checks.testpaths import is_config, is_test_path
 from reposwarm.contracts.config import HelperRole, LanesFile, SwarmConfig, ValidationConfig
 from reposwarm.contracts.proposal import LaneProposal
-from reposwarm.intel.packages import is_test_path
-from reposwarm.lanes_check import (
+from reposwarm.lanes.checking import (
     LANE_NAME_CHARS,
     LaneFindings,
     TrackedFiles,
@@ -43,9 +40,11 @@ from reposwarm.lanes_check import (
     shown,
     too_many_patterns,
 )
+from reposwarm.slices import narrowing as slices
+from reposwarm.slices.policy import is_git_name, slice_spec
 
 if TYPE_CHECKING:
-    from reposwarm.checks.resolve import Graph
+    from reposwarm.checks.selection.resolve import Graph
 
 MAX_LANE_TOKENS = 5_000_000  # a proposed lane's token_budget: more is no lane's, it is a runaway
 MAX_GOAL_CHARS = 20_000  # a proposed lane's goal, and the plan's interface contract (x4)
@@ -87,7 +86,7 @@ def _guard_slices(lanes: Mapping[str, HelperRole], lines: list[str]) -> None:
                 continue
         except slices.Undecided:
             continue  # (check_lanes says it, strictly)
-        spec = _spec(role.allowed_paths)
+        spec = slice_spec(role.allowed_paths)
         # (inside .git: a slice of the files at the root matches the name `.git` itself, which the path policy
         # refuses to every lane in every spelling anyway)
         if spec.match_file(".git/config") or spec.match_file(".git/hooks/pre-commit"):
@@ -137,7 +136,7 @@ def _reach(lanes: Mapping[str, HelperRole]) -> dict[str, set[str]]:
 
 
 class _Imports:
-    """What a file imports directly, as the revision's import graph resolves it (reposwarm/checks/resolve.py): its
+    """What a file imports directly, as the revision's import graph resolves it (reposwarm/checks/selection/resolve.py): its
     own import lines, and the members of the groups they name (a Go package, a crate, an npm package, a folder);
     not what those files import in turn."""
 

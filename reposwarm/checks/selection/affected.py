@@ -1,7 +1,7 @@
 """Affected-test selection (issue 37): the tests a change can reach through the import graph, per runner kind, or
 why the graph cannot tell (then the whole command runs).
 
-A changed file reaches the files that read it, directly or through others (reposwarm/checks/resolve.py); the
+A changed file reaches the files that read it, directly or through others (reposwarm/checks/selection/resolve.py); the
 tests among them are affected, named as the runners' selectors take them (reposwarm/checks/runners/selectors.py):
 python and js tests by file path, go tests by package import path, cargo tests by crate name.
 
@@ -31,10 +31,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from reposwarm import gitcmd
-from reposwarm.checks import imports, resolve
-from reposwarm.intel.packages import is_test_path
-from reposwarm.intel.symbols import SymbolIndexError
+from reposwarm.checks.selection import imports, resolve
+from reposwarm.checks.testpaths import is_test_path
+from reposwarm.symbols.index import SymbolIndexError
+from reposwarm.vcs import gitcmd
 
 KINDS = ("python", "js", "go", "cargo")
 RUNNER_KIND = {"pytest": "python", "unittest": "python", "node": "js", "jest": "js", "vitest": "js", "go": "go",

@@ -1,4 +1,4 @@
-"""The import graph of a git revision: the specifiers reposwarm/checks/imports.py finds, resolved to the tree's files.
+"""The import graph of a git revision: the specifiers reposwarm/checks/selection/imports.py finds, resolved to the tree's files.
 
 Nodes are the tree's files (sorted, first) and groups: "//go/<dir>" a Go package, "//gotest/<dir>" its tests,
 "//crate/<dir>" a Cargo crate, "//npm/<dir>" a package.json's package, "//java/<package>", "//dir/<dir>" every
@@ -22,8 +22,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from reposwarm.checks import imports
-from reposwarm.intel.packages import is_test_path
+from reposwarm.checks.selection import imports
+from reposwarm.checks.testpaths import is_test_path
 
 JS_EXTS = (".ts", ".tsx", ".js", ".jsx", ".mjs", ".cjs", ".mts", ".cts")
 _JS_TRY = (*JS_EXTS, ".d.ts", ".json", ".node")

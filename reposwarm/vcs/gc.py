@@ -12,8 +12,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from reposwarm import gitcmd
 from reposwarm.runs.store import home
+from reposwarm.vcs import gitcmd
 
 
 @dataclass

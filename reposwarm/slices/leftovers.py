@@ -1,6 +1,6 @@
 """What a lane leaves in its worktree is judged like a lane's own edit.
 
-The file tools check every path before they write (reposwarm/agent/paths.py), but a lane's checks run code it
+The file tools check every path before they write (reposwarm/slices/policy.py), but a lane's checks run code it
 wrote, and that code can write wherever the sandbox lets it: anywhere in the worktree. After a check, and
 again at every checkpoint, the worktree's changes are compared with the lane's slice: a change outside the
 paths it may write is undone, a symlink that leads outside the repository or into a path it may not write
@@ -9,7 +9,7 @@ is removed, and only what remains is ever staged (never `git add -A`).
 A nested repository (a `.git` folder or file anywhere below the worktree's root) is removed the same way,
 its files left as files: git would stage it as a gitlink (a dangling one on the delivered branch, or an exit
 128 for an empty repository), and its config is the one place a lane can name a command (a filter, a diff
-driver) that a git entering it would run as the worker (reposwarm/gitcmd.py keeps the worker's git out).
+driver) that a git entering it would run as the worker (reposwarm/vcs/gitcmd.py keeps the worker's git out).
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from reposwarm import gitcmd
-from reposwarm.agent.paths import PathPolicy, touches_git
+from reposwarm.slices.policy import PathPolicy, touches_git
+from reposwarm.vcs import gitcmd
 
 
 @dataclass(frozen=True)

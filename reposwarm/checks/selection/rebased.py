@@ -1,7 +1,7 @@
 """The base commit's results after the base moved (issue 37): the old base's report, with the tests the new commits
 affect run again on the new base and put in place of theirs, per test; the rest kept as they were.
 
-`rebased` takes the old baseline and a part's raw report on the new base (reposwarm/checks/plans.py: the commands
+`rebased` takes the old baseline and a part's raw report on the new base (reposwarm/checks/selection/plans.py: the commands
 the new commits reach, whole or cut to their tests); a command the part ran whole replaces the old one, a command
 it ran targets of keeps its old cases the targets do not select and takes the targets' cases and failures, and a
 command the part did not run (nothing of it is affected) is kept as it was. A command without per-test results on
@@ -13,8 +13,8 @@ from __future__ import annotations
 import dataclasses
 
 from reposwarm.checks import runners
-from reposwarm.checks.plans import Ran
 from reposwarm.checks.runners.parsers import Case
+from reposwarm.checks.selection.plans import Ran
 from reposwarm.checks.verdicts import CaseLoader
 from reposwarm.contracts import CommandResult, ExitClass, TestFailure, TestReport
 from reposwarm.runs.store import Store

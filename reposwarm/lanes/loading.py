@@ -20,11 +20,12 @@ import yaml
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
-from reposwarm.agent import slices
 from reposwarm.contracts import LanesFile, Plan
 from reposwarm.contracts.config import HelperRole, LanesFileOnDisk, SwarmConfig
-from reposwarm.lanes_check import LANE_NAME as LANE_NAME
-from reposwarm.lanes_check import LaneFindings, check_lanes, dependency_order, lane_graph_problems
+from reposwarm.contracts.errors import ConfigError
+from reposwarm.lanes.checking import LANE_NAME as LANE_NAME
+from reposwarm.lanes.checking import LaneFindings, check_lanes, dependency_order, lane_graph_problems
+from reposwarm.slices import narrowing as slices
 
 # The reference design's environment knobs, read by the starter.
 ENV_KNOBS = (
@@ -37,10 +38,6 @@ ENV_KNOBS = (
     "VALIDATION_TIMEOUT_S",
     "REPOSWARM_MODEL",
 )
-
-
-class ConfigError(Exception):
-    """A configuration problem, phrased for the user."""
 
 
 def _read_structured(path: Path) -> Any:
@@ -119,7 +116,7 @@ def _unknown_key(loc: Loc, root: type[BaseModel], missing: list[str]) -> tuple[s
     return f"unknown key {key!r}", None
 
 
-def _problems(errors: list[ErrorDetails], root: type[BaseModel]) -> list[str]:
+def config_problems(errors: list[ErrorDetails], root: type[BaseModel]) -> list[str]:
     """One line per problem. A misspelt required key is one problem, not two: its "missing" line goes,
     as the did-you-mean on the unknown key says it."""
     missing: dict[Loc, list[str]] = {}
@@ -145,7 +142,7 @@ def _problems(errors: list[ErrorDetails], root: type[BaseModel]) -> list[str]:
 
 def _explain(path: Path, err: ValidationError, root: type[BaseModel]) -> ConfigError:
     """Every problem at once, so the file is fixed in one pass; a single problem stays one line."""
-    problems = _problems(err.errors(include_url=False), root)
+    problems = config_problems(err.errors(include_url=False), root)
     if len(problems) == 1:
         return ConfigError(f"{path}: {problems[0]}")
     return ConfigError(f"{path}: {len(problems)} problems:\n" + "\n".join(f"  - {p}" for p in problems))
@@ -190,7 +187,7 @@ def _lanes_read_so_far(data: dict[str, Any]) -> LanesFile | None:
 
 def read_lanes_file(path: str | Path, files: Collection[str] | None = None, *, root: Path | None = None,
                     at: str = "", tools_on_path: bool = False, need_lanes: bool = True) -> tuple[LanesFile, LaneFindings]:
-    """A lanes file and what reposwarm/lanes_check.py says of it: every error at once, in one ConfigError (the
+    """A lanes file and what reposwarm/lanes/checking.py says of it: every error at once, in one ConfigError (the
     schema's, the lane graph's, the slices'), or the file with the warnings and notes to say. `files`: the
     tracked files of the commit the run starts from (`at` names it), for the warnings about slices matching none;
     `tools_on_path`: warn of check commands not installed here; `need_lanes=False`: the repository's
@@ -206,7 +203,7 @@ def read_lanes_file(path: str | Path, files: Collection[str] | None = None, *, r
         schema.model_validate(data)  # a lanes file has lanes (a run's request may not, while it proposes some)
         config = LanesFile.model_validate(data)
     except ValidationError as err:
-        problems = _problems(err.errors(include_url=False), schema)
+        problems = config_problems(err.errors(include_url=False), schema)
         swarm = data.get("swarm")
         problems += lane_graph_problems(swarm.get("lanes") if isinstance(swarm, dict) else None)
         if (partial := _lanes_read_so_far(data)) is not None:
@@ -302,7 +299,7 @@ def load_plan_file(path: str | Path, config: LanesFile | None) -> Plan:
 
 
 def within(pattern: str, allowed: list[str], read_only: list[str]) -> bool:
-    """Whether every path `pattern` matches is writable for the lane (reposwarm/agent/slices.py decides)."""
+    """Whether every path `pattern` matches is writable for the lane (reposwarm/slices/narrowing.py decides)."""
     return slices.within(pattern, allowed, read_only)
 
 

@@ -47,15 +47,15 @@ import mcp.types as types
 from mcp.server import Server, ServerRequestContext
 from mcp.server.stdio import stdio_server
 
-from reposwarm import gitcmd
-from reposwarm.agent.paths import PathPolicy, ToolRefused
-from reposwarm.agent.slice import changes
 from reposwarm.agent.specs import FINISH, TOOL_ARGS, tool_specs
 from reposwarm.agent.tools import Toolbox
-from reposwarm.config import apply_env, load_lanes_file
 from reposwarm.contracts import CheckProfile
+from reposwarm.lanes.loading import apply_env, load_lanes_file
 from reposwarm.runs import ledger
 from reposwarm.runs.store import home as reposwarm_home
+from reposwarm.slices.leftovers import changes
+from reposwarm.slices.policy import PathPolicy, ToolRefused
+from reposwarm.vcs import gitcmd
 
 log = logging.getLogger("reposwarm.mcp")
 

@@ -43,7 +43,7 @@ class PathRefused(ToolRefused):
     """A tool asked for a path the lane may not use."""
 
 
-def _spec(patterns: list[str]) -> pathspec.PathSpec:
+def slice_spec(patterns: list[str]) -> pathspec.PathSpec:
     anchored = []
     for pattern in patterns:
         pattern = pattern.strip()
@@ -55,7 +55,7 @@ def _spec(patterns: list[str]) -> pathspec.PathSpec:
     return pathspec.PathSpec.from_lines("gitignore", anchored)
 
 
-spec = _spec  # (a check command's `when:` globs match changed paths as a lane's slice matches its paths)
+spec = slice_spec  # (a check command's `when:` globs match changed paths as a lane's slice matches its paths)
 
 
 def _short(path: str) -> str:
@@ -67,8 +67,8 @@ class PathPolicy:
         self.root = Path(root).resolve()
         self.allowed_patterns = list(allowed)
         self.read_only_patterns = list(read_only or [])
-        self._allowed = _spec(self.allowed_patterns)
-        self._read_only = _spec(self.read_only_patterns)
+        self._allowed = slice_spec(self.allowed_patterns)
+        self._read_only = slice_spec(self.read_only_patterns)
 
     def _normalise(self, path: str) -> str:
         if not isinstance(path, str) or not path.strip():

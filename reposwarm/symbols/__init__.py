@@ -1,0 +1,1 @@
+"""The symbol index: definitions and references by tree-sitter, and whether a file parses."""

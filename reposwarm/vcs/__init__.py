@@ -1,0 +1,1 @@
+"""Git: commands, branches, remotes, forges, worktree clean-up (one room for everything git)."""
