@@ -23,7 +23,7 @@ from reposwarm.agent.conversation import Message, SystemMessage, ToolResult, Use
 from reposwarm.agent.prompts import LANE_SYSTEM, WARM_MESSAGE, WITHHELD_REPLY, cut_note, declined_note
 from reposwarm.agent.specs import tool_specs
 from reposwarm.contracts import ModelTurnInput, ModelTurnResult, ToolCall, Usage, WarmInput
-from reposwarm.models import ModelReply
+from reposwarm.contracts.model import ModelReply
 from reposwarm.models.calls import MAX_ERROR_CHARS, as_text, complete
 from reposwarm.models.limits import REFUSAL, is_cut
 from reposwarm.runs.store import Store

@@ -20,9 +20,10 @@ from reposwarm.agent.conversation import Message, UserMessage, corrected, to_wir
 from reposwarm.agent.prompts import PLANNER_SYSTEM, plan_correction, planner_message
 from reposwarm.contracts import LanesFile, Plan, PlanInput, PlanOutcome, SwarmConfig, Usage
 from reposwarm.contracts.errors import ConfigError
+from reposwarm.contracts.model import ModelReply
 from reposwarm.intel.repomap import repo_map
 from reposwarm.lanes.loading import check_plan
-from reposwarm.models import ModelReply, schema_problems, structured_reply
+from reposwarm.models import schema_problems, structured_reply
 from reposwarm.models.calls import complete
 from reposwarm.symbols.index import SymbolIndexError
 from reposwarm.vcs import gitcmd

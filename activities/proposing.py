@@ -40,8 +40,9 @@ from reposwarm.contracts import (
     RepoLayout,
     Usage,
 )
+from reposwarm.contracts.model import ModelReply
 from reposwarm.lanes.guardrails import check_proposal
-from reposwarm.models import ModelReply, schema_problems, structured_reply
+from reposwarm.models import schema_problems, structured_reply
 from reposwarm.models.calls import complete
 from reposwarm.runs import ledger
 from reposwarm.slices.policy import PathPolicy

@@ -354,8 +354,8 @@ def check_proposals(entries: list[dict[str, Any]], mirrors: Path | None, work: P
     from activities.proposing import checked, import_graph, proposal_of
     from reposwarm.agent.specs import SubmitLanesArgs
     from reposwarm.contracts import ProposeOptions
+    from reposwarm.contracts.model import ModelRequest
     from reposwarm.intel.layout import survey
-    from reposwarm.models import ModelRequest
     from reposwarm.models.oracle import OracleProvider
 
     most = ProposeOptions().max_lanes

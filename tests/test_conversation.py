@@ -27,7 +27,7 @@ from reposwarm.agent.conversation import (
 )
 from reposwarm.agent.prompts import LOST_RESULT
 from reposwarm.contracts import ToolCall
-from reposwarm.models import ModelReply
+from reposwarm.contracts.model import ModelReply
 
 HISTORIES = sorted((Path(__file__).parent / "histories").glob("*/*.json"))
 

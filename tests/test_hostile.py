@@ -30,7 +30,8 @@ from activities.model import _decodable
 from activities.repo import lane_worktree_path
 from activities.tool_call import outcome_path, run_tool
 from reposwarm.contracts import LaneStatus, ModelTurnResult, Phase, ToolCall, ToolInput
-from reposwarm.models import MAX_REPLY_BYTES, ModelError, ModelRequest
+from reposwarm.contracts.model import ModelRequest
+from reposwarm.models import MAX_REPLY_BYTES, ModelError
 from reposwarm.models.openai import OpenAIProvider
 from reposwarm.runs import ledger
 from reposwarm.runs.store import Store, run_dir

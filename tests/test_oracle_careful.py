@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from reposwarm.models import ModelError, ModelRequest
+from reposwarm.contracts.model import ModelRequest
+from reposwarm.models import ModelError
 from reposwarm.models.careful import careful_lanes, kind
 from reposwarm.models.oracle import OracleProvider, checked
 from tests.helpers import ROOT, git, make_repo

@@ -21,8 +21,9 @@ from temporalio.client import Client
 from reposwarm.cli.runs import build_request, start
 from reposwarm.contracts import LaneResult, LanesFile, LaneStatus, Phase
 from reposwarm.contracts.errors import ConfigError
+from reposwarm.contracts.model import ModelRequest
 from reposwarm.lanes.loading import load_lanes_file
-from reposwarm.models import ModelError, ModelRequest
+from reposwarm.models import ModelError
 from reposwarm.models.anthropic import INTERLEAVED_THINKING_BETA, MAX_CONTINUATIONS, AnthropicProvider
 from reposwarm.models.limits import model_limit
 from reposwarm.models.openai import OpenAIProvider
@@ -319,7 +320,8 @@ async def test_openai_length_with_a_cut_call_and_a_reasoning_model_go_on(
 
 def test_a_recorded_cut_reply_plays_back_as_a_cut_reply(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """`--record` keeps how a reply ended, so its replay script cuts where the provider cut (not runs a half call)."""
-    from reposwarm.models import ModelReply, tool_call
+    from reposwarm.contracts.model import ModelReply
+    from reposwarm.models import tool_call
     from reposwarm.models.replay import _reply
     from reposwarm.runs import recording
 

@@ -12,7 +12,8 @@ from typing import Any
 import httpx
 import pytest
 
-from reposwarm.models import ModelError, ModelRequest, provider_for
+from reposwarm.contracts.model import ModelRequest
+from reposwarm.models import ModelError, provider_for
 from reposwarm.models.anthropic import AnthropicProvider
 from reposwarm.models.http import CONTEXT_HINT
 from reposwarm.models.openai import OpenAIProvider

@@ -116,7 +116,7 @@ def to_wire(messages: Sequence[Message]) -> list[dict[str, Any]]:
 
 
 class Reply(Protocol):
-    """What a conversation keeps of a model's reply (reposwarm.models.ModelReply)."""
+    """What a conversation keeps of a model's reply (reposwarm.contracts.model.ModelReply)."""
 
     @property
     def content(self) -> str: ...

@@ -38,7 +38,8 @@ import httpx
 from pydantic import BaseModel, Discriminator, Tag, model_validator
 
 from reposwarm.contracts import Usage
-from reposwarm.models import ModelError, ModelReply, ModelRequest, tool_call
+from reposwarm.contracts.model import ModelReply, ModelRequest
+from reposwarm.models import ModelError, tool_call
 from reposwarm.models.http import base_url, parse_arguments, post
 from reposwarm.models.limits import anthropic_max_tokens
 

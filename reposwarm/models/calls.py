@@ -25,13 +25,12 @@ from temporalio.exceptions import ApplicationError
 
 from reposwarm.contracts import ModelPrice, ToolCall, Usage
 from reposwarm.contracts.cost import priced
+from reposwarm.contracts.model import ModelReply, ModelRequest
 from reposwarm.models import (
     MAX_ARGUMENT_CHARS,
     MAX_ARGUMENT_DEPTH,
     MAX_REPLY_BYTES,
     ModelError,
-    ModelReply,
-    ModelRequest,
     json_depth,
     outage,
     provider_for,

@@ -26,7 +26,8 @@ import httpx
 from pydantic import BaseModel, Field
 
 from reposwarm.contracts import ToolCall, Usage
-from reposwarm.models import ModelError, ModelReply, ModelRequest, tool_call
+from reposwarm.contracts.model import ModelReply, ModelRequest
+from reposwarm.models import ModelError, tool_call
 from reposwarm.models.http import base_url, post
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"

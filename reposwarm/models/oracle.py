@@ -31,7 +31,8 @@ from pathlib import Path
 from urllib.parse import parse_qs
 
 from reposwarm.contracts import ToolCall
-from reposwarm.models import ModelError, ModelReply, ModelRequest
+from reposwarm.contracts.model import ModelReply, ModelRequest
+from reposwarm.models import ModelError
 from reposwarm.slices.policy import PathPolicy
 from reposwarm.vcs import gitcmd
 

@@ -38,7 +38,8 @@ from typing import Any
 import yaml
 
 from reposwarm.contracts import Usage
-from reposwarm.models import ModelError, ModelReply, ModelRequest, tool_call
+from reposwarm.contracts.model import ModelReply, ModelRequest
+from reposwarm.models import ModelError, tool_call
 
 
 @lru_cache(maxsize=32)

@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from reposwarm.models import ModelReply
+from reposwarm.contracts.model import ModelReply
 from reposwarm.runs.ledger import redact
 from reposwarm.runs.store import run_dir
 
