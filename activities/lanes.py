@@ -30,8 +30,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from reposwarm.contracts import LaneEnd, LaneStarts
-from reposwarm.review.webui import registered_attributes
-from workflows.attributes import KIND_ATTR, LANE
+from reposwarm.review.webui import KIND_ATTR, LANE, registered_attributes
 
 RPC = timedelta(seconds=10)
 _KIND_KNOWN: dict[tuple[str, str], bool] = {}  # (server, namespace): has it RepoSwarmKind? asked once a process

@@ -42,6 +42,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 
 from reposwarm.cli.runs import build_request, start
 from reposwarm.contracts import Phase, ReviewDecision, SwarmResult
+from reposwarm.review.webui import ATTRIBUTES
 from tests.fake_models import FakeModelServer
 from tests.helpers import (
     WorkerProcess,
@@ -53,7 +54,6 @@ from tests.helpers import (
     turn,
     write_yaml,
 )
-from workflows.attributes import ATTRIBUTES
 from workflows.swarm import SwarmWorkflow
 
 KEY = "sk-" + "faults-fake-key-0123456789abcdefABCDEF"  # fake

@@ -21,7 +21,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from reposwarm.cli.runs import build_request, start
 from reposwarm.contracts import Phase, SwarmStatus
-from workflows.attributes import ATTRIBUTES
+from reposwarm.review.webui import ATTRIBUTES
 from workflows.swarm import SwarmWorkflow
 
 ROOT = Path(__file__).resolve().parents[1]

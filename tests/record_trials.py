@@ -14,8 +14,8 @@ from pathlib import Path
 from temporalio.client import Client
 
 from reposwarm.contracts import LanesFile, TrialBatchRequest, TrialSpec
+from reposwarm.review.webui import ATTRIBUTES
 from tests.helpers import git, make_repo
-from workflows.attributes import ATTRIBUTES
 from workflows.trial import TrialWorkflow
 
 API = "def total(xs):\n    return sum(xs)\n"

@@ -51,9 +51,8 @@ async def test_a_database_made_before_an_attribute_gets_every_attribute(tmp_path
     on one made before (here with RepoSwarmRepo alone), so the Web UI's saved views work there too."""
     from temporalio.client import Client
 
-    from reposwarm.review.webui import registered_attributes
+    from reposwarm.review.webui import ATTRIBUTES, registered_attributes
     from tests.helpers import temporal_binary
-    from workflows.attributes import ATTRIBUTES
 
     home, port = tmp_path / "home", free_port()
     home.mkdir()
@@ -89,7 +88,7 @@ def test_the_dev_server_registers_the_workflows_own_attributes() -> None:
     """reposwarm/devserver.py keeps to the standard library (./temporal-dev runs it with any python), so it names
     the attributes itself: the same as workflows/attributes.py's."""
     from reposwarm.devserver import ATTRIBUTES as REGISTERED
-    from workflows.attributes import ATTRIBUTES
+    from reposwarm.review.webui import ATTRIBUTES
 
     assert REGISTERED == tuple(key.name for key in ATTRIBUTES)
 
@@ -99,8 +98,7 @@ async def test_in_the_foreground_the_script_becomes_the_server_and_stop_stops_it
     registered once it answers; --stop stops this home's server, and says when there is none."""
     from temporalio.client import Client
 
-    from reposwarm.review.webui import registered_attributes
-    from workflows.attributes import ATTRIBUTES
+    from reposwarm.review.webui import ATTRIBUTES, registered_attributes
 
     home, port = tmp_path / "home", free_port()
     env = {**os.environ, "REPOSWARM_HOME": str(home), "TEMPORAL_PORT": str(port), "TEMPORAL_UI_PORT": str(free_port())}

@@ -19,9 +19,9 @@ from temporalio.common import SearchAttributeKey
 from temporalio.testing import WorkflowEnvironment
 
 from reposwarm.cli.doctor_server import search_attributes
+from reposwarm.review.webui import ATTRIBUTES, VERDICT_ATTR
 from tests.faults_helpers import free_port
 from tests.helpers import ROOT, WorkerProcess, make_repo, temporal_binary, write_yaml
-from workflows.attributes import ATTRIBUTES, VERDICT_ATTR
 
 MODEL = "anthropic:claude-sonnet-4-5"
 PLANTED = "sk-planted-0123456789abcdef-secret"  # a value no output may hold, nor its start

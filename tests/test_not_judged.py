@@ -25,8 +25,8 @@ from reposwarm.cli.live import next_step
 from reposwarm.cli.run_state import view
 from reposwarm.contracts import Phase, ReviewDecision, Verdict
 from reposwarm.review.package import render_review, render_status
+from reposwarm.review.webui import VERDICT_ATTR
 from tests.helpers import cli, finish, make_repo, start_run, turn, wait_for_phase, write_yaml
-from workflows.attributes import VERDICT_ATTR
 from workflows.swarm import SwarmWorkflow
 
 pytestmark = [pytest.mark.usefixtures("worker"), pytest.mark.timeout(400)]

@@ -20,9 +20,9 @@ from temporalio.worker import Replayer
 from activities.trials import BASE_REF, prepare_trial_clone, vet_trial
 from reposwarm.agent.tools import Toolbox
 from reposwarm.contracts import CheckProfile, TrialCloneInput, TrialSpec, TrialVetInput
+from reposwarm.review.webui import KIND_ATTR
 from reposwarm.slices.policy import PathPolicy, ToolRefused
 from tests.helpers import ROOT, WorkerProcess, git, make_repo, write_yaml
-from workflows.attributes import KIND_ATTR
 from workflows.trial import TrialWorkflow
 
 # Recorded batches (tests/record_trials.py, by `make record-history`): batches still open when a worker upgrades

@@ -29,6 +29,7 @@ from temporalio.testing import WorkflowEnvironment
 from reposwarm.cli.runs import build_request, start
 from reposwarm.contracts import Phase
 from reposwarm.review import webui
+from reposwarm.review.webui import KIND_ATTR, REPO_ATTR, STATUS_ATTR, TASK_ATTR, VERDICT_ATTR
 from tests.helpers import (
     ROOT,
     WorkerProcess,
@@ -40,7 +41,6 @@ from tests.helpers import (
     wait_for_phase,
     write_yaml,
 )
-from workflows.attributes import KIND_ATTR, REPO_ATTR, STATUS_ATTR, TASK_ATTR, VERDICT_ATTR
 from workflows.swarm import SwarmWorkflow
 
 CHROMIUM = Path("/usr/bin/chromium")

@@ -1,4 +1,4 @@
-"""A run's search attributes: what the Temporal Web UI's list filters on and shows as columns (workflow code).
+"""A run's search attributes as a workflow sets them (workflow code): the keys are reposwarm/review/webui.py's.
 
 Keyword each: RepoSwarmRepo (the repository), RepoSwarmStatus (the phase, upserted at each change), RepoSwarmKind
 (`run`, `dry_run`, `trial` or `lane`: a saved view keeps to the runs a person acts on), RepoSwarmTask (the task's
@@ -15,28 +15,19 @@ from __future__ import annotations
 from collections.abc import Collection
 
 from temporalio import workflow
-from temporalio.common import SearchAttributeKey, SearchAttributePair, SearchAttributeUpdate, TypedSearchAttributes
+from temporalio.common import SearchAttributePair, SearchAttributeUpdate, TypedSearchAttributes
 
 with workflow.unsafe.imports_passed_through():
     from reposwarm.contracts import Phase, ReviewPackage, SwarmStatus
+    from reposwarm.review.webui import (
+        KIND_ATTR,
+        REPO_ATTR,
+        STATUS_ATTR,
+        TASK_ATTR,
+        TASK_CHARS,
+        VERDICT_ATTR,
+    )
     from reposwarm.text import inert_line
-
-REPO_ATTR = SearchAttributeKey.for_keyword("RepoSwarmRepo")
-STATUS_ATTR = SearchAttributeKey.for_keyword("RepoSwarmStatus")
-KIND_ATTR = SearchAttributeKey.for_keyword("RepoSwarmKind")
-TASK_ATTR = SearchAttributeKey.for_keyword("RepoSwarmTask")
-VERDICT_ATTR = SearchAttributeKey.for_keyword("RepoSwarmVerdict")
-ATTRIBUTES = (REPO_ATTR, STATUS_ATTR, KIND_ATTR, TASK_ATTR, VERDICT_ATTR)  # each one a server registers
-RUN, DRY_RUN, TRIAL, LANE = "run", "dry_run", "trial", "lane"  # RepoSwarmKind's values
-TASK_CHARS = 100
-
-
-def registered_names(registered: Collection[str]) -> list[str]:
-    """Ours among the attributes a server has (for a request's `search_attributes`). The repository and the phase
-    go together: a run that has its repository's upserts its phase (SwarmWorkflow._phase)."""
-    names = [key.name for key in ATTRIBUTES if key.name in registered]
-    return names if STATUS_ATTR.name in names else [n for n in names if n != REPO_ATTR.name]
-
 
 def start_attributes(registered: Collection[str], *, repo: str, phase: str, kind: str,
                      task: str) -> TypedSearchAttributes:

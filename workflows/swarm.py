@@ -45,10 +45,10 @@ with workflow.unsafe.imports_passed_through():
         TestReport,
         Verdict,
     )
-    from reposwarm.review.webui import md_escape, review_call
+    from reposwarm.review.webui import REPO_ATTR, STATUS_ATTR, md_escape, review_call
     from reposwarm.vcs.branches import delivered_branch
     from workflows import options
-    from workflows.attributes import REPO_ATTR, STATUS_ATTR, review_updates
+    from workflows.attributes import review_updates
     from workflows.budgets import Budgets
     from workflows.failures import root_cause
     from workflows.memo import REVIEW_MEMO, STATUS_MEMO, memo_package, memo_status

@@ -39,8 +39,9 @@ with workflow.unsafe.imports_passed_through():
         TrialVetInput,
     )
     from reposwarm.contracts.config import CheckProfile
+    from reposwarm.review.webui import TRIAL
     from workflows import options
-    from workflows.attributes import TRIAL, start_attributes
+    from workflows.attributes import start_attributes
     from workflows.failures import root_cause
     from workflows.swarm import SwarmWorkflow
 

@@ -122,7 +122,7 @@ async def search_attributes(client: Client) -> dict[str, str] | None:
 
 
 def ours() -> list[str]:
-    from workflows.attributes import ATTRIBUTES
+    from reposwarm.review.webui import ATTRIBUTES
 
     return [key.name for key in ATTRIBUTES]
 

@@ -35,11 +35,11 @@ from reposwarm.cli.common import (
 from reposwarm.client import connect, task_queue
 from reposwarm.contracts import LanesFile, TrialBatchRequest, TrialBatchResult, TrialOutcome, TrialSpec
 from reposwarm.review import webui
+from reposwarm.review.webui import registered_names
 from reposwarm.runs import metrics, objects
 from reposwarm.runs.store import home
 from reposwarm.text import error_line, inert
 from reposwarm.vcs.branches import delivered_branch, integration_branch
-from workflows.attributes import registered_names
 
 
 async def cmd_mcp(args: argparse.Namespace) -> int:

@@ -66,18 +66,10 @@ from reposwarm.gitvalues import ref_problem
 from reposwarm.lanes.loading import load_plan_file
 from reposwarm.review import webui
 from reposwarm.review.package import render_review, render_status
+from reposwarm.review.webui import DRY_RUN, KIND_ATTR, REPO_ATTR, RUN, STATUS_ATTR, TASK_ATTR, registered_names
 from reposwarm.runs import objects
 from reposwarm.text import inert
-from workflows.attributes import (
-    DRY_RUN,
-    KIND_ATTR,
-    REPO_ATTR,
-    RUN,
-    STATUS_ATTR,
-    TASK_ATTR,
-    registered_names,
-    start_attributes,
-)
+from workflows.attributes import start_attributes
 from workflows.failures import root_cause
 from workflows.review import red_refusal
 

@@ -7,7 +7,10 @@ The UI renders a workflow's summary and details as Markdown, so free text (a tas
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from typing import Any
+
+from temporalio.common import SearchAttributeKey
 
 from reposwarm.text import inert
 
@@ -15,6 +18,23 @@ _MARKDOWN = re.compile(r"([\\`*_{}\[\]<>()#+!|~])")
 
 # The list's saved views (README, "In the Web UI"; tests/test_webui.py takes them): the runs a reviewer must act
 # on, and every run, with no lane, dry run or trial (RepoSwarmKind: workflows/attributes.py).
+# The search attributes the list filters on and shows as columns (Keyword each; workflows/attributes.py sets them)
+REPO_ATTR = SearchAttributeKey.for_keyword("RepoSwarmRepo")
+STATUS_ATTR = SearchAttributeKey.for_keyword("RepoSwarmStatus")
+KIND_ATTR = SearchAttributeKey.for_keyword("RepoSwarmKind")
+TASK_ATTR = SearchAttributeKey.for_keyword("RepoSwarmTask")
+VERDICT_ATTR = SearchAttributeKey.for_keyword("RepoSwarmVerdict")
+ATTRIBUTES = (REPO_ATTR, STATUS_ATTR, KIND_ATTR, TASK_ATTR, VERDICT_ATTR)  # each one a server registers
+RUN, DRY_RUN, TRIAL, LANE = "run", "dry_run", "trial", "lane"  # RepoSwarmKind's values
+TASK_CHARS = 100
+
+
+def registered_names(registered: Collection[str]) -> list[str]:
+    """Ours among the attributes a server has (for a request's `search_attributes`). The repository and the phase
+    go together: a run that has its repository's upserts its phase (SwarmWorkflow._phase)."""
+    names = [key.name for key in ATTRIBUTES if key.name in registered]
+    return names if STATUS_ATTR.name in names else [n for n in names if n != REPO_ATTR.name]
+
 REVIEW_VIEW = "Waiting for my review"
 RUNS_VIEW = "reposwarm runs"
 SAVED_VIEWS = {
