@@ -56,12 +56,12 @@ import yaml  # noqa: E402
 from reposwarm.agent.tools import OUTPUT_CAP  # noqa: E402
 from reposwarm.cli.local import DEMO, DEMO_TASK, make_demo_repo  # noqa: E402
 from reposwarm.cli.runs import build_request, start  # noqa: E402
+from reposwarm.cli.worker import make_worker  # noqa: E402
 from reposwarm.contracts import Phase, Usage  # noqa: E402
 from reposwarm.contracts.cost import priced, rates  # noqa: E402
 from tests.fake_caching import AnthropicCache, CacheRecord, OpenAICache, text_tokens  # noqa: E402
 from tests.fake_models import FakeModelServer  # noqa: E402
 from tests.helpers import start_dev_server, wait_for_phase  # noqa: E402
-from worker import make_worker  # noqa: E402
 
 TARGET = 0.35
 MODELS = {"anthropic": "anthropic:claude-sonnet-4-5", "openai": "openai:gpt-5"}

@@ -33,9 +33,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from reposwarm.cli.worker import make_worker  # noqa: E402
 from reposwarm.contracts import Phase  # noqa: E402
 from tests.helpers import finish, make_repo, start_dev_server, start_run, turn, wait_for_phase, write_yaml  # noqa: E402
-from worker import make_worker  # noqa: E402
 
 LIMIT_S = 1.0  # issue 33: --help and the read commands start in under a second
 

@@ -89,10 +89,10 @@ from bench.bench_swarm import (  # noqa: E402
     write_run_files,
 )
 from reposwarm.checks import sandbox  # noqa: E402
+from reposwarm.cli.worker import DEFAULT_CONCURRENCY  # noqa: E402
 from reposwarm.contracts import LaneStatus, Phase, ReviewDecision  # noqa: E402
 from tests.fake_models import FakeModelServer  # noqa: E402
 from tests.helpers import WorkerProcess, finish, git, make_repo, start_dev_server, turn  # noqa: E402
-from worker import DEFAULT_CONCURRENCY  # noqa: E402
 from workflows.swarm import SwarmWorkflow  # noqa: E402
 
 # The check: burns `s` seconds of this process's CPU (process time, not wall time: two checks sharing a core

@@ -90,6 +90,7 @@ from activities.heartbeat import EVERY_S, HeartbeatInterceptor  # noqa: E402
 from bench.gen_monorepo import generate  # noqa: E402
 from bench.swarm_probe import ProbeAfterSignal, ProbeRoundTrips, probe_noop  # noqa: E402
 from reposwarm.cli.runs import build_request, start  # noqa: E402
+from reposwarm.cli.worker import DEFAULT_CONCURRENCY, HEARTBEAT_THROTTLE, make_worker  # noqa: E402
 from reposwarm.contracts import LaneStatus, Phase  # noqa: E402
 from tests.fake_models import FakeModelServer  # noqa: E402
 from tests.faults_helpers import free_port  # noqa: E402
@@ -106,7 +107,6 @@ from tests.helpers import (  # noqa: E402
     wait_for_phase,
     write_yaml,
 )
-from worker import DEFAULT_CONCURRENCY, HEARTBEAT_THROTTLE, make_worker  # noqa: E402
 from workflows import options  # noqa: E402
 
 TARGETS = {"lane_setup_speedup": 10.0, "lane_setup_sparse_s": 1.0, "step_overhead_ratio": 2.0,

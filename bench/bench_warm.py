@@ -34,10 +34,10 @@ sys.path.insert(0, str(ROOT))
 import yaml  # noqa: E402
 
 from reposwarm.cli.runs import build_request, start  # noqa: E402
+from reposwarm.cli.worker import make_worker  # noqa: E402
 from reposwarm.contracts import Phase  # noqa: E402
 from tests.fake_models import FakeModelServer  # noqa: E402
 from tests.helpers import make_repo, start_dev_server, wait_for_phase  # noqa: E402
-from worker import make_worker  # noqa: E402
 
 MODULES = [f"calc/m{i}.py" for i in range(1, 7)]
 REPAIR_NOTE = "The merged tree fails these checks"

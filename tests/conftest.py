@@ -26,8 +26,8 @@ import pytest_asyncio
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from reposwarm.cli.worker import make_worker  # noqa: E402
 from tests.helpers import start_dev_server  # noqa: E402
-from worker import make_worker  # noqa: E402
 
 # Tests that wait out real timers (a provider outage, a decision's expiry): started first, so
 # that the other workers run the rest beside them, rather than one of them running alone at the end.

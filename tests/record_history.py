@@ -53,6 +53,7 @@ sys.path.insert(0, str(ROOT))
 from temporalio.api.enums.v1 import EventType  # noqa: E402
 from temporalio.client import Client, WorkflowFailureError, WorkflowHistory  # noqa: E402
 
+from reposwarm.cli.worker import make_worker  # noqa: E402
 from reposwarm.client import task_queue  # noqa: E402
 from reposwarm.contracts import LanePlan, Phase, Plan, ReviewDecision, ReviewPackage, SwarmResult  # noqa: E402
 from tests.helpers import (  # noqa: E402
@@ -68,7 +69,6 @@ from tests.helpers import (  # noqa: E402
 )
 from tests.record_checks import selected  # noqa: E402
 from tests.record_trials import trial_batch  # noqa: E402
-from worker import make_worker  # noqa: E402
 from workflows.swarm import SwarmWorkflow  # noqa: E402
 
 VERSION = sys.argv[1] if len(sys.argv) > 1 else "latest"

@@ -20,13 +20,13 @@ import yaml
 from temporalio.client import Client
 
 from reposwarm.cli.runs import build_request, start
+from reposwarm.cli.worker import make_worker
 from reposwarm.contracts import LaneStatus, Phase, SwarmStatus
 from reposwarm.review.package import render_review, render_status
 from reposwarm.runs import ledger
 from tests.fake_caching import AnthropicCache, CacheRecord, OpenAICache
 from tests.fake_models import FakeModelServer
 from tests.helpers import finish, make_repo, start_dev_server, turn, wait_for_phase, write_yaml
-from worker import make_worker
 
 SONNET = "anthropic:claude-sonnet-4-5"
 PRICE = {"input_per_mtok": 3.0, "output_per_mtok": 15.0}

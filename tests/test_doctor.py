@@ -243,7 +243,7 @@ async def test_worker_stops_without_the_key_of_its_model_and_without_a_sandbox(t
 
 def test_the_worker_counts_its_cpus_where_there_is_no_sched_getaffinity(monkeypatch):
     """macOS and Windows have no os.sched_getaffinity: the worker's check slots are the CPUs there."""
-    import worker
+    from reposwarm.cli import worker
 
     monkeypatch.delenv("REPOSWARM_CHECK_SLOTS", raising=False)
     monkeypatch.delattr(os, "sched_getaffinity")

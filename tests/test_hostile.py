@@ -29,6 +29,7 @@ from temporalio.worker import Worker
 from activities.model import _decodable
 from activities.repo import lane_worktree_path
 from activities.tool_call import outcome_path, run_tool
+from reposwarm.cli.worker import make_worker
 from reposwarm.contracts import LaneStatus, ModelTurnResult, Phase, ToolCall, ToolInput
 from reposwarm.contracts.model import ModelRequest
 from reposwarm.models import MAX_REPLY_BYTES, ModelError
@@ -38,7 +39,6 @@ from reposwarm.runs.store import Store, run_dir
 from reposwarm.slices.policy import MAX_WRITE_BYTES
 from tests.fake_models import FakeModelServer
 from tests.helpers import finish, git, make_repo, start_run, turn, wait_for_phase, write_yaml
-from worker import make_worker
 
 pytestmark = pytest.mark.usefixtures("worker")
 

@@ -12,11 +12,11 @@ import pytest
 import pytest_asyncio
 from temporalio.service import RPCError
 
+from reposwarm.cli.worker import make_worker
 from reposwarm.contracts import LaneReview, LaneState, LaneStatus, Phase, ReviewPackage
 from reposwarm.review.package import render_review
 from reposwarm.runs.store import run_dir
 from tests.helpers import finish, make_repo, start_dev_server, start_run, turn, wait_for_phase, write_yaml
-from worker import make_worker
 from workflows.lane import CHECKS_FLAG, LaneWorkflow
 from workflows.swarm import SwarmWorkflow
 

@@ -7,10 +7,10 @@ import json
 
 import pytest_asyncio
 
+from reposwarm.cli.worker import make_worker
 from reposwarm.contracts import LaneStatus, Phase
 from reposwarm.runs.store import run_dir
 from tests.helpers import finish, git, make_repo, start_dev_server, start_run, turn, wait_for_phase, write_yaml
-from worker import make_worker
 
 TOOL_CALLS = 1000
 PER_TURN = 20

@@ -12,9 +12,9 @@ from pathlib import Path
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
+from reposwarm.cli.worker import make_worker
 from reposwarm.contracts import Phase
 from tests.helpers import finish, git, make_repo, start_run, turn, write_yaml
-from worker import make_worker
 from workflows.swarm import SwarmWorkflow
 
 

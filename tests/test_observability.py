@@ -18,12 +18,12 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 
 from reposwarm import telemetry
 from reposwarm.cli.runs import build_request, start
+from reposwarm.cli.worker import make_worker
 from reposwarm.contracts import Phase, ReviewDecision
 from reposwarm.runs import ledger, metrics
 from reposwarm.runs.store import run_dir
 from tests.fake_models import FakeModelServer
 from tests.helpers import ROOT, finish, make_repo, turn, wait_for_phase, write_yaml
-from worker import make_worker
 from workflows.swarm import SwarmWorkflow
 
 LANES = ["api", "web", "db", "docs"]

@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
 
+from reposwarm.cli.worker import make_worker
 from reposwarm.contracts import LaneStatus, Phase, Plan, ReviewDecision
 from reposwarm.runs import ledger
 from tests import test_converge as converge
 from tests.helpers import finish, git, make_repo, start_run, turn, wait_for_phase, write_yaml
 from tests.test_review import bump, one_lane
 from tests.test_validation import BREAK, FIX, OPS, TESTS
-from worker import make_worker
 from workflows.swarm import SwarmWorkflow
 
 pytestmark = [pytest.mark.usefixtures("worker"), pytest.mark.timeout(300)]

@@ -19,6 +19,7 @@ import pytest
 from temporalio.client import Client
 
 from reposwarm.cli.runs import build_request, start
+from reposwarm.cli.worker import make_worker
 from reposwarm.contracts import LaneResult, LanesFile, LaneStatus, Phase
 from reposwarm.contracts.errors import ConfigError
 from reposwarm.contracts.model import ModelRequest
@@ -30,7 +31,6 @@ from reposwarm.models.openai import OpenAIProvider
 from reposwarm.runs import ledger
 from tests.fake_models import FakeModelServer, Seen
 from tests.helpers import finish, lane_workflow, make_repo, turn, wait_for_phase, write_yaml
-from worker import make_worker
 
 FIXTURES = Path(__file__).parent / "fixtures" / "provider_replies"
 GOAL = "Set VERSION to 2 in api/app.py."

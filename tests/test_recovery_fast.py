@@ -39,10 +39,10 @@ from temporalio.worker import Worker
 with workflow.unsafe.imports_passed_through():  # the sandbox imports this module to run BusyActivities
     from activities.heartbeat import HeartbeatInterceptor
     from reposwarm.cli.runs import build_request, start
+    from reposwarm.cli.worker import HEARTBEAT_THROTTLE
     from reposwarm.contracts import LaneStatus, Phase
     from tests.faults_helpers import SlowModelServer, kill_group
     from tests.helpers import WorkerProcess, finish, lane_workflow, make_repo, turn, wait_for_phase, write_yaml
-    from worker import HEARTBEAT_THROTTLE
     from workflows import options
 
 KEY = "sk-" + "recovery-fake-key-0123456789abcdefABCDEF"  # fake

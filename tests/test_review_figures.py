@@ -13,11 +13,11 @@ import uuid
 
 import pytest
 
+from reposwarm.cli.worker import make_worker
 from reposwarm.contracts import LaneState, Phase, Plan, ReviewDecision, ReviewPackage, SwarmStatus
 from reposwarm.review.package import DIFF_LINES, render_review, render_status
 from tests.helpers import ROOT, finish, git, make_repo, start_run, turn, wait_for_phase, write_yaml
 from tests.test_validation import BREAK, lanes_yaml, plan, repo_with_tests
-from worker import make_worker
 from workflows.swarm import SwarmWorkflow
 
 LONG = "".join(f"line {i}\n" for i in range(600))  # a file longer than the package's diff holds

@@ -109,7 +109,7 @@ async def test_a_check_s_shards_spread_over_hosts_with_one_check_slot_each(clien
 
     from temporalio.client import Client
 
-    from worker import make_worker
+    from reposwarm.cli.worker import make_worker
 
     # two hosts of one check slot each on a queue of their own: a host busy with a shard does not poll for checks,
     # so the other shard goes to the other host, and the two run at once

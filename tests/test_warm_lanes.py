@@ -20,6 +20,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.service import RPCError
 
 from reposwarm.cli.runs import build_request, start
+from reposwarm.cli.worker import make_worker
 from reposwarm.contracts import LanePhase, LaneStatus, Phase, Plan, ReviewDecision
 from tests.fake_models import FakeModelServer
 from tests.helpers import (
@@ -33,7 +34,6 @@ from tests.helpers import (
     write_yaml,
 )
 from tests.test_validation import BREAK, FIX, lanes_yaml, plan, repo_with_tests
-from worker import make_worker
 from workflows.swarm import SwarmWorkflow
 
 NEXT_ROUND = turn(("n1", "edit_file", {"path": "calc/ops.py", "old": "def sub(a, b):", "new": "def sub(a, b):  # r2",

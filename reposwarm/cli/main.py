@@ -301,7 +301,7 @@ def handler(spec: str) -> Callable[[argparse.Namespace], Coroutine[object, objec
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["worker"]:  # its options are worker.py's, read by worker.py's parser
-        import worker
+        from reposwarm.cli import worker
 
         return worker.run(argv[1:], prog=f"{_prog()} worker")
     args = parser().parse_args(argv)
