@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 from temporalio.client import Client
+from temporalio.common import SearchAttributeKey
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
@@ -204,11 +205,13 @@ async def test_a_reviewer_finds_the_runs_waiting_for_review_with_their_task_and_
 
 async def test_a_server_without_the_new_attributes_still_runs_to_review(tmp_path: Path,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    """A server registered before RepoSwarmKind, RepoSwarmTask and RepoSwarmVerdict: a run neither sets nor
-    upserts them (the server would refuse it), and reaches review with its phase in RepoSwarmStatus."""
+    """A server registered before RepoSwarmKind, RepoSwarmTask and RepoSwarmVerdict, that will not take them
+    (its namespace is full, as on Temporal Cloud the worker may not add any): a run neither sets nor upserts
+    them (the server would refuse it), and reaches review with its phase in RepoSwarmStatus."""
+    fillers = [SearchAttributeKey.for_keyword(f"Filler{i}") for i in range(8)]  # (the dev server holds ten)
     old = await WorkflowEnvironment.start_local(data_converter=pydantic_data_converter,
                                                 dev_server_existing_path=temporal_binary(),
-                                                search_attributes=[REPO_ATTR, STATUS_ATTR])
+                                                search_attributes=[REPO_ATTR, STATUS_ATTR, *fillers])
     queue = f"old-server-{uuid.uuid4().hex[:6]}"
     monkeypatch.setenv("REPOSWARM_TASK_QUEUE", queue)
     worker = WorkerProcess(old.client.service_client.config.target_host, queue, tmp_path / "home").start()
