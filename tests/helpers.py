@@ -69,6 +69,16 @@ def make_repo(path: Path, files: dict[str, str]) -> Path:
     return path
 
 
+def commit_files(repo: Path, message: str, files: dict[str, str]) -> str:
+    """Write `files` into the repository and commit them all; the new commit's sha."""
+    for name, text in files.items():
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text(text)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", message)
+    return git(repo, "rev-parse", "HEAD")
+
+
 def write_yaml(path: Path, data: Any) -> Path:
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path

@@ -15,7 +15,7 @@ from temporalio.client import Client
 
 from reposwarm.contracts import LanesFile, TrialBatchRequest, TrialSpec
 from reposwarm.review.webui import ATTRIBUTES
-from tests.helpers import git, make_repo
+from tests.helpers import commit_files, git, make_repo
 from workflows.trial import TrialWorkflow
 
 API = "def total(xs):\n    return sum(xs)\n"
@@ -28,12 +28,8 @@ CONFIG = {"swarm": {"lanes": {"api": {"allowed_paths": ["api/"]}, "web": {"allow
 
 
 def _commit(repo: Path, message: str, files: dict[str, str]) -> TrialSpec:
-    for name, text in files.items():
-        (repo / name).parent.mkdir(parents=True, exist_ok=True)
-        (repo / name).write_text(text)
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", message)
-    return TrialSpec(sha=git(repo, "rev-parse", "HEAD"), parent=git(repo, "rev-parse", "HEAD~1"), message=message)
+    sha = commit_files(repo, message, files)
+    return TrialSpec(sha=sha, parent=git(repo, "rev-parse", "HEAD~1"), message=message)
 
 
 async def trial_batch(client: Client, tmp: Path, queue: str) -> str:

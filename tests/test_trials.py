@@ -22,7 +22,7 @@ from reposwarm.agent.tools import Toolbox
 from reposwarm.contracts import CheckProfile, TrialCloneInput, TrialSpec, TrialVetInput
 from reposwarm.review.webui import KIND_ATTR
 from reposwarm.slices.policy import PathPolicy, ToolRefused
-from tests.helpers import ROOT, WorkerProcess, git, make_repo, write_yaml
+from tests.helpers import ROOT, WorkerProcess, commit_files, git, make_repo, write_yaml
 from workflows.trial import TrialWorkflow
 
 # Recorded batches (tests/record_trials.py, by `make record-history`): batches still open when a worker upgrades
@@ -37,21 +37,12 @@ WEB_TEST = ("import unittest\n\nfrom web.client import show\n\n\nclass T(unittes
             "    def test_show(self):\n        self.assertEqual(show(3), 'total: 3')\n")
 
 
-def commit(repo: Path, message: str, files: dict[str, str]) -> str:
-    for name, text in files.items():
-        (repo / name).parent.mkdir(parents=True, exist_ok=True)
-        (repo / name).write_text(text)
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", message)
-    return git(repo, "rev-parse", "HEAD")
-
-
 def history(tmp_path: Path) -> tuple[Path, Path, list[str]]:
     repo = make_repo(tmp_path / "repo", {
         "api/__init__.py": "", "api/app.py": API, "api/tests/__init__.py": "", "api/tests/test_app.py": API_TEST,
         "web/__init__.py": "", "web/client.py": WEB, "web/tests/__init__.py": "", "web/tests/test_client.py": WEB_TEST,
         "web/README.md": "web\n"})
-    first = commit(repo, "Add mean to the API and show it in the client", {
+    first = commit_files(repo, "Add mean to the API and show it in the client", {
         "api/app.py": API + "\n\ndef mean(xs):\n    return total(xs) / len(xs)\n",
         "api/tests/test_app.py": API_TEST + "\n    def test_mean(self):\n        from api.app import mean\n"
                                             "        self.assertEqual(mean([1, 3]), 2)\n",
@@ -59,8 +50,8 @@ def history(tmp_path: Path) -> tuple[Path, Path, list[str]]:
         "web/tests/test_client.py": WEB_TEST + "\n    def test_show_mean(self):\n        from web.client import "
                                                "show_mean\n        self.assertEqual(show_mean(2), 'mean: 2')\n",
         "web/README.md": "web, with means\n"})
-    commit(repo, "Docs only: one area", {"web/README.md": "web, with means and totals\n"})
-    second = commit(repo, "Rename the client's label", {
+    commit_files(repo, "Docs only: one area", {"web/README.md": "web, with means and totals\n"})
+    second = commit_files(repo, "Rename the client's label", {
         "api/app.py": API + "\n\ndef mean(xs):\n    return total(xs) / len(xs)\n\n\nLABEL = 'sum'\n",
         "web/client.py": WEB.replace("total:", "sum:") + "\n\ndef show_mean(m):\n    return f'mean: {m}'\n",
         "web/tests/test_client.py": WEB_TEST.replace("total: 3", "sum: 3") + "\n    def test_show_mean(self):\n"
@@ -161,7 +152,7 @@ def test_a_trial_clone_holds_nothing_after_its_base(visible_dir, tmp_path, monke
     monkeypatch.setenv("REPOSWARM_HOME", str(tmp_path / "home"))
     repo, _, (first, _) = history(visible_dir)
     base = git(repo, "rev-parse", f"{first}^")
-    secret = commit(repo, "Later work", {"api/answer.py": "ANSWER = 'GOLD_ANSWER_42'\n"})
+    secret = commit_files(repo, "Later work", {"api/answer.py": "ANSWER = 'GOLD_ANSWER_42'\n"})
     git(repo, "tag", "-a", "-m", "release", "v1", first)
     git(repo, "tag", "later", secret)
     git(repo, "branch", "feature", first)
@@ -223,11 +214,11 @@ async def test_a_task_is_vetted_once_per_commit(tmp_path, monkeypatch):
 def bad_history(tmp_path: Path) -> tuple[Path, Path, dict[str, str]]:
     """Beside a good commit, one whose own tests fail on it and one whose tests pass on its base already."""
     repo, lanes, (first, _) = history(tmp_path)
-    idle = commit(repo, "Test what already works, and reword a label", {
+    idle = commit_files(repo, "Test what already works, and reword a label", {
         "api/tests/test_empty.py": "import unittest\n\nfrom api.app import total\n\n\nclass T(unittest.TestCase):\n"
                                    "    def test_empty(self):\n        self.assertEqual(total([]), 0)\n",
         "web/README.md": "web, with means, totals and medians\n"})
-    broken = commit(repo, "Add a median that its test proves wrong", {
+    broken = commit_files(repo, "Add a median that its test proves wrong", {
         "api/app.py": git(repo, "show", "HEAD:api/app.py") + "\n\ndef median(xs):\n    return xs[0]\n",
         "api/tests/test_median.py": "import unittest\n\nfrom api.app import median\n\n\nclass T(unittest.TestCase):\n"
                                     "    def test_median(self):\n        self.assertEqual(median([1, 2, 3]), 2)\n",
