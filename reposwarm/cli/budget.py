@@ -11,8 +11,8 @@ from __future__ import annotations
 import argparse
 import re
 
-from reposwarm.cli.common import UserError, client_or_die
-from reposwarm.cli.run_state import NoWorker, prog, send_update, view, worker_polling
+from reposwarm.cli.common import UserError, client_or_die, prog
+from reposwarm.cli.run_state import NoWorker, send_update, view, worker_polling
 from reposwarm.contracts import BudgetChange
 from reposwarm.contracts.cost import change_problem, usd
 

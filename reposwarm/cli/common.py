@@ -288,8 +288,6 @@ def load_config(repo: Path, given: str | None, *, rev: str = "HEAD", warn: bool 
 
     path = Path(given) if given else next((repo / n for n in LANES_FILE_NAMES if (repo / n).is_file()), None)
     if path is None:
-        from reposwarm.cli.run_state import prog  # (answers imports this module)
-
         raise UserError(f"no lanes file: pass --lanes FILE or add one of {', '.join(LANES_FILE_NAMES)} to {repo} "
                         f"(`{prog()} try --repo {repo}` proposes one from a commit of yours and replays it offline)")
     files = tracked_files(repo, rev)
@@ -308,3 +306,25 @@ def load_config(repo: Path, given: str | None, *, rev: str = "HEAD", warn: bool 
         for line in findings.notes:
             print(f"note: {path}: {line}", file=sys.stderr)
     return path, apply_env(config)
+
+
+def prog() -> str:
+    """How to run reposwarm again, as this very command was run: `reposwarm`, or this interpreter and the script
+    as it was typed (`.venv/bin/python starter.py`), so a hint works when pasted."""
+    if Path(sys.argv[0]).name == "reposwarm":
+        return "reposwarm"
+    return f"{_python()} {sys.argv[0]}"
+
+
+def _python() -> str:
+    try:
+        relative = os.path.relpath(sys.executable)
+    except ValueError:  # another drive
+        return sys.executable
+    return sys.executable if relative.startswith("..") else relative
+
+
+def worker_hint() -> str:
+    if prog() == "reposwarm":
+        return "reposwarm worker"
+    return f"{_python()} {Path(sys.argv[0]).with_name('worker.py')}"

@@ -109,7 +109,7 @@ def refuse(findings: list[Finding]) -> list[Finding]:
     failed = [f for f in findings if f.failed]
     if failed:
         said = [f"{f.what}: {f.detail}" + (f"\n  fix: {f.fix}" if f.fix else "") for f in failed]
-        from reposwarm.cli.run_state import prog
+        from reposwarm.cli.common import prog
 
         raise UserError("\n".join(said) + f"\n  ({prog()} doctor checks all that a run needs)")
     return [f for f in findings if f.level == "warn"]
@@ -135,7 +135,7 @@ def refuse_run(repo: str, model: str | None) -> None:
 def credential_note(models: list[str]) -> str | None:
     """`run` with a worker on this host: a real model whose key this shell lacks. Only a note: the worker, which
     holds the key, may have been started with it in another shell."""
-    from reposwarm.cli.run_state import prog
+    from reposwarm.cli.common import prog
 
     missing = sorted({KEYS[p][0] for m in models if (p := provider_of(m)) in KEYS
                       and not is_set(KEYS[p][0]) and not is_set(KEYS[p][1])})

@@ -49,8 +49,8 @@ def namespace_of(client: Client | None = None) -> str:
 
 def start_fix(target: str) -> str:
     """How to get a server answering at `target`: a local one started, or a remote one's settings checked."""
+    from reposwarm.cli.common import prog
     from reposwarm.cli.local import LOOPBACK
-    from reposwarm.cli.run_state import prog
 
     host = target.rpartition(":")[0].strip("[]") or "localhost"
     if host in LOOPBACK:
@@ -166,7 +166,8 @@ def check_memo() -> Finding:
 
 
 async def check_worker(client: Client) -> Finding:
-    from reposwarm.cli.run_state import POLL_FRESH_S, pollers, worker_hint
+    from reposwarm.cli.common import worker_hint
+    from reposwarm.cli.run_state import POLL_FRESH_S, pollers
     from reposwarm.client import task_queue
 
     queue = task_queue()

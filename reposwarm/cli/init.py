@@ -256,7 +256,7 @@ def write_new(path: Path, text: str, force: bool) -> None:
 
 
 def next_steps(repo: Path, model: str | None, config_flag: str) -> list[str]:
-    from reposwarm.cli.run_state import prog, worker_hint
+    from reposwarm.cli.common import prog, worker_hint
 
     key = KEYS.get((model or "").partition(":")[0])
     needs = f" (it holds the model's key: {key} in its environment)" if key else \

@@ -17,8 +17,8 @@ from temporalio.client import Client, WorkflowExecutionDescription
 from temporalio.service import RPCError
 
 from reposwarm.checks import verdicts
-from reposwarm.cli.common import UserError
-from reposwarm.cli.run_state import QUERY_TIMEOUT_S, NoWorker, RunView, ended_at, prog, view, worker_polling
+from reposwarm.cli.common import UserError, prog
+from reposwarm.cli.run_state import QUERY_TIMEOUT_S, NoWorker, RunView, ended_at, view, worker_polling
 from reposwarm.contracts import LanePhase, LaneState, Phase, SwarmStatus
 from reposwarm.text import error_line, inert, inert_line
 

@@ -28,8 +28,8 @@ from pathlib import Path
 from temporalio.client import Client
 
 from reposwarm import devserver
-from reposwarm.cli.common import UserError, client_or_die, ui_url
-from reposwarm.cli.run_state import POLL_FRESH_S, pollers, prog
+from reposwarm.cli.common import UserError, client_or_die, prog, ui_url
+from reposwarm.cli.run_state import POLL_FRESH_S, pollers
 from reposwarm.client import task_queue
 from reposwarm.contracts import Phase, ReviewDecision
 from reposwarm.runs.store import home

@@ -25,9 +25,9 @@ from temporalio.client import (
     WorkflowFailureError,
 )
 
-from reposwarm.cli.common import UserError, client_or_die, git_out, if_interrupted, said_if_slow, ui_url
+from reposwarm.cli.common import UserError, client_or_die, git_out, if_interrupted, prog, said_if_slow, ui_url
 from reposwarm.cli.live import proposal_ready
-from reposwarm.cli.run_state import NoWorker, RunView, prog, send_update, view, worker_polling
+from reposwarm.cli.run_state import NoWorker, RunView, send_update, view, worker_polling
 from reposwarm.contracts import LaneProposal, LanesDecision, LanesFile, Phase, ProposeOptions, SwarmConfig
 from reposwarm.contracts.errors import ConfigError
 from reposwarm.lanes.loading import apply_env, declares_lanes, read_configuration

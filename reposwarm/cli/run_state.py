@@ -9,13 +9,11 @@ needs a worker's disk; `--home` on a worker host reads the deeper files (ledger,
 from __future__ import annotations
 
 import os
-import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 from temporalio.api.enums.v1 import TaskQueueType
@@ -33,7 +31,7 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
-from reposwarm.cli.common import UserError, if_interrupted, said_if_slow
+from reposwarm.cli.common import UserError, if_interrupted, prog, said_if_slow, worker_hint
 from reposwarm.contracts import Phase, ReviewPackage, SwarmResult, SwarmStatus
 from reposwarm.text import error_line
 from workflows.failures import root_cause
@@ -55,28 +53,6 @@ def _query_timeout_s() -> float:
 
 QUERY_TIMEOUT_S = _query_timeout_s()  # a running worker answers in milliseconds; with none, the server would wait 30 s
 POLL_FRESH_S = 75  # a live worker's long poll reaches the server at least once a minute
-
-
-def prog() -> str:
-    """How to run reposwarm again, as this very command was run: `reposwarm`, or this interpreter and the script
-    as it was typed (`.venv/bin/python starter.py`), so a hint works when pasted."""
-    if Path(sys.argv[0]).name == "reposwarm":
-        return "reposwarm"
-    return f"{_python()} {sys.argv[0]}"
-
-
-def _python() -> str:
-    try:
-        relative = os.path.relpath(sys.executable)
-    except ValueError:  # another drive
-        return sys.executable
-    return sys.executable if relative.startswith("..") else relative
-
-
-def worker_hint() -> str:
-    if prog() == "reposwarm":
-        return "reposwarm worker"
-    return f"{_python()} {Path(sys.argv[0]).with_name('worker.py')}"
 
 
 class NoWorker(UserError):

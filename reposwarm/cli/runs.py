@@ -36,24 +36,16 @@ from reposwarm.cli.common import (
     git_out,
     if_interrupted,
     load_config,
+    prog,
     repo_slug,
     resolve_model,
     run_model,
     said_if_slow,
     ui_url,
+    worker_hint,
 )
 from reposwarm.cli.live import age, follow, next_step, with_lane_progress
-from reposwarm.cli.run_state import (
-    QUERY_TIMEOUT_S,
-    NoWorker,
-    RunView,
-    last_poll,
-    prog,
-    update_failures,
-    view,
-    worker_hint,
-    worker_polling,
-)
+from reposwarm.cli.run_state import QUERY_TIMEOUT_S, NoWorker, RunView, last_poll, update_failures, view, worker_polling
 from reposwarm.client import task_queue
 from reposwarm.contracts import (
     LanesFile,

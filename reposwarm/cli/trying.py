@@ -9,6 +9,8 @@ read the answer; only the oracle, in the worker, reads the commit from the user'
 user's lanes file, else the repository's own, else one proposed from the commit (reposwarm/intel/structure.py),
 written beside the clone and printed. A Temporal dev server and a worker are started when none answers
 (reposwarm/cli/local.py). At the end: the delivered branch, how to look at it, and whether it equals the commit.
+With `--propose careful|structure` the run proposes its lanes itself, through its real proposal phase
+(try_proposed, at the end of this module).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import argparse
 import os
 import shlex
 import subprocess
+import sys
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -34,7 +37,7 @@ from reposwarm.cli.common import (
     ui_url,
 )
 from reposwarm.cli.local import Local, local_swarm, review_and_approve, say
-from reposwarm.contracts import DeliveryConfig, LanesFile, SwarmRequest
+from reposwarm.contracts import DeliveryConfig, LanesFile, ProposeOptions, SwarmConfig, SwarmRequest
 from reposwarm.intel import structure
 from reposwarm.runs.store import home
 from reposwarm.vcs import gitcmd
@@ -173,13 +176,11 @@ async def cmd_try(args: argparse.Namespace) -> int:
     changed = changed_paths(repo, parent, sha)
     if not changed:
         raise UserError(f"commit {sha[:12]} changes no file: there is nothing to replay; pick another (--commit SHA)")
-    if getattr(args, "propose", None):  # the run proposes its lanes through its proposal phase (trying_proposed.py)
+    if getattr(args, "propose", None):  # the run proposes its lanes through its proposal phase (try_proposed)
         from reposwarm.cli import preflight  # (the profile the proposal will detect: its toolchains, first)
         from reposwarm.intel.detected import detect_at
 
         preflight.refuse_missing(detect_at(repo, parent)[0], tree_files(repo, parent), reader(repo, parent))
-        from reposwarm.cli.trying_proposed import try_proposed
-
         return await try_proposed(args, repo, sha, parent, changed)
     folder = home() / "try" / f"{repo_slug(repo)}-{sha[:12]}"
     lanes_path, config = lanes_for(args, repo, parent, changed, folder)
@@ -221,3 +222,64 @@ async def approve_and_compare(local: Local, run_id: str, repo: Path, clone: Path
     for line in compare(repo, clone, sha, result.delivered_branch):
         print(line)
     return 0
+
+
+# `reposwarm try --propose careful|structure`
+# `reposwarm try --propose careful|structure`: a try whose lanes the run itself proposes, through its real
+# proposal phase (workflows/proposing.py: the repository surveyed, the planner asked, the guardrails, the
+# confirmation), the planner being the commit-replay model as a careful planner would split the commit
+# (`oracle:...?plan=careful`, reposwarm/models/careful.py) or as the structure alone suggests (`plan=structure`).
+#
+# It measures what a run with no lanes file does on real commits: the proposal accepted or refused (with the
+# guardrails' reasons), the lanes, the checks, the delivered tree against the commit. The rest is a try's
+# (reposwarm/cli/trying.py): the clone of the commit's parent, the local dev server and worker, the review.
+
+PROPOSERS = ("careful", "structure")
+
+
+async def try_proposed(args: argparse.Namespace, repo: Path, sha: str, parent: str, changed: list[str]) -> int:
+    from reposwarm.cli.proposing import answer_hint, ask, proposal_of, show
+    from reposwarm.cli.runs import start
+    from reposwarm.lanes.loading import apply_env, declares_lanes
+
+    if args.lanes:
+        raise UserError("--propose has the run propose its lanes; --lanes gives them: pass one of the two")
+    if args.propose not in PROPOSERS:
+        raise UserError(f"--propose {args.propose}: give one of {', '.join(PROPOSERS)}")
+    folder = home() / "try" / f"{repo_slug(repo)}-{sha[:12]}"
+    model = resolve_model(f"oracle:{repo}#{sha}?plan={args.propose}", where="the try's model")
+    message = git_out(repo, "log", "-1", "--format=%B", sha).strip() or f"Make the change of commit {sha[:12]}"
+    config = apply_env(LanesFile(swarm=SwarmConfig()))
+    own = next((repo / name for name in LANES_FILE_NAMES if (repo / name).is_file()), None)
+    if own is not None and declares_lanes(own):
+        say(f"note: {own}'s lanes are not used: with --propose the run proposes its lanes")
+    elif own is not None:  # the repository's configuration without lanes (issue 45): the proposal runs in it
+        _, configured = load_config(repo, None, rev=parent, need_lanes=False)
+        config = offline(configured, own)
+        say(f"{own.name} holds no lanes: the proposed lanes run in its configuration"
+            + (f" (its profile {config.validation.profile!r})" if config.validation.profiles else ""))
+    terminal = sys.stdin.isatty() and sys.stdout.isatty()
+    async with local_swarm() as local:
+        client = local.client
+        say(f"cloning commit {parent[:12]} (the commit's parent) and its history into {folder / 'repo.git'}, branch "
+            f"{BASE_BRANCH}; {repo} is only read")
+        clone = make_clone(repo, parent, sha, folder)
+        run_id = f"reposwarm-try-{repo_slug(repo)}-{uuid.uuid4().hex[:6]}"
+        req = SwarmRequest(run_id=run_id, repo_path=str(clone), task=message, config=config, model=model,
+                           base_ref=parent, test_profile=os.environ.get("TEST_PROFILE") or None, ui_url=ui_url(run_id),
+                           propose=ProposeOptions(auto_accept=bool(args.yes)))
+        await start(client, req)
+        say(f"replaying commit {sha[:12]} ({len(changed)} file(s) changed) as run {run_id}, its lanes proposed by the "
+            f"run ({args.propose} planner: {model}); watch it at {ui_url(run_id)}")
+        v = await proposal_of(client, run_id, model)  # (refused by the guardrails: an error line with why)
+        proposal = v.status.proposal
+        assert proposal is not None
+        show(proposal, model, terminal)
+        if args.yes:
+            say(f"accepted (--yes): {len(proposal.lanes)} lanes")
+        elif not terminal:
+            print(answer_hint(run_id))
+            return 0
+        elif not await ask(client, run_id, proposal, config, clone):
+            return 0
+        return await approve_and_compare(local, run_id, repo, clone, sha, yes=args.yes)
