@@ -249,7 +249,7 @@ def toolchain_findings(repo: Path, config: LanesFile | None, rev: str = "HEAD") 
     """The toolchains the check profile needs, found where the checks look (as `run` and `try` refuse without
     them): the configuration's profile, else the one a run with none detects."""
     from reposwarm.cli import preflight
-    from reposwarm.intel import toolchain_needs
+    from reposwarm.intel import javascript, toolchain_needs
 
     profile = preflight.profile_of(config) if config is not None else None
     name = os.environ.get("TEST_PROFILE") or (config.validation.profile if config is not None else "")
@@ -267,7 +267,7 @@ def toolchain_findings(repo: Path, config: LanesFile | None, rev: str = "HEAD") 
         commands = [*detected.get("setup", []), *detected.get("commands", [])]
         which = "the detected profile"
     files, read = preflight.tree_of(repo, rev)
-    hints, problems = toolchain_needs.hints_and_problems(files, read)
+    hints, problems = javascript.toolchain_hints(files, read)
     needs = toolchain_needs.needs(commands, hints)
     uses = {os.path.basename(p) for argv in commands for p in toolchain_needs.programs(argv)}
     out = [Finding("FAIL", f"toolchain {n.tool}", f"not installed where the checks run (needed by {which}: "

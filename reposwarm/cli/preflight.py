@@ -16,7 +16,7 @@ from typing import Any
 
 from reposwarm.cli.common import UserError
 from reposwarm.contracts import CheckProfile, LanesFile
-from reposwarm.intel import toolchain_needs
+from reposwarm.intel import javascript, toolchain_needs
 
 
 def profile_of(config: LanesFile) -> CheckProfile | None:
@@ -34,7 +34,7 @@ def refuse_missing(profile: CheckProfile | dict[str, Any] | None, files: Collect
         commands = [*profile.get("setup", []), *profile.get("commands", [])]
     else:
         commands = [*profile.setup, *profile.commands]
-    hints, problems = toolchain_needs.hints_and_problems(files, read)
+    hints, problems = javascript.toolchain_hints(files, read)
     uses = {os.path.basename(p) for argv in commands for p in toolchain_needs.programs(argv)}
     said = [why for tool, why in problems.items() if tool in uses]  # (yarn's, where a command runs yarn)
     if (line := toolchain_needs.refusal(commands, hints, said)) is not None:

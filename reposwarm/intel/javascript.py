@@ -34,7 +34,7 @@ from typing import Any
 
 import yaml
 
-from reposwarm.intel import jsscripts
+from reposwarm.intel import jsscripts, toolchain_needs
 from reposwarm.intel.jsscripts import BUILD, LINT, OTHER, RUNNER, TYPECHECK, WORKSPACES, Step
 
 Read = Callable[[str], "str | None"]
@@ -188,8 +188,6 @@ def yaml_of(text: str | None) -> dict[str, Any]:
 def usable(manager: Manager, path: str | None = None) -> str | None:
     """Why the manager installed here cannot serve this project (yarn 1 where the project is yarn berry and commits
     no release of it), or None."""
-    from reposwarm.intel import toolchain_needs
-
     if manager.name != "yarn" or not manager.berry or manager.yarn_path:
         return None
     found = toolchain_needs.find("yarn", path)
@@ -203,8 +201,6 @@ def usable(manager: Manager, path: str | None = None) -> str | None:
 def _installed(manager: Manager) -> list[str]:
     """What the worker has of the manager, against what the project declares: a different major is said (it is
     used as it is), an unusable one too (toolchain_needs refuses the run over it)."""
-    from reposwarm.intel import toolchain_needs
-
     if (problem := usable(manager)) is not None:
         return [f"toolchain: {problem}"]
     found = toolchain_needs.find(manager.tool)
@@ -244,8 +240,6 @@ def root_checks(names: Collection[str], read: Read, nested: Collection[str] = ()
     workspace's members, so it is kept for them even where the root has no tests of its own."""
     if "package.json" not in names:
         return None
-    from reposwarm.intel import toolchain_needs
-
     package = _json(read("package.json"))
     manager = manager_of("", read, names)
     found = toolchain_needs.find(manager.tool)
@@ -403,3 +397,15 @@ def package_setup(path: str, read: Read, names: Collection[str]) -> tuple[list[s
 __all__ = ["BUILD", "LINT", "LOCK_FILES", "MANAGERS", "OTHER", "RUNNER", "TYPECHECK", "WORKSPACES", "JsChecks",
            "Manager", "commands_of", "declared", "manager_of", "package_command", "package_setup", "root_checks",
            "usable", "workspace_root"]
+
+
+def toolchain_hints(files: Collection[str] | None,
+                       read: Callable[[str], str | None] | None) -> tuple[dict[str, str], dict[str, str]]:
+    """What the repository itself says about its toolchains: its JavaScript package manager's install line (the
+    version its packageManager names), and, by tool, why the one installed cannot serve it (yarn 1 for a yarn 4
+    project that commits no release of it)."""
+    if files is None or read is None or "package.json" not in set(files):
+        return {}, {}
+    manager = manager_of("", read, set(files))
+    problem = usable(manager)
+    return {manager.tool: manager.install_hint}, ({manager.tool: problem} if problem else {})

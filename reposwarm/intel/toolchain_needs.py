@@ -19,7 +19,7 @@ import functools
 import os
 import shutil
 import subprocess
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -173,17 +173,3 @@ def found_lines(commands: Iterable[Iterable[str]], hints: Mapping[str, str] | No
 
 def _short(command: str) -> str:
     return command if len(command) <= 80 else command[:77] + "..."
-
-
-def hints_and_problems(files: Collection[str] | None,
-                       read: Callable[[str], str | None] | None) -> tuple[dict[str, str], dict[str, str]]:
-    """What the repository itself says about its toolchains: its JavaScript package manager's install line (the
-    version its packageManager names), and, by tool, why the one installed cannot serve it (yarn 1 for a yarn 4
-    project that commits no release of it)."""
-    if files is None or read is None or "package.json" not in set(files):
-        return {}, {}
-    from reposwarm.intel import javascript
-
-    manager = javascript.manager_of("", read, set(files))
-    problem = javascript.usable(manager)
-    return {manager.tool: manager.install_hint}, ({manager.tool: problem} if problem else {})
