@@ -24,7 +24,7 @@ that conversation, and gets a short reply.
 - The conversation never outgrows what compaction leaves: it is folded once it reaches 80% of the role's
   context_tokens (conversation.compact), so no turn sends more than SYSTEM + TOOLS + that.
 
-Calibrated on the bundled demo (examples/demo: lanes.yaml, plan.yaml, replay.yaml) run end to end through
+Calibrated on the bundled demo (reposwarm/demo: lanes.yaml, plan.yaml, replay.yaml) run end to end through
 the test harness; tests/test_estimate.py runs it again and checks each lane is within 2x. "Tokens" are what
 the run counted for the lane: the usage its replies recorded, as a real provider reports it (system prompt
 and tool specs included).

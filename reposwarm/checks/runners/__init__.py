@@ -5,7 +5,7 @@ unittest, the JUnit reporter for `node --test`, `-json` for `go test`, `--no-fai
 already prints one line per test, the JSON reporter for jest, vitest and mocha), and `parse` turns what it wrote
 into `Case`s (parsers.py). A runner is known through what people put before it (prefixes.py: `env X=1`, `uv run`,
 `poetry run`, `python -m`, `npx`, `node node_modules/.bin/jest`), through the tree's npm scripts (scripts.py),
-and through tox and nox when they plainly run pytest (toxnox.py). `{junit}` in a command works for any other runner that writes JUnit XML. A command no
+and through tox and nox when they plainly run pytest (tox_nox.py). `{junit}` in a command works for any other runner that writes JUnit XML. A command no
 runner knows gives no per-test results: then only its exit code speaks. `unparsed` (counts.py) counts the
 results a parser missed; `reason` (reasons.py) says why a command failed.
 
