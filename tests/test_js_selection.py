@@ -77,7 +77,7 @@ def test_jest_s_test_match_from_its_config_or_package_json(tmp_path):
     view = prefixes.look(["yarn", "jest"], repo)
     assert jscollect.collection(view, repo).source == "jest.config.js"
     regex = make_repo(tmp_path / "regex", {
-        "package.json": json.dumps({"jest": {"testRegex": "/spec/.*slice_spec\\.js$", "roots": ["<rootDir>/spec"]}}),
+        "package.json": json.dumps({"jest": {"testRegex": "/spec/.*_spec\\.js$", "roots": ["<rootDir>/spec"]}}),
         "spec/a_spec.js": "", "spec/a.test.js": "", "other/b_spec.js": ""})
     matches = jscollect.collection(prefixes.look(["npx", "jest"], regex), regex).matches
     assert matches is not None and [p for p in ("spec/a_spec.js", "spec/a.test.js", "other/b_spec.js")

@@ -164,7 +164,11 @@ def test_an_unsandboxed_check_dies_with_its_worker_and_what_left_its_group_with_
     child that left the group lives on until the next worker starts on the host, which kills it by its mark."""
     worker = FakeWorker(tmp_path, "pool", {sandbox.SWITCH: "off"})
     try:
-        before = worker.running(3)  # the supervisor, the check, its child in a session of its own
+        worker.running(3)  # the supervisor, the check, its child in a session of its own
+        # (on a loaded machine the count can be reached before the child has its own command line: wait for it)
+        wait_for(lambda: len(escaped(host_processes(worker.marker))) == 1, 30,
+                 f"the check's child never started: {host_processes(worker.marker)}")
+        before = host_processes(worker.marker)
         daemon = escaped(before)
         assert len(daemon) == 1, before
         worker.kill()
