@@ -20,11 +20,27 @@ from reposwarm.checks import evidence, runners, sandbox, setup
 from reposwarm.checks.sandbox import caches, environment, python
 from reposwarm.checks.selection import baselines
 from reposwarm.contracts import CheckProfile, CommandResult, TestFailure, TestReport
+from reposwarm.contracts.validation import CheckTimes
 from reposwarm.runs import ledger, objects
 from reposwarm.runs.store import Store
 from reposwarm.vcs import gitcmd
 
 TAIL_CHARS = 4000
+
+
+@dataclasses.dataclass
+class Clock:
+    """Where a check's time goes (CheckTimes), added up as it runs: what it costs beyond its commands."""
+
+    sandbox: float = 0.0  # the tree's caches, import roots and evidence set up, and put away after
+    setup: float = 0.0  # the profile's setup step
+    commands: float = 0.0  # the commands' processes, from start to exit
+    results: float = 0.0  # reading what they wrote (reports, evidence), and reading kept results back
+
+    def times(self, total_s: float) -> CheckTimes:
+        return CheckTimes(sandbox_s=round(self.sandbox, 3), setup_s=round(self.setup, 3),
+                          commands_s=round(self.commands, 3), results_s=round(self.results, 3),
+                          total_s=round(total_s, 3))
 
 
 def common_git_dir(tree: Path) -> Path | None:
@@ -72,10 +88,12 @@ def _case_failure(case: runners.Case, command: str) -> TestFailure:
 
 
 async def _run_once(argv: list[str], tree: sandbox.Tree, profile: CheckProfile, timeout_s: float,
-                    store: Store | None, watching: evidence.Context | None = None
+                    store: Store | None, watching: evidence.Context | None = None, clock: Clock | None = None
                     ) -> tuple[CommandResult, list[TestFailure]]:
     """Run one command with per-test reporting added for its runner; its failures, per test where it can. With
     `watching`, what its processes loaded is taken too (reposwarm/checks/evidence/): `CommandResult.loaded`."""
+    began = time.monotonic()
+    clock = clock if clock is not None else Clock()
     # A folder of its own for its report: the one place outside the tree this command may write.
     reports = Path(tempfile.mkdtemp(prefix="command-", dir=tree.reports))
     prepared = runners.prepare(argv, reports, "report", tree.root)
@@ -85,8 +103,11 @@ async def _run_once(argv: list[str], tree: sandbox.Tree, profile: CheckProfile, 
         evidence.start, reports, watching, {**profile.env, **dict(tree.env)},
         {b.dest: b.host for b in tree.binds}) if watching is not None else None
     env = tree.env if taking is None else tuple(sorted((dict(tree.env) | taking.env).items()))
+    ran_from = time.monotonic()
     result, log = await run_command(prepared.argv, dataclasses.replace(tree, reports=reports, env=env), profile,
                                     timeout_s, store)
+    ran_s = time.monotonic() - ran_from
+    clock.commands += ran_s
     command = " ".join(argv)
     cases = None
     report = _safe_report(prepared.report)
@@ -107,6 +128,7 @@ async def _run_once(argv: list[str], tree: sandbox.Tree, profile: CheckProfile, 
         if store is not None and cases is not None else None,
         "loaded": await asyncio.to_thread(evidence.collect, taking, prepared.runner, log, store)
         if taking is not None else None})
+    clock.results += time.monotonic() - began - ran_s
     if failed or not why:
         return result, failed
     # No test of its own to blame: the command is the failure, and its message says why, first.
@@ -141,20 +163,24 @@ def load_cases(store: Store | None, result: CommandResult) -> list[runners.Case]
 
 
 async def _counted(argv: list[str], tree: sandbox.Tree, profile: CheckProfile, started: float, store: Store | None,
-                   rerun: bool, watching: evidence.Context | None = None
-                   ) -> tuple[CommandResult, list[TestFailure], list[TestFailure]]:
+                   rerun: bool, watching: evidence.Context | None = None, expected: frozenset[str] = frozenset(),
+                   clock: Clock | None = None) -> tuple[CommandResult, list[TestFailure], list[TestFailure]]:
     """One command, run again once if it failed: the result that counts, its failures, and its flaky tests.
 
     A failure is blamed only if it failed on both runs. When the re-run is green, it is the run that counts
     (its exit code, exit class and cases): a base whose only failures passed on re-run is a green base, not a
     command that "already fails on the base commit". When both runs failed, on different tests, neither is
-    green: the re-run counts, with its failures."""
+    green: the re-run counts, with its failures. A run whose every failure is `expected` (TestFailure.key: a
+    failure the base commit has too, which no verdict blames) is not run again: the re-run would cost a whole
+    run of the command to tell nothing the verdict reads."""
     remaining = max(1.0, profile.timeout_s - (time.monotonic() - started))
-    result, failed = await _run_once(argv, tree, profile, remaining, store, watching)
+    result, failed = await _run_once(argv, tree, profile, remaining, store, watching, clock)
     if not failed or not rerun or result.exit_code is None:  # (a command killed at a limit is not rerun)
         return result, failed, []
+    if all(f.key in expected for f in failed):
+        return result, failed, []
     remaining = max(1.0, profile.timeout_s - (time.monotonic() - started))
-    again, failed_again = await _run_once(argv, tree, profile, remaining, store, watching)
+    again, failed_again = await _run_once(argv, tree, profile, remaining, store, watching, clock)
     if again.exit_code is None:  # the re-run was killed: it tells nothing about the first run's failures
         return result, failed, []
     if not failed_again:
@@ -180,10 +206,14 @@ def repo_key(git_dir: Path | None, cwd: Path) -> str:
 
 @contextlib.asynccontextmanager
 async def prepared_tree(profile: CheckProfile, cwd: Path, store: Store | None, *, readable: tuple[str, ...] | None,
-                        scope: str, reports: bool) -> AsyncIterator[tuple[sandbox.Tree, setup.Prepared]]:
+                        scope: str, reports: bool, clock: Clock | None = None
+                        ) -> AsyncIterator[tuple[sandbox.Tree, setup.Prepared]]:
     """The tree commands of `profile` run in (a check's, a lane's `run`): its language caches, its setup step's
     folders (the setup run first where its cache has no entry: see `failed`), offline once set up; with
-    `reports`, a scratch folder the commands may write their reports to."""
+    `reports`, a scratch folder the commands may write their reports to. `clock`: the sandbox's time and the
+    setup step's, added to it."""
+    clock = clock if clock is not None else Clock()
+    began = time.monotonic()
     git_dir = common_git_dir(cwd)
     key = repo_key(git_dir, cwd)
     holder = tempfile.TemporaryDirectory(prefix="reposwarm-checks-")
@@ -193,27 +223,34 @@ async def prepared_tree(profile: CheckProfile, cwd: Path, store: Store | None, *
                             readable=readable)
         binds, env = await asyncio.to_thread(caches.prepare, profile, key, scope, Path(scratch))
         tree = dataclasses.replace(tree, binds=tuple(binds), env=tuple(sorted(env.items())))
+        set_from = time.monotonic()
         deps = await setup.prepare(profile, tree, key, store, scope)  # (with network: npm not offline there)
+        set_s = time.monotonic() - set_from
+        clock.setup += set_s
         # the tree's own Python packages first on PYTHONPATH, before any copy installed in the interpreter, with the
         # version file its build would write (an ignored _version.py the package imports)
         roots = await asyncio.to_thread(python.pythonpath, tree.root, environment.given_env(profile))
         made, said = await asyncio.to_thread(python.write_version_files, tree.root) if roots else ([], [])
         deps.lines += said
+        clock.sandbox += time.monotonic() - began - set_s
         try:
             yield dataclasses.replace(tree, binds=tree.binds + tuple(deps.binds), env=tuple(sorted(
                 (offline(profile) | env | ({"PYTHONPATH": roots} if roots else {})).items()))), deps
         finally:
+            began = time.monotonic()
             await asyncio.to_thread(python.remove_files, made)
     finally:
         # In a thread: a validation's copy of the host's yarn cache is 30,000 files, and removing them on the event
         # loop stalled the worker past its heartbeat timeout (the server retried the check beside the one still
         # running, and `try` took the unanswered worker for gone).
         await asyncio.to_thread(holder.cleanup)
+        clock.sandbox += time.monotonic() - began
 
 
 async def run_profile(profile: CheckProfile, cwd: Path, store: Store | None, *, rerun: bool = True,
                       readable: tuple[str, ...] | None = None, scope: str = "", cached_at: str = "",
-                      watched: evidence.Watched | None = None) -> TestReport:
+                      watched: evidence.Watched | None = None, expected: frozenset[str] = frozenset()
+                      ) -> TestReport:
     """Run each command in `cwd`, the one tree they may write; a failing one runs once more, and what passes the
     second time is flaky. `readable`: the paths (a lane's) the commands' git view holds; None: the whole commit.
     `scope`: whose language caches the commands use (reposwarm/checks/sandbox/caches.py). `cached_at`: `cwd` is a
@@ -221,8 +258,10 @@ async def run_profile(profile: CheckProfile, cwd: Path, store: Store | None, *, 
     sharing the object store, for as long as its environment is the same (reposwarm/checks/selection/baselines.py).
     `watched`: the changed files (and lines) the evidence of what the commands loaded is held against
     (reposwarm/checks/evidence/: `TestReport.exercise`); None: none, only the tree's modules loaded from elsewhere
-    are said."""
+    are said. `expected`: failures (TestFailure.key) the verdict will not blame, the base commit's own: a command
+    failing only those is not run again. The report's `times` says where its time went."""
     started = time.monotonic()
+    clock = Clock()
     done: dict[int, tuple[CommandResult, list[TestFailure], list[TestFailure]]] = {}
     lines: list[str] = []
     watching: evidence.Context | None = None
@@ -230,7 +269,8 @@ async def run_profile(profile: CheckProfile, cwd: Path, store: Store | None, *, 
         prepared: tuple[sandbox.Tree, setup.Prepared] | None = None
         if profile.setup or not cached_at:  # (first: lanes wait on a baseline's setup only once it has begun)
             prepared = await stack.enter_async_context(
-                prepared_tree(profile, cwd, store, readable=readable, scope=scope, reports=True))
+                prepared_tree(profile, cwd, store, readable=readable, scope=scope, reports=True, clock=clock))
+        reading = time.monotonic()
         env = await asyncio.to_thread(baselines.environment, profile) if cached_at else ""
         keys = {i: baselines.key(cached_at, argv, env) for i, argv in enumerate(profile.commands)} if cached_at else {}
         for i, k in keys.items():
@@ -238,35 +278,44 @@ async def run_profile(profile: CheckProfile, cwd: Path, store: Store | None, *, 
                 done[i] = (await asyncio.to_thread(baselines.adopt, hit, store), hit.failures, hit.flaky)
                 lines.append(f"`{' '.join(profile.commands[i])}`: its results on {cached_at[:12]} reused (same "
                              "commit and environment)")
+        clock.results += time.monotonic() - reading
         misses = [i for i in range(len(profile.commands)) if i not in done]
         if misses and prepared is None:
             prepared = await stack.enter_async_context(
-                prepared_tree(profile, cwd, store, readable=readable, scope=scope, reports=True))
+                prepared_tree(profile, cwd, store, readable=readable, scope=scope, reports=True, clock=clock))
         if prepared is not None:
             tree, deps = prepared
             if deps.failed is not None:
+                took = time.monotonic() - started
                 return TestReport(passed=False, commands=[deps.failed], failures=[f for f in [deps.failure] if f],
-                                  setup=deps.lines,
-                                  problems=[deps.failed.reason], duration_s=round(time.monotonic() - started, 3),
-                                  unsandboxed=not deps.failed.sandboxed)
+                                  setup=deps.lines, problems=[deps.failed.reason], duration_s=round(took, 3),
+                                  unsandboxed=not deps.failed.sandboxed, times=clock.times(took))
             lines = deps.lines + lines
+            began = time.monotonic()
             watching = await asyncio.to_thread(evidence.context, cwd, watched) if evidence.enabled() else None
+            clock.sandbox += time.monotonic() - began
             for i in misses:
-                done[i] = await _counted(profile.commands[i], tree, profile, started, store, rerun, watching)
+                done[i] = await _counted(profile.commands[i], tree, profile, started, store, rerun, watching,
+                                         expected, clock)
                 if cached_at:
+                    began = time.monotonic()
                     result, failed, flakes = done[i]
                     await asyncio.to_thread(baselines.keep, keys[i], baselines.Cached(
                         result, load_cases(store, result), failed, flakes))
+                    clock.results += time.monotonic() - began
     results = [done[i][0] for i in range(len(profile.commands))]
     failures = [f for i in range(len(profile.commands)) for f in done[i][1]]
     flaky = [f for i in range(len(profile.commands)) for f in done[i][2]]
     counted = [r.tests_run for r in results if r.tests_run is not None]
     # (the gate's judge keeps these problems beside its own: reposwarm/checks/verdicts.py)
     problems = [p for p in map(runners.not_fully_judged, results) if p]
+    began = time.monotonic()
     asked = watching.watched if watching is not None else watched or evidence.Watched()  # (files still there)
     exercise = evidence.exercise(results, asked.files, asked.lines) \
         if any(r.loaded is not None for r in results) else None
+    clock.results += time.monotonic() - began
+    took = time.monotonic() - started
     return TestReport(passed=not failures and not problems, failures=failures, flaky=flaky, setup=lines,
-                      duration_s=round(time.monotonic() - started, 3), commands=results, problems=problems,
+                      duration_s=round(took, 3), commands=results, problems=problems,
                       unsandboxed=any(not r.sandboxed for r in results), tests_run=sum(counted) if counted else None,
-                      exercise=exercise)
+                      exercise=exercise, times=clock.times(took))

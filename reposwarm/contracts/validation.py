@@ -104,6 +104,21 @@ class Exercise(Contract):
         return len(self.loaded) + len(self.outside) + len(self.not_loaded)
 
 
+class CheckTimes(Contract):
+    """Where a check's wall time went, in seconds (issue 49): what a validation costs beyond its commands."""
+
+    tree_s: float = 0.0  # the checkout of the checked tree, and choosing what of the profile runs there
+    sandbox_s: float = 0.0  # the commands' sandbox: caches, the tree's import roots, evidence; put away after
+    setup_s: float = 0.0  # the profile's setup step (run, or restored from its cache)
+    commands_s: float = 0.0  # the commands themselves, a failing command's re-run included
+    second_run_s: float = 0.0  # the base commit's tests against the merged code (changed test paths only)
+    results_s: float = 0.0  # reading the runners' reports and evidence, and judging them against the base
+    total_s: float = 0.0  # the whole validation, as its activity saw it
+
+    def __add__(self, other: CheckTimes) -> CheckTimes:
+        return CheckTimes(**{k: round(v + getattr(other, k), 3) for k, v in self.model_dump().items()})
+
+
 class TestReport(Contract):
     __test__ = False  # not a pytest class
 
@@ -128,6 +143,11 @@ class TestReport(Contract):
     # (reposwarm/checks/changed_tests.py). Its time, and how many test paths it put back; None: not run.
     base_tests_s: float | None = None
     base_tests_paths: int = 0
+    # What that second run ran (reposwarm/checks/selection/second_run.py): the tests of the changed test paths,
+    # selected by each runner's own selector, or a command whole and why, in words; and how many tests ran in it.
+    second_run: str = ""
+    second_run_tests: int | None = None
+    times: CheckTimes | None = None  # where its time went (None: a report recorded before times)
     # What the setup step did for this tree, one line each (reposwarm/checks/setup.py): ran, restored, failed.
     setup: list[str] = []
     # Not the whole profile (reposwarm/checks/selection/plans.py): what ran, in words ("affected: 14 test files of 1,600,
