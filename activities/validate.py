@@ -1,13 +1,16 @@
 """Validation: the check profile run on a clean checkout of the merged tree; where the lanes changed test paths,
-run once more with the base commit's versions of them (reposwarm/checks/changed_tests.py)."""
+the tests they reach run once more with the base commit's versions of them (reposwarm/checks/changed_tests.py,
+reposwarm/checks/selection/second_run.py). Each part of its time is said (TestReport.times)."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import posixpath
 import re
 import shutil
+import time
 from pathlib import Path, PurePosixPath
 
 import git
@@ -18,8 +21,9 @@ from activities.repo import synced
 from reposwarm.checks import changed_tests, changed_tests_git, evidence, verdicts
 from reposwarm.checks.runner import load_cases, prepared_tree, run_profile, save_baseline
 from reposwarm.checks.runners import select
+from reposwarm.checks.runners.parsers import Case
 from reposwarm.checks.sandbox import SandboxUnavailable
-from reposwarm.checks.selection import baselines, plans, toolselect
+from reposwarm.checks.selection import baselines, plans, second_run, toolselect
 from reposwarm.checks.selection.rebased import rebased
 from reposwarm.contracts import (
     AttributeInput,
@@ -32,6 +36,7 @@ from reposwarm.contracts import (
     TestReport,
     ValidateInput,
 )
+from reposwarm.contracts.validation import CheckTimes
 from reposwarm.runs import ledger
 from reposwarm.runs.store import Store, run_dir
 from reposwarm.slices.policy import PathPolicy
@@ -68,6 +73,7 @@ def _clean(path: Path) -> None:
 async def validate(req: ValidateInput) -> TestReport:
     """Run the check profile (or the part of it `req.part` names: reposwarm/checks/selection/plans.py) on a clean checkout
     of `ref`; keep the validated state under a ref of the run."""
+    began = time.monotonic()
     slug = re.sub(r"[^a-z0-9]+", "-", req.label.lower()).strip("-") or "check"
     path = run_dir(req.run_id) / ("baseline" if slug == "baseline" else _checkout_name(req))
     repo = await asyncio.to_thread(synced, req.repo_path, req.run_id)
@@ -78,6 +84,7 @@ async def validate(req: ValidateInput) -> TestReport:
     if ran is not None and req.part is not None and req.part.tool:
         ran, notes = await _by_build_tool(req.profile, req.part, ran, path, store)
     profile = ran.profile if ran is not None else req.profile
+    tree_s = time.monotonic() - began
     try:
         if ran is not None and not ran.targets:  # (nothing of the profile left in this part on this tree)
             report = verdicts.settle(TestReport(passed=True))
@@ -88,13 +95,20 @@ async def validate(req: ValidateInput) -> TestReport:
             kept = slug == "baseline" and re.fullmatch(r"[0-9a-f]{40}", req.ref) is not None
             report = await run_profile(profile, path, store, scope="base" if slug == "baseline" else "",
                                        cached_at=req.ref if kept else "",
-                                       watched=await _watched(req, path) if slug != "baseline" else None)
+                                       watched=await _watched(req, path) if slug != "baseline" else None,
+                                       expected=_base_failures(req.baseline, ran) if slug != "baseline"
+                                       else frozenset())
     except SandboxUnavailable as err:
         # Not a passing fault: retrying cannot help until bubblewrap is installed (or the sandbox switched off).
         raise ApplicationError(str(err), type="SandboxUnavailable", non_retryable=True) from None
     finally:
         # The checkout is throwaway: whatever the checks wrote in it (the only place they could) goes.
+        cleaning = time.monotonic()
         await asyncio.to_thread(_clean, path)
+        tree_s += time.monotonic() - cleaning
+    judging = time.monotonic()
+    ran_times = report.times or CheckTimes()
+    second_s = 0.0
     report = report.model_copy(update={"ref": req.ref})
     if req.moved_from is not None and ran is not None:
         return await _moved_base(req, req.moved_from, ran, report, repo, path, store)
@@ -106,7 +120,7 @@ async def validate(req: ValidateInput) -> TestReport:
             base, loader = plans.narrowed(req.baseline, ran, report.commands, cases)
         report = verdicts.judge(report, base, loader)
         if req.baseline.ref and slug != "baseline":
-            report = await _judge_tests(req, base, loader, profile, repo, store, report)
+            report, second_s = await _judge_tests(req, base, loader, profile, repo, store, report)
     if req.part is not None:
         label = "; ".join([req.part.label, *notes]) if notes else req.part.label
         report = report.model_copy(update={"selection": label, "skipped": req.part.skipped})
@@ -119,6 +133,10 @@ async def validate(req: ValidateInput) -> TestReport:
         ref = f"refs/reposwarm/{req.run_id}/validated/{slug}-{state}"
         await asyncio.to_thread(repo.git.update_ref, ref, req.ref)
         await asyncio.to_thread(repo.push, ref)
+    ended = time.monotonic()
+    report = report.model_copy(update={"times": ran_times.model_copy(update={
+        "tree_s": round(tree_s, 3), "second_run_s": round(second_s, 3),
+        "results_s": round(ran_times.results_s + ended - judging - second_s, 3), "total_s": round(ended - began, 3)})})
     ledger.record_activity(req.run_id, "validation", ref=req.ref, label=req.label, profile=req.profile_name,
                            passed=report.passed, failures=[f.name for f in report.failures],
                            flaky=[f.name for f in report.flaky], duration_s=report.duration_s,
@@ -127,8 +145,25 @@ async def validate(req: ValidateInput) -> TestReport:
                            problems=report.problems, verdict=report.verdict_of.value,
                            test_changes=[f"{c.kind}: {c.test}" for c in report.test_changes],
                            base_tests_s=report.base_tests_s, selection=report.selection,
+                           second_run=report.second_run, second_run_tests=report.second_run_tests,
+                           times=report.times.model_dump() if report.times is not None else None,
                            check=re.sub(r"( remainder)?( shard \d+ of \d+)?$", "", req.label))
     return report
+
+
+def _base_failures(baseline: TestReport | None, ran: plans.Ran | None) -> frozenset[str]:
+    """The base commit's failures (TestFailure.key) as this check's commands will name them: the verdict never
+    blames them, so a command failing only those is not run again (reposwarm/checks/runner.py `_counted`). A
+    targeted command names them by its own line (reposwarm/checks/runners/select.py `narrow`)."""
+    if baseline is None:
+        return frozenset()
+    failed = baseline.failures + baseline.pre_existing
+    keys = {f.key for f in failed}
+    for target in (ran.targets if ran is not None else []):
+        if target is not None:
+            old, new = " ".join(target.command), " ".join(target.argv)
+            keys |= {f"{new}::{f.file or ''}::{f.name}" for f in failed if f.command == old}
+    return frozenset(keys)
 
 
 async def _by_build_tool(profile: CheckProfile, part: CheckPart, ran: plans.Ran, path: Path,
@@ -198,27 +233,43 @@ def _checkout_name(req: ValidateInput) -> str:
 
 
 async def _judge_tests(req: ValidateInput, baseline: TestReport, cases: verdicts.CaseLoader, profile: CheckProfile,
-                       repo: Repository, store: Store, report: TestReport) -> TestReport:
+                       repo: Repository, store: Store, report: TestReport) -> tuple[TestReport, float]:
     """The test changes of the merged tree: lost tests (already found by the judge), the base commit's tests run
     against the merged code (rewritten ones), changed test configuration; each with its lanes, their reason and
-    the diff. The second run costs a run of the profile, and happens only when a test path changed."""
+    the diff. The second run happens only when a test path changed, and runs only the tests the changed paths
+    reach (reposwarm/checks/selection/second_run.py). With its wall time."""
     g, base = repo.git, baseline.ref
     paths, config = await asyncio.to_thread(changed_tests_git.changed_paths, g, base, req.ref)
     changes = list(report.test_changes)
     update: dict[str, object] = {}
+    second_s = 0.0
     if paths:
+        began = time.monotonic()
+        by_argv = {tuple(c.argv): c for c in baseline.commands}
+        # (the commands the comparison reads: per-test results on both trees, with those results)
+        compared: dict[second_run.Argv, list[Case]] = {}
+        for cmd in report.commands:
+            theirs = cases(by_argv[tuple(cmd.argv)]) if tuple(cmd.argv) in by_argv else None
+            mine = cases(cmd) if theirs is not None else None
+            if theirs is not None and mine is not None:
+                compared[tuple(cmd.argv)] = theirs + mine
         # Same sandbox, same profile, a checkout of its own: the merged tree with the tests as the base has them.
         path = run_dir(req.run_id) / f"{_checkout_name(req)}-base-tests"
         await asyncio.to_thread(checkout, str(repo.path), path, req.ref)
         try:
             await asyncio.to_thread(changed_tests_git.base_tests_tree, g, path, base, paths)
-            base_tests = await run_profile(profile, path, store)
+            planned = await asyncio.to_thread(second_run.plan, profile, path, base, paths, config, compared)
+            ran = await run_profile(planned.profile, path, store, expected=second_run.expected(planned, compared)) \
+                if planned.profile.commands else TestReport(passed=True)
         except SandboxUnavailable as err:
             raise ApplicationError(str(err), type="SandboxUnavailable", non_retryable=True) from None
         finally:
             await asyncio.to_thread(_clean, path)
-        update = {"base_tests_s": base_tests.duration_s, "base_tests_paths": len(paths)}
-        by_argv = {tuple(c.argv): c for c in baseline.commands}
+        base_tests = second_run.regrouped(planned, ran, cases, lambda found: store.put_json(
+            [dataclasses.asdict(c) for c in found]))
+        second_s = time.monotonic() - began
+        update = {"base_tests_s": ran.duration_s, "base_tests_paths": len(paths), "second_run": planned.note,
+                  "second_run_tests": base_tests.tests_run if planned.profile.commands else 0}
         ran_by_argv = {tuple(c.argv): c for c in base_tests.commands}
         changes = [changed_tests.base_verdict_note(c, base_tests.failures) if c.kind == TestChangeKind.lost else c
                    for c in changes]
@@ -232,13 +283,13 @@ async def _judge_tests(req: ValidateInput, baseline: TestReport, cases: verdicts
             changes += changed_tests.capped(found, TestChangeKind.rewritten, command)
     changes += changed_tests.reconfigured(config)
     if not changes:
-        return report.model_copy(update=update)
+        return report.model_copy(update=update), second_s
     files = {c.file for c in changes if c.file}
     diffs = {f: await asyncio.to_thread(changed_tests_git.diff, g, base, req.ref, [f]) for f in sorted(files)}
     shared = await asyncio.to_thread(changed_tests_git.diff, g, base, req.ref, paths) \
         if any(not c.file for c in changes) else ""
     changes = changed_tests.attribute(changes, req.touched, req.statements, diffs, shared)
-    return verdicts.settle(report.model_copy(update={**update, "test_changes": changes}))
+    return verdicts.settle(report.model_copy(update={**update, "test_changes": changes})), second_s
 
 
 _PY_IMPORT = re.compile(r"^\s*(?:from\s+([\w.]+)\s+import|import\s+([\w.]+))", re.M)

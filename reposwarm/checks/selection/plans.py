@@ -67,7 +67,7 @@ def claimed(argv: list[str], names: list[str], root: Path) -> list[str]:
     return sorted({n for t in found.targets for n in t.names})
 
 
-def _unsafe(names: list[str], root: Path) -> str:
+def unsafe_names(names: list[str], root: Path) -> str:
     """Why the tree's test names cannot be given to a runner as they are (a file named like an option, a symlink
     out of the tree): the command then runs whole; "" when every name is a plain selector."""
     for name in names:
@@ -91,7 +91,7 @@ def _selected(argv: list[str], kind: str, chosen: affected.Affected, runs: list[
     (`runs`: the tree's tests this command runs)."""
     if chosen.names is None:
         return None, chosen.fallback
-    if why := _unsafe(chosen.names.get(kind, []), root):
+    if why := unsafe_names(chosen.names.get(kind, []), root):
         return None, why
     gone = [p for p in changed if _deleted_test(p, kind, root)]
     if gone:
@@ -161,7 +161,7 @@ def plan(root: Path, ref: str, since: str, profile: CheckProfile, scope: str, du
         else:
             every = every or affected.all_tests(root, ref)
             names = every.get(kind, [])
-            if _unsafe(names, root):  # (shards split names: a file named as an option splits nothing)
+            if unsafe_names(names, root):  # (shards split names: a file named as an option splits nothing)
                 entries.append(_Entry(argv, None))
                 continue
         mine = claimed(argv, names, root)

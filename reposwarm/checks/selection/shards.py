@@ -10,8 +10,10 @@ one report of the shards' reports, each judged against the base commit's results
 
 from __future__ import annotations
 
+import functools
 import heapq
 import math
+import operator
 import statistics
 from collections.abc import Callable, Iterable
 
@@ -106,6 +108,10 @@ def merge(reports: list[TestReport], label: str = "") -> TestReport:
         "unsandboxed": any(r.unsandboxed for r in reports),
         "base_tests_s": round(sum(base_s), 3) if base_s else None,
         "base_tests_paths": sum(r.base_tests_paths for r in reports),
+        "second_run": "; ".join(_once(r.second_run for r in reports if r.second_run)),
+        "second_run_tests": total([r.second_run_tests for r in reports]),
+        # (the parts' own times, summed: the work the check cost, whether its parts ran side by side or not)
+        "times": functools.reduce(operator.add, times) if (times := [r.times for r in reports if r.times]) else None,
         # (coverage is not additive over shards: none unless a single shard gave it)
         "coverage_delta": first.coverage_delta if len(reports) == 1 else None,
         "selection": label or first.selection,
