@@ -334,7 +334,9 @@ def _checks(pkg: ReviewPackage, report: TestReport) -> list[str]:
     out += [""] if report.skipped else []
     if report.base_tests_s is not None:
         out += [f"Test paths changed ({report.base_tests_paths}), so the base commit's tests also ran against the "
-                f"merged code: a second run of the profile, {report.base_tests_s:.1f}s.", ""]
+                f"merged code: a second run, {report.base_tests_s:.1f}s"
+                + (f", {report.second_run_tests} tests" if report.second_run_tests is not None else "")
+                + (f" ({report.second_run})" if report.second_run else "") + ".", ""]
     if report.tests_run is not None or report.base_tests_run is not None:
         def n(value: int | None) -> str:
             return "-" if value is None else str(value)

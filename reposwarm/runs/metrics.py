@@ -67,6 +67,11 @@ class CheckFigures(BaseModel):
     verdict: str = ""  # PASSED, PASSED WITH TEST CHANGES, FAILED ("" from a ledger written before verdicts)
     test_changes: list[str] = []  # "lost: tests.test_calc.test_add", one per lost, rewritten or reconfigured test
     selection: str = ""  # what ran when not every test did ("affected: 2 of 40 python test files, ..."; docs/scale.md)
+    # Where the check's time went (TestReport.times: tree, sandbox, setup, commands, second run, results, total),
+    # its parts' summed; {}: not known (a ledger or a record written before)
+    times: dict[str, float] = {}
+    second_run: str = ""  # what the second run ran (the base commit's tests against the merged code), in words
+    second_run_tests: int | None = None  # how many tests it ran; None: no second run
 
 
 class RunReport(BaseModel):
@@ -117,6 +122,9 @@ def _joined(a: CheckFigures, b: CheckFigures) -> CheckFigures:
                         fixed=a.fixed + b.fixed, flaky=a.flaky + b.flaky,
                         problems=list(dict.fromkeys(a.problems + b.problems)), verdict=verdict,
                         test_changes=list(dict.fromkeys(a.test_changes + b.test_changes)),
+                        times={k: round(a.times.get(k, 0.0) + b.times.get(k, 0.0), 3) for k in {**a.times, **b.times}},
+                        second_run="; ".join(x for x in dict.fromkeys((a.second_run, b.second_run)) if x),
+                        second_run_tests=plus(a.second_run_tests, b.second_run_tests),
                         selection=a.selection if a.selection in (b.selection, f"whole profile: {b.selection}")
                         or a.selection.endswith(f"; then {b.selection}") else
                         f"whole profile: {a.selection}; then {b.selection}")
@@ -127,7 +135,9 @@ def check_figures(report: TestReport) -> CheckFigures:
                         new_failures=len(report.failures), pre_existing=len(report.pre_existing),
                         fixed=len(report.fixed), flaky=len(report.flaky), problems=report.problems,
                         verdict=report.verdict_of.value,
-                        test_changes=[f"{c.kind}: {c.test}" for c in report.test_changes], selection=report.selection)
+                        test_changes=[f"{c.kind}: {c.test}" for c in report.test_changes], selection=report.selection,
+                        times=report.times.model_dump() if report.times is not None else {},
+                        second_run=report.second_run, second_run_tests=report.second_run_tests)
 
 
 def from_status(status: SwarmStatus, elapsed_s: float) -> RunReport:
@@ -227,7 +237,8 @@ def report(run_id: str, lines: list[dict[str, Any]]) -> RunReport:
                 new_failures=len(e.get("failures") or []), pre_existing=len(e.get("pre_existing") or []),
                 fixed=len(e.get("fixed") or []), flaky=len(e.get("flaky") or []), problems=e.get("problems") or [],
                 verdict=e.get("verdict") or "", test_changes=e.get("test_changes") or [],
-                selection=e.get("selection") or "")
+                selection=e.get("selection") or "", times=_times(e.get("times")), second_run=e.get("second_run") or "",
+                second_run_tests=e.get("second_run_tests"))
             # (a check's parts, its shards and its remainder, are one check: docs/scale.md)
             same = last_check is not None and e.get("check") and e.get("check") == last_check_of
             validations += not same
@@ -268,6 +279,27 @@ def report(run_id: str, lines: list[dict[str, Any]]) -> RunReport:
         model_calls=sum(f.model_calls for f in lanes.values()),
         rollbacks=sum(1 for e in lines if e["event"] == "rollback"),
     )
+
+
+def _times(value: Any) -> dict[str, float]:
+    """A ledger line's times, as numbers only (a line written by hand, or before times, gives {})."""
+    if not isinstance(value, dict):
+        return {}
+    return {str(k): float(v) for k, v in value.items() if isinstance(v, int | float) and not isinstance(v, bool)}
+
+
+TIME_PARTS = (("tree_s", "tree"), ("sandbox_s", "sandbox"), ("setup_s", "setup"), ("commands_s", "commands"),
+              ("second_run_s", "second run"), ("results_s", "results"))
+
+
+def time_line(c: CheckFigures) -> str:
+    """"gate time 41.2s: tree 1.1s, sandbox 0.4s, ..., 1.62x its commands": where the check's time went."""
+    if not c.times.get("total_s"):
+        return ""
+    parts = ", ".join(f"{name} {c.times.get(key, 0.0):.1f}s" for key, name in TIME_PARTS)
+    commands = c.times.get("commands_s", 0.0)
+    ratio = f"; {c.times['total_s'] / commands:.2f}x its commands" if commands > 0 else ""
+    return f"gate time {c.times['total_s']:.1f}s: {parts}{ratio}"
 
 
 def _union(spans: list[tuple[float, float]]) -> float:
@@ -323,6 +355,12 @@ def render(r: RunReport) -> str:
         out += ["", f"last check: {c.verdict or ('PASSED' if c.passed else 'FAILED')}{said}: {c.new_failures} new failure(s), "
                     f"{c.pre_existing} pre-existing, {c.fixed} fixed, {c.flaky} flaky{ran}",
                 *[f"  problem: {p}" for p in c.problems], *[f"  test change: {t}" for t in c.test_changes]]
+        if line := time_line(c):
+            out.append(f"  {line}")
+        if c.second_run_tests is not None:
+            said = f" ({c.second_run})" if c.second_run else ""
+            out.append(f"  second run (the base commit's tests against the merged code): {c.second_run_tests} "
+                       f"test{'' if c.second_run_tests == 1 else 's'}{said}")
     if r.source == "server":
         out += ["", "from the run's record on the Temporal server; retries per lane: report --home on a worker host"]
     elif r.source == "server+ledger":
