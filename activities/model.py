@@ -18,11 +18,12 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import ApplicationError
 
 from activities.repo import lane_worktree
+from activities.tool_call import answer
 from reposwarm.agent import conversation
 from reposwarm.agent.conversation import Message, SystemMessage, ToolResult, UserMessage
 from reposwarm.agent.prompts import LANE_SYSTEM, WARM_MESSAGE, WITHHELD_REPLY, cut_note, declined_note
 from reposwarm.agent.specs import tool_specs
-from reposwarm.contracts import ModelTurnInput, ModelTurnResult, ToolCall, Usage, WarmInput
+from reposwarm.contracts import ModelTurnInput, ModelTurnResult, ToolCall, ToolInput, ToolOutcome, Usage, WarmInput
 from reposwarm.contracts.model import ModelReply
 from reposwarm.models.calls import MAX_ERROR_CHARS, as_text, complete
 from reposwarm.models.limits import REFUSAL, is_cut
@@ -82,10 +83,38 @@ def _turn_result(req: ModelTurnInput, store: Store, messages: list[Message], rep
         messages.append(UserMessage(content=note))
     calls, finish = conversation.checked_calls(reply.tool_calls, MAX_ERROR_CHARS)
     content = (reply.stop_detail or "the model gave no reason") if declined else reply.content
-    return _decodable(ModelTurnResult(transcript_ref=store.put_json(conversation.to_wire(messages)),
-                                      content=content[:2000], tool_calls=[_parked(c, store) for c in calls],
-                                      finish=finish, usage=reply.usage, model=req.model, compacted=compacted,
-                                      cut=cut, declined=declined))
+    result = _decodable(ModelTurnResult(transcript_ref=store.put_json(conversation.to_wire(messages)),
+                                        content=content[:2000], tool_calls=[_parked(c, store) for c in calls],
+                                        finish=finish, usage=reply.usage, model=req.model, compacted=compacted,
+                                        cut=cut, declined=declined))
+    return _with_quick_calls(req, result)
+
+
+def _with_quick_calls(req: ModelTurnInput, result: ModelTurnResult) -> ModelTurnResult:
+    """The reply's first calls run here, while they are quick tools (req.tools): a step of reads and edits is then
+    this one activity, not a tool call's round trip after it (bench/results.json: step, host_affinity).
+
+    Each runs exactly as the workflow would have run it (run_tool: the same input, exactly-once record, ledger
+    line, and outcome), in order, stopping at the first call that is not one of them: the workflow runs that one
+    and those after it, as it always has, so calls still run one at a time in the reply's order."""
+    if req.tools is None:
+        return result
+    outcomes: list[ToolOutcome] = []
+    for call in result.tool_calls:
+        if call.name not in req.tools.names:
+            break
+        try:
+            outcomes.append(answer(ToolInput(
+                run_id=req.run_id, lane=req.agent, call=call, round=req.round, attempt=req.attempt,
+                turn=req.turn + 1, allowed_paths=req.tools.allowed_paths, read_only_paths=req.tools.read_only_paths,
+                default_reason=result.content[:200]), in_turn=True))
+        except Exception:  # noqa: BLE001 - run_tool answers every call; what it raises is the workflow's to retry
+            break  # (this call and the rest go to the workflow's activities, their own retries, as they always did)
+    # (the rest of the result was checked by _decodable; an outcome the workflow could not decode, none known, is
+    # left to the workflow: it runs the calls as activities, whose exactly-once records answer as recorded here)
+    if not outcomes or _fails(ModelTurnResult(transcript_ref=result.transcript_ref, outcomes=outcomes)):
+        return result
+    return result.model_copy(update={"outcomes": outcomes})
 
 
 def _parked(call: ToolCall, store: Store) -> ToolCall:
@@ -99,6 +128,15 @@ def _parked(call: ToolCall, store: Store) -> ToolCall:
 _PAYLOADS = pydantic_data_converter.payload_converter
 
 
+def _fails(value: ModelTurnResult) -> str | None:
+    """Why the workflow could not decode this result, if it could not (None: it can)."""
+    try:
+        _PAYLOADS.from_payloads(_PAYLOADS.to_payloads([value]), [ModelTurnResult])
+    except Exception as err:  # noqa: BLE001 - any failure to encode or decode is the same problem
+        return f"{type(err).__name__}: {str(err).splitlines()[0][:200]}"
+    return None
+
+
 def _decodable(result: ModelTurnResult) -> ModelTurnResult:
     """The turn's result as the lane's workflow will decode it, or the calls that stop that turned into errors.
 
@@ -106,25 +144,18 @@ def _decodable(result: ModelTurnResult) -> ModelTurnResult:
     running for ever. bounded() makes that impossible for what it knows of; this checks the result itself
     with the very converter the workflow uses, so whatever it does not know of ends as a call error too.
     """
-    def fails(value: ModelTurnResult) -> str | None:
-        try:
-            _PAYLOADS.from_payloads(_PAYLOADS.to_payloads([value]), [ModelTurnResult])
-        except Exception as err:  # noqa: BLE001 - any failure to encode or decode is the same problem
-            return f"{type(err).__name__}: {str(err).splitlines()[0][:200]}"
-        return None
-
-    problem = fails(result)
+    problem = _fails(result)
     if problem is None:
         return result
     calls = list(result.tool_calls)
     for i, call in enumerate(calls):
-        if fails(ModelTurnResult(transcript_ref=result.transcript_ref, tool_calls=[call])) is None:
+        if _fails(ModelTurnResult(transcript_ref=result.transcript_ref, tool_calls=[call])) is None:
             continue
         calls[i] = ToolCall(id=call.id, name=as_text(call.name), raw_arguments="{}",
                             error=f"the call could not be passed on as sent ({problem}); it was not run")
-    result = result.model_copy(update={"tool_calls": calls, "finish": None if fails(
+    result = result.model_copy(update={"tool_calls": calls, "finish": None if _fails(
         ModelTurnResult(transcript_ref=result.transcript_ref, finish=result.finish)) else result.finish})
-    if (problem := fails(result)) is not None:
+    if (problem := _fails(result)) is not None:
         raise ApplicationError(f"the model's reply could not be made into a turn result: {problem}",
                                type="ModelError", non_retryable=True)
     return result

@@ -68,6 +68,23 @@ def run_tool(req: ToolInput) -> ToolOutcome:
     an exception that fails the activity: a malformed call is answered with its error, a refused one with
     the reason, and a tool that fails with what went wrong, in words that name no path of the worker's disk.
     """
+    return answer(req)
+
+
+def answer(req: ToolInput, *, in_turn: bool = False) -> ToolOutcome:
+    """run_tool's work, in its activity or (in_turn) in the model turn that made the call (activities/model.py):
+    there the call has a span of its own, and its ledger lines are keyed by the call, since one activity
+    then answers several calls."""
+    if not in_turn:
+        return _answer(req, "")
+    with _TRACER.start_as_current_span("run_tool", attributes={"reposwarm.in_turn": True}):
+        return _answer(req, req.call.id)
+
+
+_TRACER = trace.get_tracer(__name__)
+
+
+def _answer(req: ToolInput, part: str) -> ToolOutcome:
     call = req.call
     worktree = lane_worktree(req.run_id, req.lane)
     store = Store(req.run_id)
@@ -121,14 +138,14 @@ def run_tool(req: ToolInput) -> ToolOutcome:
     output = ledger.redact(output)
     output_ref = store.put(output)
     if tools.undone:  # a check's leftovers outside the slice (or a nested repository), reverted and told
-        ledger.record_activity(req.run_id, "slice_refused", lane=req.lane, at=call.name, call_id=call.id,
+        ledger.record_part(req.run_id, "slice_refused", part, lane=req.lane, at=call.name, call_id=call.id,
                                detail=ledger.redact("; ".join(tools.undone))[:2000])
     path = arguments.get("path") if isinstance(arguments, dict) else None
     span = trace.get_current_span()
     span.set_attributes({"reposwarm.lane": req.lane, "reposwarm.tool": call.name,
                          "reposwarm.outcome": "refused" if refused else ("ok" if ok else "error")})
-    ledger.record_activity(
-        req.run_id, "tool_call", lane=req.lane, round=req.round, turn=req.turn,
+    ledger.record_part(
+        req.run_id, "tool_call", part, lane=req.lane, round=req.round, turn=req.turn,
         reason=tools.edit.reason if tools.edit else None, call_id=call.id, tool=call.name,
         path=path if isinstance(path, str) else None,
         outcome="refused" if refused else ("ok" if ok else "error"), detail=None if ok else output[:500],

@@ -143,8 +143,14 @@ async def suggesting_client(reposwarm_home):
 async def test_the_account_survives_continue_as_new(suggesting_client, tmp_path):
     client = suggesting_client
     repo, lanes, plan = one_lane(tmp_path, BROKEN_FAILS)
-    misses = [turn(*[(f"m{t}_{i}", "read_file", {"path": f"api/missing{i}.py"}) for i in range(20)])
-              for t in range(8)]
+    # 160 failed reads, five a turn: the turn runs them itself (one activity), so it takes turns, not calls, to
+    # reach the 200 events after which the server suggests continuing as new; budgets that last them
+    write_yaml(lanes, {"swarm": {"lanes": {"api": {"allowed_paths": ["api/"], "max_turns": 60,
+                                                   "token_budget": 50_000_000}}},
+                       "validation": {"profiles": {"default": {"commands": [[sys.executable, "-c", BROKEN_FAILS]],
+                                                               "timeout_s": 60}}}})
+    misses = [turn(*[(f"m{t}_{i}", "read_file", {"path": f"api/missing{i}.py"}) for i in range(5)])
+              for t in range(32)]
     script = write_yaml(tmp_path / "replay.yaml", {"version": 1, "lanes": {"api": {1: [
         turn(("w1", "write_file", {"path": "api/app.py", "content": "VERSION = 'BROKEN'\n",
                                    "reason": "A first try at the new version"}), ("c1", "run_checks", {})),

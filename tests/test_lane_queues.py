@@ -1,6 +1,7 @@
-"""Where a lane's worktree activities run (REPOSWARM_AFFINITY): on the shared queue, where the quick tools are
-local activities in the lane's own workflow task, or on the worktree host's own queue, where every tool call is
-an activity. Either way each call runs once, is ledgered once and lands in the lane's branch."""
+"""Where a lane's worktree activities run (REPOSWARM_AFFINITY): on the shared queue, or on the worktree host's own
+queue. Either way a reply's quick tool calls are run by its model turn on the lane's host (one activity a step); on
+the shared queue, those of the first turn, whose worktree is made beside it, are local activities in the lane's own
+workflow task. Each call runs once, is ledgered once and lands in the lane's branch."""
 
 from __future__ import annotations
 
@@ -95,10 +96,11 @@ async def test_on_the_shared_queue_quick_tools_are_local_activities(client, tmp_
     status = await wait_for_phase(client, run_id, Phase.review)
     _check_delivered_work(repo, run_id, status)
     types, queues, markers = await _lane_history(client, run_id)
-    # read_file, list_dir, write_file and edit_file ran inside workflow tasks; search and run_checks can take
-    # long, so they stay activities; and everything is on the workflow's own queue (eager dispatch)
-    assert markers == 4
-    assert types.count("run_tool") == 2
+    # the first turn's read_file and list_dir ran inside workflow tasks (its worktree was made beside it), the
+    # second turn's write_file and edit_file in that model turn; search and run_checks can take long, so they stay
+    # activities; and everything is on the workflow's own queue (eager dispatch)
+    assert markers == 2
+    assert types.count("run_tool") == 2 and types.count("model_turn") == 4
     assert set(queues) == {"reposwarm"}, queues
     await client.get_workflow_handle(run_id).terminate("test done")
 
@@ -121,7 +123,8 @@ async def test_with_host_affinity_every_tool_call_goes_to_the_worktree_host(clie
         _check_delivered_work(repo, run_id, status)
         types, queues, markers = await _lane_history(client, run_id)
         assert markers == 0
-        assert types.count("run_tool") == 6
+        # the quick calls ran in their model turns, on the host; search and run_checks as activities there
+        assert types.count("run_tool") == 2 and types.count("model_turn") == 4
         host = f"{queue}-host-box-1"
         assert queues[0] == queue  # the worktree is made by whichever worker takes it from the shared queue
         assert set(queues[1:]) == {host}, queues  # then everything goes to that host

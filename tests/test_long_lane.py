@@ -13,7 +13,7 @@ from reposwarm.runs.store import run_dir
 from tests.helpers import finish, git, make_repo, start_dev_server, start_run, turn, wait_for_phase, write_yaml
 
 TOOL_CALLS = 1000
-PER_TURN = 20
+PER_TURN = 8  # (a turn runs its reads itself, one activity: enough turns for the history to pass 200 events often)
 
 
 @pytest_asyncio.fixture(scope="module")

@@ -52,6 +52,7 @@ with workflow.unsafe.imports_passed_through():
         ToolCall,
         ToolInput,
         ToolOutcome,
+        TurnTools,
         Usage,
     )
     from reposwarm.review.webui import md_escape
@@ -59,10 +60,13 @@ with workflow.unsafe.imports_passed_through():
     from workflows.failures import root_cause, short_reason
 
 
-# Tools that touch one file or folder and return in milliseconds: where the worktree is on this workflow's own
-# host (the shared-queue affinity), they run as local activities, in the workflow task that asked for them,
-# instead of a round trip through the server (bench/results.json: step_overhead_ratio). Searches, symbol
-# look-ups (an index may be built on first use) and checks stay activities: they can take long.
+# Tools that touch one file or folder and return in milliseconds. The model turn runs a reply's first calls itself
+# while they are quick, on the lane's host (patch "tools-in-turn"): a step of reads and edits is one activity, with
+# host affinity as with the shared queue (bench/results.json: step, host_affinity). Where the turn cannot (the first
+# turn, its worktree made beside it) and the worktree is on this workflow's own host (the shared-queue affinity),
+# they run as local activities, in the workflow task that asked for them, instead of a round trip through the
+# server. Searches, symbol look-ups (an index may be built on first use) and checks stay activities: they can take
+# long.
 QUICK_TOOLS = frozenset({"read_file", "list_dir", "write_file", "edit_file", "delete_file"})
 MAX_FAILED_CALLS = 50  # lines kept of a lane's failed and refused calls; the rest are counted
 MAX_DECLINED = 2  # replies in a row the model may decline (stop reason refusal) before the lane ends failed
@@ -281,6 +285,10 @@ class LaneWorkflow:
         the turn's result, the size of what its calls said, and how many of them were usable."""
         role = task.role
         self._step(f"model turn {state.turn + 1}")
+        # the turn runs its quick calls itself where the worktree is made (not beside this turn)
+        tools = TurnTools(names=sorted(QUICK_TOOLS), allowed_paths=task.allowed_paths,
+                          read_only_paths=task.read_only_paths) \
+            if self._making is None and workflow.patched("tools-in-turn") else None
         result = await self._on_host(
             task, state, model_turn,
             ModelTurnInput(run_id=task.run_id, agent=task.lane, round=task.round, attempt=task.attempt,
@@ -288,7 +296,7 @@ class LaneWorkflow:
                            new_messages=state.pending, if_lost=state.if_lost, context_tokens=role.context_tokens,
                            price=task.price, record=task.record, cache_ttl=task.cache_ttl,
                            max_output_tokens=role.max_output_tokens, thinking_tokens=role.thinking_tokens,
-                           reasoning_effort=role.reasoning_effort),
+                           reasoning_effort=role.reasoning_effort, tools=tools),
             **options.model(task.outage_s),
         )
         state.transcript_ref, state.usage = result.transcript_ref, state.usage + result.usage
@@ -364,11 +372,14 @@ class LaneWorkflow:
         if not result.tool_calls:
             state.pending.append(UserMessage(content=NO_TOOL_CALL).wire())
             return changed, 60, 0  # (about the size of that message, as it was always counted)
-        for call in result.tool_calls:
+        for i, call in enumerate(result.tool_calls):
             state.tool_calls += 1
             if is_finish(call):  # the lane's own: no activity runs it (reposwarm/agent/conversation.py)
                 outcome = finish_outcome(call)
                 answer = ToolResult(tool_call_id=call.id, content=outcome.output)
+            elif i < len(result.outcomes) and result.outcomes[i].call_id == call.id:  # run in the turn already
+                outcome = result.outcomes[i]
+                answer = ToolResult(tool_call_id=call.id, content_ref=outcome.output_ref)
             else:
                 tool_input = ToolInput(
                     run_id=task.run_id, lane=task.lane, call=call, round=task.round, attempt=task.attempt,

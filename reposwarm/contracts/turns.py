@@ -29,6 +29,16 @@ class Finish(Contract):
     _inert = field_validator("summary", "assumptions")(lambda cls, v: inert_text(v))
 
 
+class TurnTools(Contract):
+    """The quick tool calls a lane's model turn runs itself, on the lane's host, before it returns: the reply's
+    calls from the first, while they name one of these tools (workflows/lane.py QUICK_TOOLS), so a step of
+    reads and edits is one activity (activities/model.py)."""
+
+    names: list[str]
+    allowed_paths: list[str]
+    read_only_paths: list[str] = []
+
+
 class ModelTurnInput(Contract):
     run_id: str
     agent: str  # "planner" or the lane name
@@ -48,6 +58,7 @@ class ModelTurnInput(Contract):
     max_output_tokens: int | None = None
     thinking_tokens: int | None = None
     reasoning_effort: str | None = None
+    tools: TurnTools | None = None  # the quick calls to run in the turn (None: every call is the workflow's to run)
 
 
 class WarmInput(Contract):
@@ -75,6 +86,9 @@ class ModelTurnResult(Contract):
     # model declined (refusal; nothing of it run). Neither is a malformed reply: the model was told and goes on.
     cut: bool = False
     declined: bool = False
+    # The outcomes of the reply's first calls, run in the turn (ModelTurnInput.tools): outcomes[i] answers
+    # tool_calls[i]; the workflow runs the calls after them.
+    outcomes: list[ToolOutcome] = []
 
 
 class ToolInput(Contract):
@@ -119,3 +133,6 @@ class ProviderWait(Contract):
     next_retry_s: float = 0.0
     error: str = ""
     cleared: bool = False
+
+
+ModelTurnResult.model_rebuild()  # (its outcomes are ToolOutcomes, defined after it; a TypeAdapter needs it whole)

@@ -144,6 +144,12 @@ def _line_name(key: str) -> str:
 
 def record_activity(run_id: str, event: str, **fields: Any) -> None:
     """Record an event of the running activity, keyed so that a retry of it writes nothing new."""
+    record_part(run_id, event, "", **fields)
+
+
+def record_part(run_id: str, event: str, part: str, **fields: Any) -> None:
+    """record_activity, for one of several like events of the running activity, each a line: `part` names it (the
+    tool calls a model turn answers itself: each call's id). With part "", record_activity's very line."""
     from temporalio import activity
 
     info = activity.info()
@@ -151,7 +157,7 @@ def record_activity(run_id: str, event: str, **fields: Any) -> None:
     # call: every attempt reached the provider, so every attempt is a line; and one activity may make several
     # calls, each its own line: the planner's correction after an invalid plan is a second call).
     attempt = f"/{fields.get('call_id') or ''}/{info.attempt}" if event == "model_call" else ""
-    key = f"{info.workflow_id}/{info.workflow_run_id}/{info.activity_id}/{event}{attempt}"
+    key = f"{info.workflow_id}/{info.workflow_run_id}/{info.activity_id}/{event}{attempt}" + (f"/{part}" if part else "")
     record(run_id, event, key=key, workflow_id=info.workflow_id, activity_id=info.activity_id,
            attempt=info.attempt, **fields)
 
