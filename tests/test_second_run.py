@@ -18,7 +18,7 @@ from temporalio.testing import ActivityEnvironment
 
 from activities.validate import validate
 from reposwarm.checks import runner
-from reposwarm.contracts import CheckProfile, TestChangeKind, TestReport, ValidateInput, Verdict
+from reposwarm.contracts import CheckProfile, Phase, SwarmStatus, TestChangeKind, TestReport, ValidateInput, Verdict
 from reposwarm.runs import ledger, metrics
 from reposwarm.runs.store import Store
 from tests.helpers import git, make_repo
@@ -107,6 +107,12 @@ async def test_only_the_changed_test_file_runs_again_and_the_rewritten_test_is_f
     shown = metrics.render(metrics.report(run_id, ledger.read(run_id)))
     assert "gate time " in shown and "second run " in shown and "x its commands" in shown, shown
     assert "second run (the base commit's tests against the merged code): 2 tests" in shown, shown
+    # the same figures from the run's record on the server, also once it is delivered (its review package gone)
+    status = SwarmStatus(run_id=run_id, repo_path="", task="", phase=Phase.delivered, round=1, test_report=report)
+    served = metrics.from_status(status, 1.0).last_check
+    hosted = metrics.report(run_id, ledger.read(run_id)).last_check
+    assert served is not None and hosted is not None and served.times == hosted.times == line["times"], served
+    assert served.second_run == hosted.second_run == report.second_run and served.second_run_tests == 2
 
 
 async def test_a_changed_test_helper_runs_again_the_tests_that_import_it(tmp_path):

@@ -123,7 +123,9 @@ def _joined(a: CheckFigures, b: CheckFigures) -> CheckFigures:
                         problems=list(dict.fromkeys(a.problems + b.problems)), verdict=verdict,
                         test_changes=list(dict.fromkeys(a.test_changes + b.test_changes)),
                         times={k: round(a.times.get(k, 0.0) + b.times.get(k, 0.0), 3) for k in {**a.times, **b.times}},
-                        second_run="; ".join(x for x in dict.fromkeys((a.second_run, b.second_run)) if x),
+                        # (sorted, as shards.merge joins them: the same words whatever order the parts ended in)
+                        second_run="; ".join(sorted({x for part in (a.second_run, b.second_run) if part
+                                                     for x in part.split("; ")})),
                         second_run_tests=plus(a.second_run_tests, b.second_run_tests),
                         selection=a.selection if a.selection in (b.selection, f"whole profile: {b.selection}")
                         or a.selection.endswith(f"; then {b.selection}") else
@@ -164,7 +166,8 @@ def from_status(status: SwarmStatus, elapsed_s: float) -> RunReport:
             f.refusals += ln.refusals
             f.tool_errors += ln.tool_errors
     changesets = sum(r.merged for r in rounds)
-    report = status.review.test_report if status.review is not None else None
+    # (a delivered run keeps its last check on the status once its review package is gone)
+    report = status.review.test_report if status.review is not None else status.test_report
     return RunReport(
         run_id=status.run_id, elapsed_s=round(elapsed_s, 3), changesets=changesets,
         changesets_per_hour=round(changesets / (elapsed_s / 3600), 2) if elapsed_s > 0 else 0.0,

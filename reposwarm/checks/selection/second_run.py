@@ -55,7 +55,8 @@ class Planned:
 
     @property
     def note(self) -> str:
-        return "; ".join(self.notes)
+        """The notes in one line, "; " between them (and only there: a check's parts join theirs sorted)."""
+        return "; ".join(n.replace("; ", ", ") for n in self.notes)
 
 
 def _repeats(cases: list[Case]) -> bool:

@@ -108,7 +108,7 @@ def merge(reports: list[TestReport], label: str = "") -> TestReport:
         "unsandboxed": any(r.unsandboxed for r in reports),
         "base_tests_s": round(sum(base_s), 3) if base_s else None,
         "base_tests_paths": sum(r.base_tests_paths for r in reports),
-        "second_run": "; ".join(_once(r.second_run for r in reports if r.second_run)),
+        "second_run": "; ".join(sorted({x for r in reports if r.second_run for x in r.second_run.split("; ")})),
         "second_run_tests": total([r.second_run_tests for r in reports]),
         # (the parts' own times, summed: the work the check cost, whether its parts ran side by side or not)
         "times": functools.reduce(operator.add, times) if (times := [r.times for r in reports if r.times]) else None,
