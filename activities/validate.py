@@ -259,8 +259,9 @@ async def _judge_tests(req: ValidateInput, baseline: TestReport, cases: verdicts
         try:
             await asyncio.to_thread(changed_tests_git.base_tests_tree, g, path, base, paths)
             planned = await asyncio.to_thread(second_run.plan, profile, path, base, paths, config, compared)
-            ran = await run_profile(planned.profile, path, store, expected=second_run.expected(planned, compared)) \
-                if planned.profile.commands else TestReport(passed=True)
+            # (a failure there runs again in its own files only: the comparison reads tests, not the command's exit)
+            ran = await run_profile(planned.profile, path, store, expected=second_run.expected(planned, compared),
+                                    rerun_files=True) if planned.profile.commands else TestReport(passed=True)
         except SandboxUnavailable as err:
             raise ApplicationError(str(err), type="SandboxUnavailable", non_retryable=True) from None
         finally:

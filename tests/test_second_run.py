@@ -129,6 +129,16 @@ async def test_a_changed_test_helper_runs_again_the_tests_that_import_it(tmp_pat
     assert report.second_run_tests == 2 and "tests/test_add.py" in report.second_run, report
 
 
+async def test_a_test_file_tox_names_is_still_a_test_of_its_own(tmp_path):
+    # tox.ini runs tests/test_add.py by name: a test it runs, not a file every test loads (attrs' tox.ini names
+    # tests/test_functional.py so)
+    tox = "[testenv]\ncommands = pytest tests/test_add.py\n"
+    report, _ = await gate(tmp_path, {**FILES, "tox.ini": tox}, PYTEST, {"calc/__init__.py": BROKEN},
+                           {"tests/test_add.py": WEAKENED_ADD})
+    assert the_change(report, TestChangeKind.rewritten, "test_add").lanes == ["tests"]
+    assert report.second_run_tests == 2 and "1 python test file (tests/test_add.py)" in report.second_run, report
+
+
 async def test_changed_test_configuration_runs_the_whole_command_and_says_why(tmp_path):
     hook = ("import pytest\n\n\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n"
             "    outcome = yield\n    report = outcome.get_result()\n    if report.failed:\n"
@@ -188,3 +198,20 @@ async def test_a_failure_the_base_has_too_is_not_run_again(tmp_path):
     assert (tree / "runs.txt").read_text().count("run") == 1, again  # only the base's failure: not run again
     assert [f.key for f in again.failures] == [failure.key] and again.flaky == [], again
     assert again.times is not None and again.times.commands_s > 0, again.times
+
+
+async def test_a_failing_file_alone_runs_again_when_asked(tmp_path):
+    # Each test file adds its name to runs.txt in the checked tree when it runs: the failing one runs twice, the
+    # passing one once (the second run's re-run: reposwarm/checks/runner.py `rerun_files`).
+    def counting(name: str, passes: bool) -> str:
+        return ("from pathlib import Path\n\n\n"
+                f"def test_{name}():\n    with Path('runs.txt').open('a') as f:\n        f.write('{name}\\n')\n"
+                f"    assert {passes}\n")
+    tree = make_repo(tmp_path / "tree", {"tests/test_good.py": counting("good", True),
+                                         "tests/test_bad.py": counting("bad", False)})
+    profile = CheckProfile(commands=[PYTEST], timeout_s=120, env={"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
+    report = await runner.run_profile(profile, tree, Store("files-" + uuid.uuid4().hex[:8]), rerun_files=True)
+    runs = (tree / "runs.txt").read_text().split()
+    assert sorted(runs) == ["bad", "bad", "good"], runs
+    [failure] = report.failures  # failed both times: it stands, under the command's own line
+    assert failure.name.endswith("test_bad") and failure.command == " ".join(PYTEST) and report.flaky == [], report

@@ -11,12 +11,14 @@ import asyncio
 import contextlib
 import dataclasses
 import hashlib
+import re
 import tempfile
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 from reposwarm.checks import evidence, runners, sandbox, setup
+from reposwarm.checks.runners import select
 from reposwarm.checks.sandbox import caches, environment, python
 from reposwarm.checks.selection import baselines
 from reposwarm.contracts import CheckProfile, CommandResult, TestFailure, TestReport
@@ -162,9 +164,40 @@ def load_cases(store: Store | None, result: CommandResult) -> list[runners.Case]
         return None
 
 
+_NUMBERED = re.compile(r" #\d+$")  # "adds #2" (runners.distinct): a run of some files may number it otherwise
+
+
+async def _failed_files_again(argv: list[str], failed: list[TestFailure], tree: sandbox.Tree, profile: CheckProfile,
+                              started: float, store: Store | None, watching: evidence.Context | None,
+                              clock: Clock | None) -> list[TestFailure] | None:
+    """The failing tests' files run again, named with the command's own selector (select.py): the failures of
+    that run, under the command's own line; None when the files cannot be named so (a failure of the command
+    itself, a numbered name, a file no plain selector, a runner that cannot select). A re-run killed at a limit
+    tells nothing: every failure stands."""
+    files = sorted({f.file for f in failed if f.file})
+    if any(f.file is None or _NUMBERED.search(f.name) for f in failed) or \
+            any(select.unsafe(name, tree.root) for name in files):
+        return None
+    planned = select.plan([argv], files, tree.root)
+    if planned.skipped or planned.unclaimed or not planned.targets:
+        return None
+    line = " ".join(argv)
+    found: list[TestFailure] = []
+    for target in planned.targets:
+        remaining = max(1.0, profile.timeout_s - (time.monotonic() - started))
+        again, failures = await _run_once(target.argv, tree, profile, remaining, store, watching, clock)
+        if again.exit_code is None:
+            return list(failed)
+        own = " ".join(target.argv)
+        found += [f.model_copy(update={"command": line, "name": line if f.name == own and f.file is None else f.name})
+                  for f in failures]
+    return found
+
+
 async def _counted(argv: list[str], tree: sandbox.Tree, profile: CheckProfile, started: float, store: Store | None,
                    rerun: bool, watching: evidence.Context | None = None, expected: frozenset[str] = frozenset(),
-                   clock: Clock | None = None) -> tuple[CommandResult, list[TestFailure], list[TestFailure]]:
+                   clock: Clock | None = None, rerun_files: bool = False
+                   ) -> tuple[CommandResult, list[TestFailure], list[TestFailure]]:
     """One command, run again once if it failed: the result that counts, its failures, and its flaky tests.
 
     A failure is blamed only if it failed on both runs. When the re-run is green, it is the run that counts
@@ -172,13 +205,19 @@ async def _counted(argv: list[str], tree: sandbox.Tree, profile: CheckProfile, s
     command that "already fails on the base commit". When both runs failed, on different tests, neither is
     green: the re-run counts, with its failures. A run whose every failure is `expected` (TestFailure.key: a
     failure the base commit has too, which no verdict blames) is not run again: the re-run would cost a whole
-    run of the command to tell nothing the verdict reads."""
+    run of the command to tell nothing the verdict reads. With `rerun_files`, only the failing tests' files run
+    again where the runner can name them (the first run's result counts then, its failures split into those that
+    failed again and the flaky); else the whole command."""
     remaining = max(1.0, profile.timeout_s - (time.monotonic() - started))
     result, failed = await _run_once(argv, tree, profile, remaining, store, watching, clock)
     if not failed or not rerun or result.exit_code is None:  # (a command killed at a limit is not rerun)
         return result, failed, []
     if all(f.key in expected for f in failed):
         return result, failed, []
+    if rerun_files and (again_failed := await _failed_files_again(argv, failed, tree, profile, started, store,
+                                                                  watching, clock)) is not None:
+        still = {f.key for f in again_failed}
+        return result, [f for f in failed if f.key in still], [f for f in failed if f.key not in still]
     remaining = max(1.0, profile.timeout_s - (time.monotonic() - started))
     again, failed_again = await _run_once(argv, tree, profile, remaining, store, watching, clock)
     if again.exit_code is None:  # the re-run was killed: it tells nothing about the first run's failures
@@ -249,8 +288,8 @@ async def prepared_tree(profile: CheckProfile, cwd: Path, store: Store | None, *
 
 async def run_profile(profile: CheckProfile, cwd: Path, store: Store | None, *, rerun: bool = True,
                       readable: tuple[str, ...] | None = None, scope: str = "", cached_at: str = "",
-                      watched: evidence.Watched | None = None, expected: frozenset[str] = frozenset()
-                      ) -> TestReport:
+                      watched: evidence.Watched | None = None, expected: frozenset[str] = frozenset(),
+                      rerun_files: bool = False) -> TestReport:
     """Run each command in `cwd`, the one tree they may write; a failing one runs once more, and what passes the
     second time is flaky. `readable`: the paths (a lane's) the commands' git view holds; None: the whole commit.
     `scope`: whose language caches the commands use (reposwarm/checks/sandbox/caches.py). `cached_at`: `cwd` is a
@@ -259,7 +298,8 @@ async def run_profile(profile: CheckProfile, cwd: Path, store: Store | None, *, 
     `watched`: the changed files (and lines) the evidence of what the commands loaded is held against
     (reposwarm/checks/evidence/: `TestReport.exercise`); None: none, only the tree's modules loaded from elsewhere
     are said. `expected`: failures (TestFailure.key) the verdict will not blame, the base commit's own: a command
-    failing only those is not run again. The report's `times` says where its time went."""
+    failing only those is not run again. `rerun_files`: a failing command runs again only the failing tests'
+    files, where its runner can name them (`_counted`). The report's `times` says where its time went."""
     started = time.monotonic()
     clock = Clock()
     done: dict[int, tuple[CommandResult, list[TestFailure], list[TestFailure]]] = {}
@@ -296,7 +336,7 @@ async def run_profile(profile: CheckProfile, cwd: Path, store: Store | None, *, 
             clock.sandbox += time.monotonic() - began
             for i in misses:
                 done[i] = await _counted(profile.commands[i], tree, profile, started, store, rerun, watching,
-                                         expected, clock)
+                                         expected, clock, rerun_files)
                 if cached_at:
                     began = time.monotonic()
                     result, failed, flakes = done[i]

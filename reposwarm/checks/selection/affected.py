@@ -280,9 +280,12 @@ def _fallback(changed: tuple[str, ...], why: str, graph: resolve.Graph) -> Affec
     return Affected(changed, None, why, _counts(graph), {})
 
 
-def affected(repo: Path, rev: str, changed: Iterable[str], *, worktree: Path | None = None) -> Affected:
+def affected(repo: Path, rev: str, changed: Iterable[str], *, worktree: Path | None = None,
+             named_tests: bool = False) -> Affected:
     """The tests `changed` can reach in the graph of `rev` (with `worktree`: plus what its versions of the changed
-    files say), or why the graph cannot tell."""
+    files say), or why the graph cannot tell. `named_tests`: a changed test file that test configuration names is
+    taken as a test it runs (tox's `commands = pytest tests/test_x.py`), not as what every test may load (jest's
+    setupFiles): for the base-tests comparison's second run (second_run.py), whose changes are all test paths."""
     repo = Path(repo)
     paths = tuple(sorted({posixpath.normpath(p).removeprefix("./") for p in changed if p and p.strip("./")}))
     reasons = [(p, w) for p in paths if (w := why_not(p))]
@@ -308,7 +311,7 @@ def affected(repo: Path, rev: str, changed: Iterable[str], *, worktree: Path | N
         base = posixpath.basename(path)
         named = sorted(m for m in mentions.get(base, ()) if m != path)
         config = [m for m in named if _any(posixpath.basename(m), m, _NAMES_CONFIG)]
-        if config:
+        if config and not (named_tests and _file_test(path, graph.modules)):
             return _fallback(paths, f"{path}: named by {config[0]}, test configuration: it may be what every test "
                                     "loads", graph)
         named = [m for m in named if not _imports_another(graph, m, path)]

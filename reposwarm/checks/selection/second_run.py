@@ -115,7 +115,7 @@ def plan(profile: CheckProfile, tree: Path, base: str, paths: list[str], config:
             whole(argv, "its test names repeat across files, which a run of some of them numbers differently")
             continue
         try:
-            reach = reach or affected.affected(tree, base, paths, worktree=tree)
+            reach = reach or affected.affected(tree, base, paths, worktree=tree, named_tests=True)
         except SymbolIndexError as err:  # (git could not read the base commit's graph: nothing to select by)
             whole(argv, f"the import graph could not be read ({str(err)[:200]})")
             continue
