@@ -68,7 +68,18 @@ def _is_path(value: str) -> bool:
 
 def secret_values() -> list[tuple[str, str]]:
     """(name, value) of every environment value to redact, longest first (a value inside another goes too)."""
+    raw = getattr(os.environ, "_data", None)  # CPython's own bytes, undecoded: the cache's key, for every line
+    if isinstance(raw, dict):
+        return _secret_raw(tuple(raw.items()))
     return _secret_values(tuple(os.environ.items()))
+
+
+@functools.lru_cache(maxsize=8)
+def _secret_raw(raw: tuple[tuple[Any, Any], ...]) -> list[tuple[str, str]]:
+    """secret_values, keyed by the environment as the interpreter keeps it: decoding all of os.environ for every
+    ledger line and tool output cost more than the rest of the redaction."""
+    decode = os.fsdecode if raw and isinstance(raw[0][0], bytes) else str
+    return _secret_values(tuple((decode(k), decode(v)) for k, v in raw))
 
 
 @functools.lru_cache(maxsize=8)  # worked out once per environment, not for every ledger line and tool output
@@ -117,7 +128,6 @@ def _keys(path: Path) -> set[str]:
 
 def record(run_id: str, event: str, *, key: str, **fields: Any) -> None:
     path = ledger_path(run_id)
-    path.parent.mkdir(parents=True, exist_ok=True)
     entry = {"ts": round(time.time(), 3), "run": run_id, "event": event, "key": key, **fields}
     line = redact(str(_render(None, event, entry)))
     if objects.configured():
@@ -133,9 +143,21 @@ def record(run_id: str, event: str, *, key: str, **fields: Any) -> None:
         keys = _keys(path)
         if key in keys:
             return
-        with path.open("a", encoding="utf-8") as f:
-            f.write(line + "\n")
+        _append(path, (line + "\n").encode("utf-8"))
         keys.add(key)
+
+
+def _append(path: Path, data: bytes) -> None:
+    """One line added to the ledger file, in one write (O_APPEND), the folder made the first time."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
 
 
 def _line_name(key: str) -> str:
