@@ -78,6 +78,7 @@ from temporalio.client import Client  # noqa: E402
 from bench.bench_swarm import (  # noqa: E402
     FAKE_KEY,
     KNOBS,
+    TRANSFER_READS,
     activity_spans,
     dev_server_pid,
     finish_run,
@@ -499,7 +500,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                             extra={"validation": {"profiles": {"default": profile}}})
     _, url = bare_remote(tmp, args.lanes)
     runs: list[dict[str, Any]] = []
-    env = await start_dev_server(["--db-filename", str(tmp / "bench-temporal.db")])
+    env = await start_dev_server(["--db-filename", str(tmp / "bench-temporal.db"), *TRANSFER_READS])
     try:
         client = env.client
         address = client.service_client.config.target_host

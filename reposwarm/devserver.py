@@ -36,6 +36,14 @@ LIST_TRIES = 40  # the operator's list, asked every TICK_S until the new server 
 STOP_S = 10.0  # --stop: how long the server has to go after SIGTERM
 CLI_TIMEOUT_S = 30.0  # one call of the temporal CLI (list, create)
 MEMO_WARN_BYTES = 524_288  # a run's record is its memo (a few KB and up): warn at 512 KB, not the 2 KB default
+# How often a second the server's one history shard reads the tasks it must hand on (a workflow task to a worker, an
+# activity to another task queue): Temporal's default, 20, held each such hand-off up to 50 ms, a lane's next
+# workflow task 25-40 ms at 32-64 lanes and an activity on a worktree host's own queue 40-50 ms (a step with host
+# affinity was a whole cross-queue trip of 99 ms); at 1,000, 3-4 ms, for the same CPU per step (docs/benchmarks.md).
+TRANSFER_READS_PER_S = 1000
+TUNING = ("--sqlite-pragma", "journal_mode=wal", "--sqlite-pragma", "synchronous=normal",
+          "--dynamic-config-value", f"limit.memoSize.warn={MEMO_WARN_BYTES}",
+          "--dynamic-config-value", f"history.transferProcessorMaxPollRPS={TRANSFER_READS_PER_S}")
 
 
 @dataclass(frozen=True)
@@ -65,10 +73,7 @@ class DevServer:
     def args(self) -> list[str]:
         """`temporal server start-dev`'s arguments."""
         argv = ["server", "start-dev", "--db-filename", str(self.db), "--port", str(self.port),
-                "--ui-port", str(self.ui_port),
-                "--sqlite-pragma", "journal_mode=wal", "--sqlite-pragma", "synchronous=normal",
-                "--dynamic-config-value", f"limit.memoSize.warn={MEMO_WARN_BYTES}",
-                "--log-level", "warn"]
+                "--ui-port", str(self.ui_port), *TUNING, "--log-level", "warn"]
         for name in ATTRIBUTES:
             argv += ["--search-attribute", f"{name}=Keyword"]
         return argv
