@@ -200,18 +200,22 @@ async def test_a_failure_the_base_has_too_is_not_run_again(tmp_path):
     assert again.times is not None and again.times.commands_s > 0, again.times
 
 
-async def test_a_failing_file_alone_runs_again_when_asked(tmp_path):
-    # Each test file adds its name to runs.txt in the checked tree when it runs: the failing one runs twice, the
-    # passing one once (the second run's re-run: reposwarm/checks/runner.py `rerun_files`).
+async def test_a_failed_test_alone_runs_again_when_asked(tmp_path):
+    # Each test adds its name to runs.txt in the checked tree when it runs: the failed one runs twice, its
+    # neighbour in the same file and the other file's test once (the second run's re-run: `rerun_files`).
     def counting(name: str, passes: bool) -> str:
-        return ("from pathlib import Path\n\n\n"
-                f"def test_{name}():\n    with Path('runs.txt').open('a') as f:\n        f.write('{name}\\n')\n"
-                f"    assert {passes}\n")
-    tree = make_repo(tmp_path / "tree", {"tests/test_good.py": counting("good", True),
-                                         "tests/test_bad.py": counting("bad", False)})
+        return (f"def test_{name}():\n    with Path('runs.txt').open('a') as f:\n        f.write('{name}\\n')\n"
+                f"    assert {passes}\n\n\n")
+    head = "from pathlib import Path\n\n\n"
+    tree = make_repo(tmp_path / "tree", {
+        "tests/test_good.py": head + counting("good", True),
+        "tests/test_bad.py": head + "class TestBad:\n" + "".join(
+            "    " + line + "\n" if line else "\n"
+            for line in (counting("bad", False) + counting("neighbour", True)).replace("():", "(self):").splitlines())})
     profile = CheckProfile(commands=[PYTEST], timeout_s=120, env={"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
     report = await runner.run_profile(profile, tree, Store("files-" + uuid.uuid4().hex[:8]), rerun_files=True)
     runs = (tree / "runs.txt").read_text().split()
-    assert sorted(runs) == ["bad", "bad", "good"], runs
+    assert sorted(runs) == ["bad", "bad", "good", "neighbour"], runs
     [failure] = report.failures  # failed both times: it stands, under the command's own line
-    assert failure.name.endswith("test_bad") and failure.command == " ".join(PYTEST) and report.flaky == [], report
+    assert failure.name == "tests.test_bad.TestBad.test_bad" and failure.command == " ".join(PYTEST), failure
+    assert report.flaky == [], report

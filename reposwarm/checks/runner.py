@@ -167,18 +167,36 @@ def load_cases(store: Store | None, result: CommandResult) -> list[runners.Case]
 _NUMBERED = re.compile(r" #\d+$")  # "adds #2" (runners.distinct): a run of some files may number it otherwise
 
 
-async def _failed_files_again(argv: list[str], failed: list[TestFailure], tree: sandbox.Tree, profile: CheckProfile,
-                              started: float, store: Store | None, watching: evidence.Context | None,
-                              clock: Clock | None) -> list[TestFailure] | None:
-    """The failing tests' files run again, named with the command's own selector (select.py): the failures of
-    that run, under the command's own line; None when the files cannot be named so (a failure of the command
-    itself, a numbered name, a file no plain selector, a runner that cannot select). A re-run killed at a limit
-    tells nothing: every failure stands."""
-    files = sorted({f.file for f in failed if f.file})
-    if any(f.file is None or _NUMBERED.search(f.name) for f in failed) or \
-            any(select.unsafe(name, tree.root) for name in files):
+def _rerun_name(runner: str, failure: TestFailure) -> str:
+    """How the command's runner names a failed test to run it alone: pytest's node id (tests/test_x.py::T::test_y,
+    checked against the JUnit name it came from), unittest's dotted id; else (and where that cannot be said) its
+    file."""
+    file = failure.file or ""
+    if runner == "pytest" and file.endswith(".py"):
+        module = file[:-3].replace("/", ".")
+        if failure.name.startswith(module + "."):
+            head, bracket, tail = failure.name[len(module) + 1:].partition("[")
+            node = f"{file}::{head.replace('.', '::')}{bracket}{tail}"
+            if runners.outcome.pytest_junit_name(node) == failure.name:
+                return node
+    if runner == "unittest" and re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+", failure.name):
+        return failure.name
+    return file
+
+
+async def _failed_again(argv: list[str], runner: str, failed: list[TestFailure], tree: sandbox.Tree,
+                        profile: CheckProfile, started: float, store: Store | None,
+                        watching: evidence.Context | None, clock: Clock | None) -> list[TestFailure] | None:
+    """The failed tests run again by themselves (their node ids, ids or files: `_rerun_name`), named with the
+    command's own selector (select.py): the failures of that run, under the command's own line; None when they
+    cannot be named so (a failure of the command itself, a numbered name, a name no plain selector, a runner that
+    cannot select). A re-run killed at a limit tells nothing: every failure stands."""
+    if any(f.file is None or _NUMBERED.search(f.name) for f in failed):
         return None
-    planned = select.plan([argv], files, tree.root)
+    names = sorted({_rerun_name(runner, f) for f in failed})
+    if any(select.unsafe(name, tree.root) for name in names):
+        return None
+    planned = select.plan([argv], names, tree.root)
     if planned.skipped or planned.unclaimed or not planned.targets:
         return None
     line = " ".join(argv)
@@ -205,17 +223,17 @@ async def _counted(argv: list[str], tree: sandbox.Tree, profile: CheckProfile, s
     command that "already fails on the base commit". When both runs failed, on different tests, neither is
     green: the re-run counts, with its failures. A run whose every failure is `expected` (TestFailure.key: a
     failure the base commit has too, which no verdict blames) is not run again: the re-run would cost a whole
-    run of the command to tell nothing the verdict reads. With `rerun_files`, only the failing tests' files run
-    again where the runner can name them (the first run's result counts then, its failures split into those that
-    failed again and the flaky); else the whole command."""
+    run of the command to tell nothing the verdict reads. With `rerun_files`, only the failed tests run again
+    where the runner can name them (by id, else by file; the first run's result counts then, its failures split
+    into those that failed again and the flaky); else the whole command."""
     remaining = max(1.0, profile.timeout_s - (time.monotonic() - started))
     result, failed = await _run_once(argv, tree, profile, remaining, store, watching, clock)
     if not failed or not rerun or result.exit_code is None:  # (a command killed at a limit is not rerun)
         return result, failed, []
     if all(f.key in expected for f in failed):
         return result, failed, []
-    if rerun_files and (again_failed := await _failed_files_again(argv, failed, tree, profile, started, store,
-                                                                  watching, clock)) is not None:
+    if rerun_files and (again_failed := await _failed_again(argv, result.runner, failed, tree, profile, started,
+                                                            store, watching, clock)) is not None:
         still = {f.key for f in again_failed}
         return result, [f for f in failed if f.key in still], [f for f in failed if f.key not in still]
     remaining = max(1.0, profile.timeout_s - (time.monotonic() - started))
@@ -298,8 +316,8 @@ async def run_profile(profile: CheckProfile, cwd: Path, store: Store | None, *, 
     `watched`: the changed files (and lines) the evidence of what the commands loaded is held against
     (reposwarm/checks/evidence/: `TestReport.exercise`); None: none, only the tree's modules loaded from elsewhere
     are said. `expected`: failures (TestFailure.key) the verdict will not blame, the base commit's own: a command
-    failing only those is not run again. `rerun_files`: a failing command runs again only the failing tests'
-    files, where its runner can name them (`_counted`). The report's `times` says where its time went."""
+    failing only those is not run again. `rerun_files`: a failing command runs again only its failed tests,
+    where its runner can name them (`_counted`). The report's `times` says where its time went."""
     started = time.monotonic()
     clock = Clock()
     done: dict[int, tuple[CommandResult, list[TestFailure], list[TestFailure]]] = {}
