@@ -39,7 +39,14 @@ _MISSING = frozenset({"NoSuchKey", "404", "NotFound"})
 
 def home() -> Path:
     """Where this host keeps worktrees and run folders (REPOSWARM_HOME, default ~/.reposwarm)."""
-    return _resolved(os.environ.get("REPOSWARM_HOME") or str(Path.home() / ".reposwarm"))
+    return _resolved(os.environ.get("REPOSWARM_HOME") or _default_home(os.environ.get("HOME", "")))
+
+
+@functools.lru_cache(maxsize=4)
+def _default_home(user_home: str) -> str:
+    """~/.reposwarm, worked out once per HOME (Path.home() for each call cost a worker with no REPOSWARM_HOME as
+    much as all the rest of home())."""
+    return str(Path.home() / ".reposwarm")
 
 
 @functools.lru_cache(maxsize=16)
@@ -63,7 +70,14 @@ SHARED = "_shared"
 
 def run_dir(run_id: str) -> Path:
     """The run's local folder: home/runs/<run> (home/shared for SHARED)."""
-    return home() / "shared" if run_id == SHARED else home() / "runs" / check_run_id(run_id)
+    return _run_dir(home(), run_id)
+
+
+@functools.lru_cache(maxsize=1024)
+def _run_dir(root: Path, run_id: str) -> Path:
+    """run_dir, once per home and run: asked a dozen times a lane step (every record, blob and ledger line), its
+    two joins were half of the worker's path arithmetic (bench/cpu_probe.py)."""
+    return root / "shared" if run_id == SHARED else root / "runs" / check_run_id(run_id)
 
 
 @dataclass(frozen=True)
@@ -121,10 +135,15 @@ def path(run_id: str, relpath: str) -> Path:
 def of(local: Path) -> tuple[str, str] | None:
     """(run id, relpath) of a file in a run's local folder, or None for a path outside every run's folder."""
     try:
-        parts = local.relative_to(home() / "runs").parts
+        parts = local.relative_to(_runs(home())).parts
     except ValueError:
         return None
     return (parts[0], "/".join(parts[1:])) if len(parts) > 1 else None
+
+
+@functools.lru_cache(maxsize=16)
+def _runs(root: Path) -> Path:
+    return root / "runs"
 
 
 def read_file(local: Path) -> bytes | None:
