@@ -79,10 +79,11 @@ PY = sys.executable
 # a lane of a few turns and a swarm after one round both pass it.
 SUGGEST_CAN_AFTER = 40
 LANE_CLOSE_TIMEOUT_S = 60  # how long a lane may stay open after its run has ended
-# Round 1 of the `can` lane: this many turns of reads, then a write and finish. With 5 (at SUGGEST_CAN_AFTER=40)
-# the warm lane continues as new mid-assignment (after turn 4), then again between its assignments (the next
-# round's `assign` arrives past 40 events): both paths are recorded. Re-check after a change to a lane's events.
-CAN_READ_TURNS = 5
+# Round 1 of the `can` lane: this many turns of reads, then a write and finish. With 8 (at SUGGEST_CAN_AFTER=40)
+# the warm lane continues as new mid-assignment, then again between its assignments (the next round's `assign`
+# arrives past 40 events): both paths are recorded. Re-check after a change to a lane's events (5 before a turn ran
+# its reads itself, patch "tools-in-turn": each read was a marker event then).
+CAN_READ_TURNS = 8
 # A check that fails, naming api/app.py, while that file says BROKEN (the base commit passes it).
 BROKEN_FAILS = "import sys; sys.exit('api/app.py is BROKEN' if 'BROKEN' in open('api/app.py').read() else 0)"
 

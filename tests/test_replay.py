@@ -480,6 +480,44 @@ def test_a_scenario_holds_the_path_it_records(folder: Path, scenario: str) -> No
     CHECKS[scenario](runs, warm)
 
 
+def patches(history: WorkflowHistory) -> set[str]:
+    """The patches the run asked about (workflow.patched), from their markers."""
+    return {json.loads(m.details["patch-data"].payloads[0].data)["id"]
+            for e in of(history, E.EVENT_TYPE_MARKER_RECORDED) for m in [e.marker_recorded_event_attributes]
+            if m.marker_name == "core_patch"}
+
+
+def calls_run_apart(history: WorkflowHistory) -> set[str]:
+    """The ids of the tool calls a lane ran as activities (run_tool) or local activities."""
+    ids = {args["call"]["id"] for name, args in activities(history) if name == "run_tool"}
+    for e in of(history, E.EVENT_TYPE_MARKER_RECORDED):
+        m = e.marker_recorded_event_attributes
+        if m.marker_name == "core_local_activity" and "result" in m.details:
+            ids.add(json.loads(m.details["result"].payloads[0].data)["call_id"])
+    return ids
+
+
+@pytest.mark.parametrize("folder", SCENARIO_FOLDERS, ids=lambda f: f.name)
+def test_quick_calls_run_in_their_model_turn(folder: Path) -> None:
+    """Where a lane's runs asked for patch "tools-in-turn", its quick calls after the first turn ran in the model
+    turn that made them (the turn's result carries their outcomes), and no call ran twice."""
+    from workflows.lane import QUICK_TOOLS
+
+    lanes = [h for w, hs in scenario_runs(folder)["happy"].items() if w != "swarm" for h in hs]
+    patched = [h for h in lanes if "tools-in-turn" in patches(h)]
+    if not patched:
+        assert folder != SCENARIO_FOLDERS[-1], "the newest recording predates patch tools-in-turn"
+        return
+    ran_in_turn = 0
+    for history in patched:
+        in_turn = [o for _, result in activity_outcomes(history, "model_turn") if isinstance(result, dict)
+                   for o in result.get("outcomes", [])]
+        assert all(o["name"] in QUICK_TOOLS for o in in_turn), in_turn
+        assert not {o["call_id"] for o in in_turn} & calls_run_apart(history)
+        ran_in_turn += len(in_turn)
+    assert ran_in_turn, "no lane ran a quick call in its model turn"
+
+
 @pytest.mark.parametrize("path", HISTORIES, ids=lambda p: f"{p.parent.name}/{p.stem}")
 async def test_recorded_history_replays(path: Path) -> None:
     replayer = Replayer(workflows=[SwarmWorkflow, LaneWorkflow], data_converter=pydantic_data_converter)
