@@ -1394,7 +1394,7 @@ def targets(results: dict[str, Any]) -> dict[str, Any]:
 
 
 # The results' keys each section writes (their prefixes), for --merge.
-SECTION_KEYS = {"steps": ("step", "history"), "parallel": ("parallel",), "lane_setup": ("lane_setup",),
+SECTION_KEYS = {"steps": ("step", "history"), "parallel": ("parallel", "cpu_per_step"), "lane_setup": ("lane_setup",),
                 "recovery": ("recovery",), "tuning": ("tuning",)}
 
 

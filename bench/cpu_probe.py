@@ -69,7 +69,8 @@ def _timed(category: str, fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _wrap(owner: Any, name: str, category: str) -> None:
-    setattr(owner, name, _timed(category, getattr(owner, name)))
+    if hasattr(owner, name):  # (an older revision may not have it: bench/step_cpu_pair.py times those too)
+        setattr(owner, name, _timed(category, getattr(owner, name)))
 
 
 def install() -> None:
