@@ -117,6 +117,8 @@ docs: venv
 #   bench_evidence.py what the evidence of what a check loaded costs: attrs' suite (about 1,400 tests) through the
 #                   sandbox with and without it, alternating: wall and CPU time ratios: bench/results_evidence.json.
 #                   Needs a clone of python-attrs/attrs: ATTRS_REPO=DIR (skipped, and said, without one)
+#   bench_gate.py   the gate's own time: a validation of a real attrs commit that changes a test file, against its
+#                   command run directly and `reposwarm checks`: bench/results_gate.json. ATTRS_REPO=DIR as above
 # `reposwarm try` on real commits of public repositories with their users' environments (bench/realrepos.yaml;
 # docs/benchmarks.md "Real repositories"). Not part of bench or test: it needs the repositories' mirrors
 # (REALREPOS_ARGS="--mirrors DIR"), or their URLs, and installs from PyPI and npm. REALREPOS_ARGS="--only NAME"
@@ -134,6 +136,7 @@ bench: venv
 	$(PY) bench/bench_cache.py
 	$(PY) bench/bench_checks.py $(BENCH_CHECKS_ARGS)
 	$(if $(ATTRS_REPO),$(PY) bench/bench_evidence.py $(ATTRS_REPO) $(BENCH_EVIDENCE_ARGS),@echo "bench_evidence.py skipped: ATTRS_REPO=<a clone of https://github.com/python-attrs/attrs>")
+	$(if $(ATTRS_REPO),$(PY) bench/bench_gate.py $(ATTRS_REPO) $(BENCH_GATE_ARGS),@echo "bench_gate.py skipped: ATTRS_REPO=<a clone of https://github.com/python-attrs/attrs>")
 
 # record this version's workflow histories into tests/histories/$(VERSION)/ (keep the older folders)
 record-history: venv
