@@ -21,7 +21,7 @@ venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet -e '.[test,agents]'
 	touch $@
 
 # Every check command runs in a bubblewrap sandbox (reposwarm/checks/sandbox.py): install it when missing and we can.
