@@ -1,0 +1,160 @@
+"""Run one agent session to its end: the CLI as a subprocess in the lane's worktree, its prompt on stdin, its
+JSON events read as they come, and a summary (exit status, session id for resume, tool calls, final text).
+
+Sandboxed (the default), it runs whole inside the checks' bubblewrap sandbox (reposwarm/checks/sandbox/): the
+worktree writable, its state dir (the CLI's own config and sessions) writable, the toolchains and the CLI
+read-only, a private HOME and /tmp, nothing of the worker's environment, and a network namespace of its own
+whose only way out is the bridge to the model API (bridge.py). Unsandboxed (tests of the CLI alone, or
+REPOSWARM_SANDBOX=off), it gets the same scrubbed environment and no confinement.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from reposwarm.agents import bridge, claude_code, clis, codex
+from reposwarm.agents.spec import SessionSpec, SessionSummary
+from reposwarm.checks import sandbox
+from reposwarm.checks.sandbox.environment import private_home
+from reposwarm.contracts import CheckProfile
+
+LOOPBACK = ("127.0.0.1", "localhost")
+STDERR_KEPT = 16_000
+# The agent's sandbox: no network (the bridge is its way to the model API), a private /tmp and HOME big enough
+# for the CLI's own files, and address space for a JavaScript runtime (Claude Code's) that reserves much.
+AGENT_PROFILE = CheckProfile(commands=[["agent"]], network=False, memory_mb=1024 * 1024, tmp_mb=2048,
+                             max_processes=512)
+
+
+class SessionRefused(RuntimeError):
+    """The session cannot start as asked (a model API the sandbox cannot reach, no sandbox): says why."""
+
+
+def _command(spec: SessionSpec, cli: clis.AgentCli) -> tuple[list[str], dict[str, str], str | None]:
+    """The CLI's argv, its own variables, and the session id it starts (Claude Code's, chosen up front)."""
+    if spec.agent == "claude-code":
+        argv, started = claude_code.argv(str(cli.binary), spec)
+        return argv, claude_code.env(spec), started
+    codex.write_config(spec)
+    return codex.argv(str(cli.binary), spec), codex.env(spec), None
+
+
+def _loopback_port(base_url: str) -> int:
+    parts = urlsplit(base_url)
+    if parts.scheme != "http" or parts.hostname not in LOOPBACK or parts.port is None:
+        raise SessionRefused(f"a sandboxed agent reaches only a model API on this host's loopback, as "
+                             f"http://127.0.0.1:PORT (the lane's proxy), not {base_url!r}")
+    return parts.port
+
+
+def _path(cli: clis.AgentCli, base: str) -> str:
+    return os.pathsep.join([str(cli.path_dir), base]) if cli.path_dir else base
+
+
+async def run_session(spec: SessionSpec) -> SessionSummary:
+    """Run the session to its end (or its timeout, or past its turns) and say what came of it."""
+    cli = clis.find(spec.agent)
+    spec.state_dir.mkdir(parents=True, exist_ok=True)
+    argv, agent_env, started = _command(spec, cli)
+    summary = SessionSummary(spec.agent, None, started, sandboxed=spec.sandboxed)
+    began = time.monotonic()
+    if not spec.sandboxed:
+        home = spec.state_dir / "home"
+        home.mkdir(exist_ok=True)
+        env = {"PATH": _path(cli, "/usr/local/bin:/usr/bin:/bin"), "HOME": str(home), "LANG": "C.UTF-8",
+               "TMPDIR": tempfile.gettempdir(), **agent_env}
+        await _run(argv, env, spec, summary)
+    else:
+        if not sandbox.enabled():
+            raise SessionRefused("agent sessions run only sandboxed here, and REPOSWARM_SANDBOX=off")
+        port = _loopback_port(spec.base_url)
+        host = urlsplit(spec.base_url).hostname or "127.0.0.1"
+        with tempfile.TemporaryDirectory(prefix="rs-agent-") as scratch:  # (short: a socket path has 108 bytes)
+            socket_path = Path(scratch) / "api.sock"
+            async with bridge.HostBridge(socket_path, "127.0.0.1" if host == "localhost" else host, port):
+                wrapped, env = _sandboxed(argv, agent_env, spec, cli, socket_path, port)
+                await _run(wrapped, env, spec, summary)
+    summary.seconds = round(time.monotonic() - began, 2)
+    return summary
+
+
+def _sandboxed(argv: list[str], agent_env: dict[str, str], spec: SessionSpec, cli: clis.AgentCli,
+               socket_path: Path, port: int) -> tuple[list[str], dict[str, str]]:
+    """The launcher's command line (it becomes bwrap, which runs the bridge, which runs the agent) and env."""
+    binary = sandbox.bwrap()
+    home = private_home()
+    tree = sandbox.Tree(root=spec.worktree, git_dir=None,
+                        binds=(sandbox.Bind(spec.state_dir, spec.state_dir, writable=True),
+                               sandbox.Bind(socket_path, socket_path, writable=True)))
+    inner = [sys.executable, "-I", "-S", "-c", bridge.INSIDE, str(socket_path), str(port), *argv]
+    env = sandbox.sandbox_env(AGENT_PROFILE, home, spec.worktree) | agent_env
+    env["PATH"] = _path(cli, env.get("PATH", "/usr/bin:/bin"))
+    limits, _ = sandbox.rlimits(AGENT_PROFILE, None)
+    launch = {"parent": os.getpid(), "cgroup": None, "rlimits": limits, "nice": 0, "env": sorted(env),
+              "argv": sandbox.bwrap_argv(binary, inner, tree, AGENT_PROFILE, home, None)}
+    return [sys.executable, "-I", "-S", "-c", sandbox.LAUNCHER, json.dumps(launch)], env
+
+
+async def _run(argv: list[str], env: dict[str, str], spec: SessionSpec, summary: SessionSummary) -> None:
+    read_event = claude_code.read_event if spec.agent == "claude-code" else codex.read_event
+    proc = await asyncio.create_subprocess_exec(
+        *argv, cwd=spec.worktree, env=env, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE, start_new_session=True, limit=64 * 1024 * 1024)
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    proc.stdin.write(spec.prompt.encode())
+    with contextlib.suppress(ConnectionError):
+        await proc.stdin.drain()
+    proc.stdin.close()
+    stderr = bytearray()
+
+    async def drain_stderr() -> None:
+        assert proc.stderr is not None
+        while chunk := await proc.stderr.read(65536):
+            stderr.extend(chunk)
+            del stderr[:-STDERR_KEPT]
+
+    async def read_events() -> None:
+        assert proc.stdout is not None
+        while line := await proc.stdout.readline():
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue  # (a line that is not an event: the CLI's own chatter)
+            if not isinstance(event, dict):
+                continue
+            summary.events.append(event)
+            read_event(event, summary)
+            # Codex has no turn limit of its own: its tool calls past max_turns end it
+            if spec.agent == "codex" and len(summary.tool_calls) > spec.max_turns:
+                summary.stopped = f"ended after {spec.max_turns} turns (max_turns)"
+                _kill(proc)
+                return
+
+    reading = asyncio.gather(read_events(), drain_stderr())
+    try:
+        await asyncio.wait_for(asyncio.shield(reading), spec.timeout_s)
+    except TimeoutError:
+        summary.stopped = f"timed out after {spec.timeout_s:.0f}s"
+        _kill(proc)
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(reading, 10)
+    finally:
+        if proc.returncode is None and summary.stopped:
+            _kill(proc)
+        code = await proc.wait()
+    summary.exit_code = None if summary.stopped else code
+    summary.stderr = stderr.decode(errors="replace")
+
+
+def _kill(proc: asyncio.subprocess.Process) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
