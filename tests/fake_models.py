@@ -1,4 +1,5 @@
-"""A fake model server on loopback that speaks the real OpenAI Chat Completions or Anthropic Messages wire format.
+"""A fake model server on loopback that speaks the real OpenAI Chat Completions, Anthropic Messages or OpenAI
+Responses wire format (wire "openai", "anthropic" or "responses").
 
 It plays a replay-format script: the agent is read from the request (the
 planner's system prompt, or a lane's first message "Goal for lane X:"), the
@@ -13,7 +14,13 @@ sent it (tests/fixtures/provider_replies/), thinking blocks, stop reasons and
 all. `{"wire": [paused, continued, ...]}` answers a turn Anthropic paused
 (`pause_turn`): the request that continues it (its last message the turn so
 far, as an assistant message) gets the next reply. The other entries are
-replay-format replies shaped into the wire format.
+replay-format replies shaped into the wire format; a script's usage may also give
+`cache_read_tokens` and `cache_write_tokens`, which the reply reports as its API does.
+
+A request with `"stream": true` is answered as the API streams (server-sent events, chunked): Anthropic's
+message_start ... message_stop, Chat Completions' chunks and `[DONE]` (the usage chunk only where the request
+asked for it with `stream_options.include_usage`), the Responses API's response.created ... response.completed.
+The Responses API's conversation (`instructions` and `input` items) is read as the Chat Completions one is.
 """
 
 from __future__ import annotations
@@ -40,7 +47,7 @@ class Seen:
 
 @dataclass
 class FakeModelServer:
-    wire: str  # "openai" or "anthropic"
+    wire: str  # "openai" (Chat Completions), "anthropic" (Messages) or "responses" (OpenAI Responses)
     script: dict[str, Any]
     requests: list[Seen] = field(default_factory=list)
     rate_limit_first: int = 0  # answer this many requests with 429 and Retry-After: 1 first
@@ -68,7 +75,8 @@ class FakeModelServer:
                 raw = self.rfile.read(int(self.headers.get("content-length", 0)))
                 body = json.loads(raw)
                 server.requests.append(Seen(self.path, {k.lower(): v for k, v in self.headers.items()}, body, raw))
-                expected = "/v1/chat/completions" if server.wire == "openai" else "/v1/messages"
+                expected = {"openai": "/v1/chat/completions", "responses": "/v1/responses"}.get(server.wire,
+                                                                                                "/v1/messages")
                 if self.path != expected:
                     return self._send(404, {"error": {"message": f"no route {self.path}"}})
                 if server.rate_limit_first > 0:
@@ -91,7 +99,21 @@ class FakeModelServer:
                 except LookupError as err:
                     return self._send(400, {"error": {"type": "invalid_request_error", "message": str(err)}})
                 server.answered.append(body)
+                if body.get("stream") is True:
+                    return self._send_events(sse_events(server.wire, reply, body))
                 self._send(200, reply)
+
+            def _send_events(self, events: list[bytes]) -> None:
+                """A streamed reply: each event a chunk of its own, as a provider sends them."""
+                self.send_response(200)
+                self.send_header("content-type", "text/event-stream; charset=utf-8")
+                self.send_header("cache-control", "no-cache")
+                self.send_header("transfer-encoding", "chunked")
+                self.end_headers()
+                for event in events:
+                    self.wfile.write(f"{len(event):x}\r\n".encode() + event + b"\r\n")
+                    self.wfile.flush()
+                self.wfile.write(b"0\r\n\r\n")
 
             def _cached(self, body: dict[str, Any]) -> None:
                 # Priced on arrival, committed when the response goes out (after the latency): requests that
@@ -146,7 +168,7 @@ class FakeModelServer:
     def base_url(self) -> str:
         host, port = self._httpd.server_address[:2]
         assert isinstance(host, str)
-        return f"http://{host}:{port}" + ("/v1" if self.wire == "openai" else "")
+        return f"http://{host}:{port}" + ("/v1" if self.wire in ("openai", "responses") else "")
 
     def __enter__(self) -> FakeModelServer:
         self._thread.start()
@@ -160,6 +182,8 @@ class FakeModelServer:
 
     def _conversation(self, body: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
         """The system prompt's text (its blocks' texts joined) and the other messages."""
+        if self.wire == "responses":
+            return responses_conversation(body)
         if self.wire == "openai":
             messages = body["messages"]
             system = "\n".join(text_of(m["content"]) for m in messages if m["role"] == "system")
@@ -228,6 +252,8 @@ class FakeModelServer:
             return copy.deepcopy(answers[index])
         usage = reply.get("usage", {"input_tokens": 1200, "output_tokens": 80})
         calls = reply.get("tool_calls") or []
+        if self.wire == "responses":
+            return responses_reply(reply, model, usage)
         if self.wire == "openai":
             message: dict[str, Any] = {"role": "assistant", "content": reply.get("content") or None, "refusal": None}
             if calls:
@@ -240,7 +266,9 @@ class FakeModelServer:
                 "choices": [{"index": 0, "message": message, "logprobs": None,
                              "finish_reason": "tool_calls" if calls else "stop"}],
                 "usage": {"prompt_tokens": usage["input_tokens"], "completion_tokens": usage["output_tokens"],
-                          "total_tokens": usage["input_tokens"] + usage["output_tokens"]},
+                          "total_tokens": usage["input_tokens"] + usage["output_tokens"],
+                          **({"prompt_tokens_details": {"cached_tokens": usage["cache_read_tokens"]}}
+                             if "cache_read_tokens" in usage else {})},
             }
         content: list[dict[str, Any]] = []
         if reply.get("content"):
@@ -250,7 +278,8 @@ class FakeModelServer:
             "id": f"msg_{int(time.time() * 1000)}", "type": "message", "role": "assistant", "model": model,
             "content": content, "stop_reason": "tool_use" if calls else "end_turn", "stop_sequence": None,
             "usage": {"input_tokens": usage["input_tokens"], "output_tokens": usage["output_tokens"],
-                      "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0},
+                      "cache_creation_input_tokens": usage.get("cache_write_tokens", 0),
+                      "cache_read_input_tokens": usage.get("cache_read_tokens", 0)},
         }
 
 
@@ -262,3 +291,144 @@ def output_tokens(reply: dict[str, Any]) -> int:
             text_tokens(c["function"]["arguments"]) for c in message.get("tool_calls") or [])
     return sum(text_tokens(b["text"]) if b["type"] == "text" else text_tokens(json.dumps(b["input"]))
                if b["type"] == "tool_use" else text_tokens(json.dumps(b)) for b in reply["content"])
+
+
+# --- the OpenAI Responses API ---
+
+
+def responses_conversation(body: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
+    """A Responses request's system text (`instructions`, system and developer items) and its conversation as
+    Chat Completions messages: a run of the model's own items (message, function_call, reasoning) is one
+    assistant message, as it was one reply."""
+    system = [body["instructions"]] if isinstance(body.get("instructions"), str) else []
+    items = body.get("input")
+    items = [{"role": "user", "content": items}] if isinstance(items, str) else items or []
+    messages: list[dict[str, Any]] = []
+    for item in items:
+        kind, role = item.get("type", "message"), item.get("role")
+        if kind == "message" and role in ("system", "developer"):
+            system.append(text_of(item.get("content")))
+        elif kind == "message" and role == "user":
+            messages.append({"role": "user", "content": text_of(item.get("content"))})
+        elif kind in ("message", "function_call", "reasoning"):
+            if not messages or messages[-1]["role"] != "assistant":
+                messages.append({"role": "assistant", "content": ""})
+        elif kind == "function_call_output":
+            messages.append({"role": "tool", "content": str(item.get("output"))})
+    return "\n".join(system), messages
+
+
+def responses_reply(reply: dict[str, Any], model: str, usage: dict[str, Any]) -> dict[str, Any]:
+    """A replay-format reply as the Responses API sends it: a message item, then a function_call item per call."""
+    stamp = int(time.time() * 1000)
+    output: list[dict[str, Any]] = []
+    if reply.get("content"):
+        output.append({"type": "message", "id": f"msg_{stamp}", "status": "completed", "role": "assistant",
+                       "content": [{"type": "output_text", "text": reply["content"], "annotations": []}]})
+    output += [{"type": "function_call", "id": f"fc_{stamp}_{i}", "call_id": c["id"], "name": c["name"],
+                "arguments": json.dumps(c["arguments"]), "status": "completed"}
+               for i, c in enumerate(reply.get("tool_calls") or [])]
+    return {
+        "id": f"resp_{stamp}", "object": "response", "created_at": stamp // 1000, "status": "completed",
+        "model": model, "output": output, "incomplete_details": None, "error": None,
+        "usage": {"input_tokens": usage["input_tokens"],
+                  "input_tokens_details": {"cached_tokens": usage.get("cache_read_tokens", 0)},
+                  "output_tokens": usage["output_tokens"], "output_tokens_details": {"reasoning_tokens": 0},
+                  "total_tokens": usage["input_tokens"] + usage["output_tokens"]},
+    }
+
+
+# --- streaming: a whole reply as the API's server-sent events ---
+
+
+def _event(kind: str | None, data: Any) -> bytes:
+    head = f"event: {kind}\n" if kind else ""
+    return f"{head}data: {data if isinstance(data, str) else json.dumps(data)}\n\n".encode()
+
+
+def sse_events(wire: str, reply: dict[str, Any], body: dict[str, Any]) -> list[bytes]:
+    """The events that stream `reply` (a whole reply of the wire format) as its API streams it."""
+    if wire == "anthropic":
+        return _anthropic_events(reply)
+    if wire == "responses":
+        return _responses_events(reply)
+    return _chat_events(reply, bool((body.get("stream_options") or {}).get("include_usage")))
+
+
+def _anthropic_events(reply: dict[str, Any]) -> list[bytes]:
+    usage = reply.get("usage") or {}
+    started = {**reply, "content": [], "stop_reason": None, "stop_sequence": None,
+               "usage": {**usage, "output_tokens": 1}}
+    events = [_event("message_start", {"type": "message_start", "message": started}), _event("ping", {"type": "ping"})]
+    for index, block in enumerate(reply.get("content") or []):
+        if block["type"] == "text":
+            first: dict[str, Any] = {"type": "text", "text": ""}
+            delta: dict[str, Any] | None = {"type": "text_delta", "text": block["text"]}
+        elif block["type"] == "tool_use":
+            first = {**block, "input": {}}
+            delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
+        else:
+            first, delta = block, None
+        events.append(_event("content_block_start", {"type": "content_block_start", "index": index,
+                                                     "content_block": first}))
+        if delta is not None:
+            events.append(_event("content_block_delta", {"type": "content_block_delta", "index": index,
+                                                         "delta": delta}))
+        events.append(_event("content_block_stop", {"type": "content_block_stop", "index": index}))
+    events.append(_event("message_delta", {"type": "message_delta",
+                                           "delta": {"stop_reason": reply.get("stop_reason"), "stop_sequence": None},
+                                           "usage": {"output_tokens": usage.get("output_tokens", 0)}}))
+    return [*events, _event("message_stop", {"type": "message_stop"})]
+
+
+def _chat_events(reply: dict[str, Any], with_usage: bool) -> list[bytes]:
+    head = {k: reply[k] for k in ("id", "created", "model", "system_fingerprint") if k in reply}
+    extra = {"usage": None} if with_usage else {}
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+        return _event(None, {**head, "object": "chat.completion.chunk", "choices": [choice], **extra})
+
+    choice = reply["choices"][0]
+    message = choice["message"]
+    events = [chunk({"role": "assistant", "content": ""})]
+    if message.get("content"):
+        events.append(chunk({"content": message["content"]}))
+    for index, call in enumerate(message.get("tool_calls") or []):
+        events.append(chunk({"tool_calls": [{"index": index, "id": call["id"], "type": "function",
+                                             "function": {"name": call["function"]["name"], "arguments": ""}}]}))
+        events.append(chunk({"tool_calls": [{"index": index,
+                                             "function": {"arguments": call["function"]["arguments"]}}]}))
+    events.append(chunk({}, choice.get("finish_reason")))
+    if with_usage:
+        events.append(_event(None, {**head, "object": "chat.completion.chunk", "choices": [],
+                                    "usage": reply.get("usage")}))
+    return [*events, _event(None, "[DONE]")]
+
+
+def _responses_events(reply: dict[str, Any]) -> list[bytes]:
+    numbers = iter(range(1_000_000))
+
+    def event(kind: str, **fields: Any) -> bytes:
+        return _event(kind, {"type": kind, "sequence_number": next(numbers), **fields})
+
+    going = {**reply, "status": "in_progress", "output": [], "usage": None}
+    events = [event("response.created", response=going), event("response.in_progress", response=going)]
+    for index, item in enumerate(reply["output"]):
+        where = {"item_id": item["id"], "output_index": index}
+        if item["type"] == "message":
+            text = item["content"][0]["text"]
+            part = {"type": "output_text", "text": "", "annotations": []}
+            events += [event("response.output_item.added", output_index=index,
+                             item={**item, "status": "in_progress", "content": []}),
+                       event("response.content_part.added", **where, content_index=0, part=part),
+                       event("response.output_text.delta", **where, content_index=0, delta=text),
+                       event("response.output_text.done", **where, content_index=0, text=text),
+                       event("response.content_part.done", **where, content_index=0, part={**part, "text": text})]
+        elif item["type"] == "function_call":
+            events += [event("response.output_item.added", output_index=index,
+                             item={**item, "status": "in_progress", "arguments": ""}),
+                       event("response.function_call_arguments.delta", **where, delta=item["arguments"]),
+                       event("response.function_call_arguments.done", **where, arguments=item["arguments"])]
+        events.append(event("response.output_item.done", output_index=index, item=item))
+    return [*events, event("response.completed", response=reply)]

@@ -92,6 +92,7 @@ FLOORS = [  # low to high: a room imports only rooms on its floor or below
     ["reposwarm.checks"],  # running a check profile and judging it; which tests it runs
     ["reposwarm.intel"],  # what the repository's files say: packages, layout, the detected profile
     ["reposwarm.models"],  # the providers
+    ["reposwarm.proxy"],  # the model proxy between outside agents and the providers
     ["reposwarm.agent", "reposwarm.agents", "reposwarm.lanes"],  # a lane's tools and loop; the agent CLIs; the lanes file
     ["reposwarm.review"],  # what a reviewer reads
     ["reposwarm"],  # the package itself
