@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -308,21 +309,30 @@ def git(root: Path, *argv: str) -> str:
                           timeout=30).stdout
 
 
+# Contents the client may not read (outside --allow and --read-only): none may reach a check's output.
+SECRET = f"committed-secret-{uuid.uuid4().hex}"
+UNCOMMITTED = f"uncommitted-line-{uuid.uuid4().hex}"
+UNTRACKED = f"untracked-secret-{uuid.uuid4().hex}"
+
+
 @pytest.fixture
 def checkout(tmp_path: Path) -> Path:
-    """services/a/ (to be allowed), services/b/ (read-only), services/c/ (neither), with the user's uncommitted
-    work in it: a change outside the allowed paths, a staged change, an untracked file inside, an ignored file."""
+    """services/a/ (to be allowed), services/b/ and services/e/ (read-only), services/c/, docs/ and README.md
+    (neither), with the user's uncommitted work in it: changes inside and outside the readable paths, a staged
+    change, untracked files inside and outside, an ignored file."""
     root = tmp_path / "checkout"
     for rel, text in {"services/a/app.py": "A = 1\n", "services/b/ro.txt": "read-only\n",
                       "services/c/other.txt": "other\n", "services/c/notes.txt": "notes\n", "README.md": "readme\n",
-                      "services/e/e.txt": "e\n",
+                      "services/e/e.txt": "e\n", "docs/secret.md": SECRET + "\n",
                       ".gitignore": "*.log\n__pycache__/\n"}.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text)
     git(root.parent, "init", "-q", str(root))
     git(root, "add", ".")
     git(root, "commit", "-qm", "init")
-    (root / "services" / "c" / "notes.txt").write_text("notes\nthe user's uncommitted line\n")
+    (root / "services" / "c" / "notes.txt").write_text(f"notes\n{UNCOMMITTED}\n")
+    (root / "services" / "c" / "untracked.txt").write_text(UNTRACKED + "\n")
+    (root / "services" / "b" / "ro.txt").write_text("read-only\nedited, not committed\n")
     (root / "README.md").write_text("readme\nstaged by the user\n")
     git(root, "add", "README.md")
     (root / "services" / "a" / "draft.py").write_text("DRAFT = 'wip'\n")
@@ -351,6 +361,7 @@ def every_file(root: Path) -> dict[str, bytes]:
 ATTACK = '''import os, pathlib, shutil
 for rel in ["services/b/ro.txt", "services/c/other.txt", "NEW_ROOT.txt", "services/c/notes.txt",
             "services/a/draft.py", "services/a/app.py"]:
+    pathlib.Path(rel).parent.mkdir(parents=True, exist_ok=True)
     pathlib.Path(rel).write_text("PWNED\\n")
 shutil.rmtree("services/e")  # the worker's git restores services/e/e.txt: through the link, into the checkout?
 os.symlink({checkout!r} + "/services/e", "services/e")
@@ -366,15 +377,15 @@ print("attack ran in", os.getcwd())
 
 HONEST = '''import os, pathlib
 read = lambda rel: pathlib.Path(rel).read_text()
-assert read("services/c/notes.txt") == "notes\\nthe user's uncommitted line\\n", read("services/c/notes.txt")
-assert read("README.md") == "readme\\nstaged by the user\\n"
-assert read("services/a/draft.py") == "DRAFT = 'wip'\\n"
-assert read("services/b/ro.txt") == "read-only\\n"
-assert not pathlib.Path("NEW_ROOT.txt").exists()
+assert read("services/a/draft.py") == "DRAFT = 'wip'\\n"  # untracked, inside the view
+assert read("services/b/ro.txt") == "read-only\\nedited, not committed\\n"  # uncommitted, read-only
+# outside the view: not in the copy at all
+assert sorted(os.listdir(".")) == [".git", "services"], os.listdir(".")
+assert sorted(os.listdir("services")) == ["a", "b", "e"], os.listdir("services")
 pathlib.Path("services/a/out.txt").write_text("a side effect\\n")
 print("honest ok in", os.getcwd())
 '''
-ARGS = ("--allow", "services/a/", "--read-only", "services/b/")
+ARGS = ("--allow", "services/a/", "--read-only", "services/b/", "--read-only", "services/e/")
 
 
 async def test_run_checks_attack_leaves_the_checkout_as_it_was(checkout: Path, tmp_path: Path) -> None:
@@ -396,9 +407,10 @@ async def test_run_checks_attack_leaves_the_checkout_as_it_was(checkout: Path, t
         outside, _, rest = text.partition("refused: the checks changed paths outside this lane's slice; reverted: ")
         assert rest, text
         for line in ["services/b/ro.txt (changed; outside this lane's writable paths)",
-                     "services/c/other.txt (changed; outside this lane's writable paths)",
+                     # (outside the view, so never in the copy: the attack made them there)
+                     "services/c/other.txt (created; outside this lane's writable paths)",
                      "NEW_ROOT.txt (created; outside this lane's writable paths)",
-                     "services/c/notes.txt (changed; outside this lane's writable paths)",
+                     "services/c/notes.txt (created; outside this lane's writable paths)",
                      "services/e/e.txt (deleted; outside this lane's writable paths)",
                      "services/a/link.md is a symlink leading outside the repository"]:
             assert line in rest, text
@@ -428,6 +440,76 @@ async def test_run_checks_sees_uncommitted_work_and_writes_nothing_back(checkout
         assert "not kept:" in text and "services/a/out.txt (created)" in text
         assert every_file(checkout) == before and not (checkout / "services" / "a" / "out.txt").exists()
         assert "throwaway copy" in (tmp_path / "server.stderr").read_text()  # the instructions say so
+
+
+# Tries every way at what the client may not read, and prints what each attempt gave (a read that works prints
+# the text; one that fails, its error), as one compact JSON line (the result keeps the output's tail only).
+SNOOP = '''import json, os, subprocess
+out = {{}}
+def read(label, path):
+    try:
+        with open(path, "rb") as f:
+            out[label] = "ok:" + f.read().decode(errors="replace")
+    except OSError as err:
+        out[label] = "failed:" + type(err).__name__
+def git(label, *argv):
+    done = subprocess.run(["git", *argv], capture_output=True, text=True)
+    out[label] = f"exit {{done.returncode}}:" + done.stdout + done.stderr
+read("secret", "docs/secret.md")
+read("secret-up", "../docs/secret.md")
+read("secret-abs", {checkout!r} + "/docs/secret.md")
+read("notes", "services/c/notes.txt")
+read("notes-abs", {checkout!r} + "/services/c/notes.txt")
+read("untracked", "services/c/untracked.txt")
+read("untracked-abs", {checkout!r} + "/services/c/untracked.txt")
+read("alternates", ".git/objects/info/alternates")
+read("snapshot-index", ".git/reposwarm-snapshot-index")
+read("read-only", "services/b/ro.txt")
+git("git-secret", "show", "HEAD:docs/secret.md")
+git("git-notes", "show", "HEAD:services/c/notes.txt")
+git("git-read-only", "show", "HEAD:services/b/ro.txt")
+git("git-log", "log", "--all", "--format=%H %P %s")
+git("blobs", "cat-file", "--batch-all-objects", "--batch-check")
+out["top"] = sorted(os.listdir("."))
+print(json.dumps(out))
+'''
+
+
+async def test_run_checks_sees_only_the_readable_paths(checkout: Path, tmp_path: Path) -> None:
+    """A test the client writes tries to read and print a committed file outside --allow and --read-only, an
+    uncommitted change and an untracked file outside them, through the tree, the checkout's own path, git and
+    the copy's git directory: every attempt fails, and nothing the server returns or logs holds their content;
+    the read-only file (as the checkout holds it now, uncommitted change included) reads."""
+    home = tmp_path / "home"
+    errlog = tmp_path / "server.stderr"
+    async with stdio_session(errlog, "--repo", str(checkout), *ARGS, "--lanes", str(checks_lanes(tmp_path)),
+                             env={"REPOSWARM_HOME": str(home)}) as session:
+        text, error = await call(session, "write_file", path="services/a/run_me.py",
+                                 content=SNOOP.format(checkout=str(checkout)))
+        assert not error, text
+        text, error = await call(session, "read_file", path="docs/secret.md")
+        assert error and SECRET not in text  # (what the check must not get round: the client's own refusal)
+        text, error = await call(session, "run_checks")
+        assert not error and text.lower().startswith("checks passed"), text
+    for hidden in (SECRET, UNCOMMITTED, UNTRACKED):
+        assert hidden not in text and hidden not in errlog.read_text()
+    found = [line for line in text.splitlines() if line.startswith("{")]
+    assert len(found) == 1, text
+    seen = json.loads(found[0])
+    for label in ("secret", "secret-up", "secret-abs", "notes", "notes-abs", "untracked", "untracked-abs",
+                  "alternates", "snapshot-index"):
+        assert seen[label].startswith("failed:"), (label, seen[label])
+    assert seen["git-secret"].startswith("exit 128:") and seen["git-notes"].startswith("exit 128:"), seen
+    assert seen["read-only"] == "ok:read-only\nedited, not committed\n"
+    assert seen["git-read-only"] == "exit 0:read-only\nedited, not committed\n"
+    assert seen["top"] == [".git", "services"]
+    assert seen["git-log"].startswith("exit 0:") and len(seen["git-log"].splitlines()) == 1  # one commit, no parent
+    # no object of the files outside the view is in the check's git at all
+    blobs = {line.split()[0] for line in seen["blobs"].splitlines() if " blob " in line}
+    for rel in ("docs/secret.md", "services/c/notes.txt", "services/c/untracked.txt", "README.md"):
+        assert git(checkout, "hash-object", rel).strip() not in blobs, rel
+    assert git(checkout, "rev-parse", "HEAD:docs/secret.md").strip() not in blobs
+    assert git(checkout, "hash-object", "services/b/ro.txt").strip() in blobs
 
 
 def test_run_checks_copy_removed_on_sigterm_and_stale_ones_swept(checkout: Path, tmp_path: Path) -> None:
@@ -479,14 +561,16 @@ def test_run_checks_before_the_first_commit(tmp_path: Path, monkeypatch: pytest.
     root = tmp_path / "fresh"
     (root / "services" / "a").mkdir(parents=True)
     git(tmp_path, "init", "-q", str(root))
-    (root / "services" / "a" / "run_me.py").write_text("import pathlib\nprint(pathlib.Path('notes.txt').read_text())\n")
-    (root / "notes.txt").write_text("not committed yet\n")
+    (root / "services" / "a" / "run_me.py").write_text(
+        "import pathlib\nprint(pathlib.Path('services/a/notes.txt').read_text(), pathlib.Path('outside.txt').exists())\n")
+    (root / "services" / "a" / "notes.txt").write_text("not committed yet\n")
+    (root / "outside.txt").write_text("outside the view\n")
     profiles, default = load_check_profiles(checks_lanes(tmp_path))
     before = every_file(root)
     monkeypatch.setenv("REPOSWARM_HOME", str(tmp_path / "home"))
     tools = RepoTools(Toolbox(make_policy(root, ["services/a/"], []), check_profiles=profiles, default_profile=default))
     result = tools.call("run_checks", {})
     text = "".join(block.text for block in result.content if block.type == "text")
-    assert not result.is_error and "not committed yet" in text, text
+    assert not result.is_error and "not committed yet\n False" in text, text
     close_copies()
     assert every_file(root) == before and list((tmp_path / "home" / "mcp").iterdir()) == []

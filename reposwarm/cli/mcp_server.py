@@ -13,11 +13,18 @@ readable and writable, and writes land straight in the repository's working
 tree; --read-only paths are readable only; with neither, the whole repository
 is read-only ("**"). .git is never readable or writable. run_checks runs only
 the check profiles of a lanes file (--lanes FILE: validation.profiles), and
-never in the user's checkout: in a throwaway copy of it (CheckCopy), holding
-what the checkout holds now, uncommitted and untracked files included. What the
-checks change there is never written back: changes outside the writable paths
-are reverted and reported as a lane's run_checks reports them, and the others
-are reported as discarded (the client keeps a change with the file tools).
+never in the user's checkout: in a throwaway copy of it (CheckCopy) holding
+only the readable paths (--allow and --read-only) as the checkout holds them
+now, uncommitted and untracked files included, and no other file of the
+checkout, committed or not: a check the client wrote reads and prints nothing
+the client could not read with read_file. The copy is filtered by the lanes'
+own view filter (checks/sandbox/gitview.readable_tree), and the sandbox gives
+the check the git view a lane's check gets, of the same paths. What the checks
+change there is never written back: changes outside the writable paths are
+reverted and reported as a lane's run_checks reports them, and the others are
+reported as discarded (the client keeps a change with the file tools). A check
+that needs a file outside the writable paths (a root pyproject.toml, a
+conftest.py, tests) gets it by naming it with --read-only.
 
 A refusal or a failed call is an MCP tool error (is_error) carrying the
 message; success is text. Outputs are redacted like the lanes' outputs. Calls
@@ -49,6 +56,7 @@ from mcp.server.stdio import stdio_server
 
 from reposwarm.agent.specs import FINISH, TOOL_ARGS, tool_specs
 from reposwarm.agent.tools import Toolbox
+from reposwarm.checks.sandbox import gitview
 from reposwarm.contracts import CheckProfile
 from reposwarm.lanes.loading import apply_env, load_lanes_file
 from reposwarm.runs import ledger
@@ -105,6 +113,7 @@ def _text(text: str, *, error: bool = False) -> types.CallToolResult:
 
 COPIES_FOLDER = "mcp"  # under REPOSWARM_HOME: the swarm's own trees, so the Toolbox reverts what the checks change
 SNAPSHOT_INDEX = "reposwarm-snapshot-index"
+VIEW_INDEX = "reposwarm-view-index"
 SHOWN = 20  # changes listed by name in a result; the rest are counted
 
 
@@ -130,10 +139,13 @@ def _alive(pid: int) -> bool:
 class CheckCopy:
     """The throwaway tree run_checks runs in, never the user's checkout.
 
-    A checks run executes code the MCP client wrote, and the sandbox lets it write its whole tree: run in the
-    checkout, it could overwrite read-only paths, other folders and the user's uncommitted work. So each run
-    first records the checkout as it is now (tracked, uncommitted and untracked files; not ignored ones) as a
-    commit of a private repository under REPOSWARM_HOME, then checks that commit out there. That repository
+    A checks run executes code the MCP client wrote, and the sandbox lets it read and write its whole tree: run
+    in the checkout, it could overwrite read-only paths, other folders and the user's uncommitted work, and read
+    and print any file the client may not read. So each run first records the checkout as it is now (tracked,
+    uncommitted and untracked files; not ignored ones), keeps of it only the paths the client may read (--allow
+    and --read-only, filtered by the lanes' own view filter, gitview.readable_tree), commits that in a private
+    repository under REPOSWARM_HOME, and checks the commit out there. The sandbox shows the check, as it shows a
+    lane's, a git view of that commit filtered to the same paths, never this repository. That repository
     borrows the checkout's objects (alternates) and writes its own, so nothing of the user's git directory
     is written: not the index, not a ref, not a worktree entry. The tree is recycled between runs (a
     `checkout -f` rewrites only what differs; DESIGN.md section 10) and removed when the server ends.
@@ -141,6 +153,8 @@ class CheckCopy:
 
     def __init__(self, checkout: PathPolicy) -> None:
         self.checkout = checkout
+        # what the client may read, as a lane's run_checks names it to its check's view (agent/checking.py)
+        self.readable = (*checkout.allowed_patterns, *checkout.read_only_patterns)
         self.root: Path | None = None
         # serve() removes it on its way out (the CLI leaves by os._exit: no atexit there); atexit for other hosts
         _COPIES.add(self)
@@ -193,10 +207,19 @@ class CheckCopy:
             shutil.copy2(index, snapshot_index)
         env = {"GIT_INDEX_FILE": str(snapshot_index)}
         self._git(f"--git-dir={dot}", f"--work-tree={checkout}", "add", "-A", cwd=checkout, env=env)
-        tree = self._git(f"--git-dir={dot}", "write-tree", cwd=checkout, env=env)
+        whole = self._git(f"--git-dir={dot}", "write-tree", cwd=checkout, env=env)
+        # Only what the client may read goes into the copy, filtered as a lane's check's view is
+        # (gitview.readable_tree): the checks never see another file of the checkout, committed or not.
+        view_index = dot / VIEW_INDEX
+        view_index.unlink(missing_ok=True)
+        try:
+            tree, _ = gitview.readable_tree(whole, self.readable, {"GIT_DIR": str(dot),
+                                                                   "GIT_INDEX_FILE": str(view_index)})
+        except gitview.GitViewError as err:
+            raise ValueError(f"run_checks could not copy the checkout's readable paths ({err})") from None
         head = gitcmd.rev(gitcmd.repo(checkout), "HEAD")  # None before the first commit
         commit = self._git(f"--git-dir={dot}", *gitcmd.IDENTITY, "commit-tree", tree, *(["-p", head] if head else []),
-                           "-m", "reposwarm mcp: the checkout as run_checks found it", cwd=checkout)
+                           "-m", "reposwarm mcp: the checkout's readable paths as run_checks found them", cwd=checkout)
         self._git("checkout", "-q", "-f", "--detach", commit, cwd=self.root)
         self._git("clean", "-q", "-ffdx", cwd=self.root)  # what the last run left, build output included
         return self.root
@@ -276,8 +299,8 @@ def describe(policy: PathPolicy, profiles: dict[str, CheckProfile]) -> str:
     readable = ", ".join([*policy.allowed_patterns, *policy.read_only_patterns])
     writable = (f"{', '.join(policy.allowed_patterns)}, except read-only paths (writes go straight to the working "
                 f"tree)" if policy.allowed_patterns else "nothing")
-    where = (" run_checks runs in a throwaway copy of the working tree (uncommitted files included) and writes "
-             "nothing back." if profiles else "")
+    where = (" run_checks runs in a throwaway copy of the readable paths of the working tree (uncommitted files "
+             "included; no other file) and writes nothing back." if profiles else "")
     checks = ", ".join(sorted(profiles)) or "none (run_checks is refused; the server has no lanes file)"
     return (f"Tools over the git repository {policy.root}; paths are relative to its root. Readable: {readable}. "
             f"Writable: {writable}. .git is never readable. Check profiles: {checks}.{where}")

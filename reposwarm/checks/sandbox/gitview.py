@@ -5,10 +5,11 @@ into the sandbox whole, a check could `git show swarm/<run>/<other lane>:...` or
 may not read>`. So the sandbox binds none of it. Instead, per (repository, commit, readable paths), the worker
 packs into a cache folder of its own only the objects of one commit:
 
-- no readable paths given (validation, the baseline, MCP over a whole checkout): HEAD's own commit, tree and
-  blobs, the commit marked shallow (its parents are not there), so `git rev-parse HEAD` is the real commit;
-- a lane's readable paths (allowed + read-only): a commit of HEAD's tree filtered to those paths (an index
-  filtered from `ls-tree`, `write-tree`, `commit-tree` with HEAD's author, dates and message), no parents.
+- no readable paths given (validation, the baseline): HEAD's own commit, tree and blobs, the commit marked
+  shallow (its parents are not there), so `git rev-parse HEAD` is the real commit;
+- a lane's readable paths (allowed + read-only; the MCP server's --allow + --read-only): a commit of HEAD's tree
+  filtered to those paths (readable_tree: an index filtered from `ls-tree`, `write-tree`; then `commit-tree`
+  with HEAD's author, dates and message), no parents.
 
 Per check, a git folder of a few small files (HEAD, config, the index, `info/exclude`) is made in scratch
 space; the sandbox binds it (and the cached objects under it) where the tree's `.git` points. No ref but a
@@ -87,6 +88,20 @@ def _entries(listing: bytes) -> list[tuple[bytes, str]]:
     return out
 
 
+def readable_tree(treeish: str, readable: tuple[str, ...], env: dict[str, str]) -> tuple[str, list[str]]:
+    """`treeish`'s tree holding only the paths these readable globs let a lane read, never a `.git`: the one
+    filter of what a check may see (a lane's git view here; the tree the MCP server's run_checks runs in). The
+    tree is written through env's GIT_INDEX_FILE (which must not exist yet) and object directory; returns its id
+    and the paths left out."""
+    listing = _entries(_git(["ls-tree", "-r", "-z", "--full-tree", treeish], env))
+    policy = PathPolicy("/", list(readable))  # (only its globs are used)
+    shown = [policy.readable(path) and not touches_git(path) for _, path in listing]
+    kept = [entry for entry, keep in zip(listing, shown, strict=True) if keep]
+    hidden = [path for (_, path), keep in zip(listing, shown, strict=True) if not keep]
+    _git(["update-index", "-z", "--index-info"], env, b"".join(line + b"\0" for line, _ in kept))
+    return _git(["write-tree"], env).decode().strip(), hidden
+
+
 def _build(common: Path, commit: str, readable: tuple[str, ...] | None, into: Path) -> None:
     """Fill `into` with objects/ (a pack), index, head, shallow (maybe) and hidden (paths left out)."""
     objects = into / "objects"
@@ -95,21 +110,15 @@ def _build(common: Path, commit: str, readable: tuple[str, ...] | None, into: Pa
     # reads go to the shared objects, writes (trees, the commit, the pack) to ours only
     env = {"GIT_DIR": str(common), "GIT_OBJECT_DIRECTORY": str(objects),
            "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(common / "objects"), "GIT_INDEX_FILE": str(into / "index")}
-    listing = _entries(_git(["ls-tree", "-r", "-z", "--full-tree", commit], env))
     if readable is None:
-        kept, hidden = listing, []
+        hidden: list[str] = []
         _git(["read-tree", commit], env)
         view = commit
         if _git(["rev-list", "--parents", "-n", "1", commit], env).split()[1:]:
             (into / "shallow").write_text(commit + "\n")
         tree = commit + "^{tree}"
     else:
-        policy = PathPolicy(into, list(readable))
-        shown = [policy.readable(path) and not touches_git(path) for _, path in listing]
-        kept = [entry for entry, keep in zip(listing, shown, strict=True) if keep]
-        hidden = [path for (_, path), keep in zip(listing, shown, strict=True) if not keep]
-        _git(["update-index", "-z", "--index-info"], env, b"".join(line + b"\0" for line, _ in kept))
-        tree = _git(["write-tree"], env).decode().strip()
+        tree, hidden = readable_tree(commit, readable, env)
         fields = _git(["log", "-1", "--date=raw", "--format=%an%x00%ae%x00%ad%x00%cn%x00%ce%x00%cd%x00%B",
                        commit], env).decode("utf-8", "surrogateescape").split("\0", 6)
         who = dict(zip(["GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_AUTHOR_DATE", "GIT_COMMITTER_NAME",
