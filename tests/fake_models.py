@@ -60,6 +60,7 @@ class FakeModelServer:
     outage_retry_after: str = ""  # the 503's Retry-After header during the outage, if any
     warmed: int = 0  # the calls that only wrote the shared prefix to the cache (scheduler's warm_prefix)
     caching: AnthropicCache | OpenAICache | None = None  # usage from a fake prompt cache instead of the script
+    event_delay_s: float = 0.0  # a streamed reply's pause between its events, as a model writing its answer
 
     def __post_init__(self) -> None:
         server = self
@@ -113,6 +114,7 @@ class FakeModelServer:
                 for event in events:
                     self.wfile.write(f"{len(event):x}\r\n".encode() + event + b"\r\n")
                     self.wfile.flush()
+                    time.sleep(server.event_delay_s)
                 self.wfile.write(b"0\r\n\r\n")
 
             def _cached(self, body: dict[str, Any]) -> None:

@@ -382,3 +382,67 @@ async def test_a_provider_error_passes_through_uncounted_and_unrecorded(
     assert (tally.failed_calls, tally.upstream_calls, tally.usage.model_calls) == (2, 0, 0)
     assert [line["outcome"] for line in model_lines(run_id)] == ["error", "error"]
     assert not (run_dir(run_id) / "proxy").exists()
+
+
+# --- streams cut short, on either side ---
+
+
+async def test_an_agent_that_hangs_up_mid_stream_still_gets_the_call_recorded(
+        keys: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the agent (its worker killed) drops the connection after the first bytes; the provider goes on writing. The
+    # proxy reads the reply to its end: the call is counted once, recorded, and the restarted agent's same request
+    # is answered from the record
+    run_id = new_run()
+    key = LaneKey(run_id=run_id, lane="api")
+    request = body("anthropic", stream=True)
+    with provider(monkeypatch, "anthropic", script(reply("a long answer"))) as fake:
+        fake.event_delay_s = 0.15
+        async with ModelProxy() as proxy:
+            lane = proxy.open_lane(key)
+            async with httpx.AsyncClient() as agent, agent.stream(
+                    "POST", proxy.url + PATH["anthropic"], json=request,
+                    headers=headers("anthropic", lane.token)) as cut:
+                first = await anext(cut.aiter_raw())
+            assert b"message_start" in first and proxy.tally(lane.token).upstream_calls == 0  # still streaming
+            for _ in range(100):
+                if proxy.tally(lane.token).upstream_calls:
+                    break
+                await asyncio.sleep(0.1)
+            tally = proxy.tally(lane.token)
+        assert (tally.upstream_calls, tally.failed_calls, tally.usage.output_tokens) == (1, 0, 50)
+        async with ModelProxy() as proxy, httpx.AsyncClient() as agent:
+            lane = proxy.open_lane(key)
+            again = await agent.post(proxy.url + PATH["anthropic"], json=request,
+                                     headers=headers("anthropic", lane.token))
+            assert (proxy.upstream_calls, proxy.replayed_calls) == (0, 1)
+    assert len(fake.requests) == 1
+    assert text_of_reply("anthropic", again.content, True) == "a long answer"
+
+
+@pytest.mark.parametrize("api", ["anthropic", "responses", "chat"])
+async def test_a_provider_stream_that_breaks_off_ends_in_the_apis_error_and_is_not_recorded(
+        keys: None, monkeypatch: pytest.MonkeyPatch, api: str) -> None:
+    # a provider that starts a stream and drops the connection half way
+    async def half_a_stream(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        event = b'event: message_start\ndata: {"type": "message_start", "message": {"usage": {"input_tokens": 9}}}\n\n'
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+                     + f"{len(event):x}\r\n".encode() + event + b"\r\n")
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(half_a_stream, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    monkeypatch.setenv("ANTHROPIC_BASE_URL" if api == "anthropic" else "OPENAI_BASE_URL",
+                       f"http://127.0.0.1:{port}" + ("" if api == "anthropic" else "/v1"))
+    run_id = new_run()
+    async with server, ModelProxy() as proxy, httpx.AsyncClient() as agent:
+        lane = proxy.open_lane(LaneKey(run_id=run_id, lane="api"))
+        got = await agent.post(proxy.url + PATH[api], json=body(api, stream=True), headers=headers(api, lane.token))
+        tally = proxy.tally(lane.token)
+    assert got.status_code == 200 and got.content.startswith(b"event: message_start")
+    last = events(got.content)[-1]
+    assert "broke off" in json.dumps(last) and ("error" in last or last.get("type") == "error")
+    assert (tally.failed_calls, tally.upstream_calls) == (1, 0)
+    assert [line["outcome"] for line in model_lines(run_id)] == ["error"]
+    assert not (run_dir(run_id) / "proxy").exists()

@@ -22,6 +22,7 @@ of the worker's environment, whatever their names, and key shapes), the provider
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import logging
@@ -48,6 +49,7 @@ from reposwarm.proxy.wire import (
     Api,
     api_for_path,
     error_body,
+    stream_error,
     wants_stream,
     with_stream_usage,
 )
@@ -354,6 +356,10 @@ class ModelProxy:
             whole = True
         except (httpx.HTTPError, _Refusal) as err:
             await self._count_failure(call, f"the stream broke off: {err}")
+            if agent_here:  # the stream ends as its API ends a failed one, so the agent knows to ask again
+                with contextlib.suppress(ConnectionError):
+                    await response.write(stream_error(call.api, "reposwarm model proxy: the provider's stream "
+                                                                "broke off; ask again"))
         if whole:
             await self._answered_call(call, reader, upstream.status_code, returned, b"".join(kept), streamed=True)
         if agent_here:

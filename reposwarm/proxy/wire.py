@@ -108,6 +108,18 @@ def error_body(api: Api, status: int, message: str) -> bytes:
     return json.dumps(payload).encode("utf-8")
 
 
+def stream_error(api: Api, message: str) -> bytes:
+    """The event that ends a stream in failure, as the API sends it (Anthropic's and the Responses API's `error`
+    event; Chat Completions has none of its own, so its error body as a data line)."""
+    if api.name == ANTHROPIC:
+        data = error_body(api, 500, message).decode("utf-8")
+        return f"event: error\ndata: {data}\n\n".encode()
+    if api.name == RESPONSES:
+        event = {"type": "error", "code": "server_error", "message": message, "param": None}
+        return f"event: error\ndata: {json.dumps(event)}\n\n".encode()
+    return f"data: {error_body(api, 500, message).decode('utf-8')}\n\n".encode()
+
+
 def wants_stream(body: dict[str, Any]) -> bool:
     return body.get("stream") is True
 
