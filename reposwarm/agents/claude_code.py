@@ -15,6 +15,7 @@ import json
 import uuid
 from typing import Any
 
+from reposwarm.agents import slice_hook
 from reposwarm.agents.spec import SessionSpec, SessionSummary, ToolCall
 
 # Quiet and offline: no telemetry, error reports, auto-update or any traffic but the model API's.
@@ -41,8 +42,11 @@ def argv(binary: str, spec: SessionSpec) -> tuple[list[str], str | None]:
 
 
 def settings(spec: SessionSpec) -> dict[str, Any]:
-    """Our settings, the only ones loaded: no co-author line in commits, no auto-memory across lanes."""
-    return {"includeCoAuthoredBy": False, "autoMemoryEnabled": False, "cleanupPeriodDays": 3650}
+    """Our settings, the only ones loaded: no co-author line in commits; the slice's PreToolUse hook."""
+    found: dict[str, Any] = {"includeCoAuthoredBy": False}
+    if spec.writable:
+        found["hooks"] = slice_hook.hooks(spec.worktree, spec.writable, slice_hook.CLAUDE_MATCHER)
+    return found
 
 
 def env(spec: SessionSpec) -> dict[str, str]:

@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from reposwarm.agents import slice_hook
 from reposwarm.agents.spec import SessionSpec, SessionSummary, ToolCall
 
 TOKEN_ENV = "REPOSWARM_AGENT_TOKEN"  # the provider's env_key: the per-lane token, never a provider's key
@@ -39,6 +40,7 @@ def config(spec: SessionSpec) -> str:
         "",
         # (its plugins sync from chatgpt.com and api.github.com at start-up: not from a lane, whatever the network)
         "[features]",
+        f"hooks = {'true' if spec.writable else 'false'}",  # (the slice's PreToolUse hook: hooks.json)
         "plugins = false",
         "remote_plugin = false",
         "recommended_plugins = false",
@@ -57,6 +59,10 @@ def config(spec: SessionSpec) -> str:
         "[history]",
         'persistence = "none"',
         "",
+        # the repository's own .codex/ (its config, its hooks) is never loaded: the worktree is not trusted
+        f"[projects.{_toml(str(spec.worktree))}]",
+        'trust_level = "untrusted"',
+        "",
         "[model_providers.reposwarm]",
         'name = "reposwarm model proxy"',
         f"base_url = {_toml(spec.base_url)}",
@@ -69,17 +75,25 @@ def config(spec: SessionSpec) -> str:
     ])
 
 
-def write_config(spec: SessionSpec) -> Path:
+def write_config(spec: SessionSpec) -> list[Path]:
+    """config.toml, and hooks.json when the session has a slice to keep (none left from an earlier session)."""
     spec.state_dir.mkdir(parents=True, exist_ok=True)
     path = spec.state_dir / "config.toml"
     path.write_text(config(spec))
-    return path
+    hooks = spec.state_dir / "hooks.json"
+    hooks.unlink(missing_ok=True)
+    if not spec.writable:
+        return [path]
+    hooks.write_text(json.dumps({"hooks": slice_hook.hooks(spec.worktree, spec.writable, slice_hook.CODEX_MATCHER)}))
+    return [path, hooks]
 
 
 def argv(binary: str, spec: SessionSpec) -> list[str]:
     """The command line; the prompt comes on stdin ("-")."""
     cmd = [binary, "exec", "--json", "--strict-config", "--skip-git-repo-check", "--color", "never",
            "-C", str(spec.worktree)]
+    if spec.writable:  # (our hooks.json is trusted as written: Codex would otherwise ask a person to trust it)
+        cmd.append("--dangerously-bypass-hook-trust")
     if spec.resume:
         return [*cmd, "resume", spec.resume, "-"]
     return [*cmd, "-"]

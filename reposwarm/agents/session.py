@@ -39,13 +39,14 @@ class SessionRefused(RuntimeError):
     """The session cannot start as asked (a model API the sandbox cannot reach, no sandbox): says why."""
 
 
-def _command(spec: SessionSpec, cli: clis.AgentCli) -> tuple[list[str], dict[str, str], str | None]:
-    """The CLI's argv, its own variables, and the session id it starts (Claude Code's, chosen up front)."""
+def _command(spec: SessionSpec, cli: clis.AgentCli) -> tuple[list[str], dict[str, str], str | None, list[Path]]:
+    """The CLI's argv, its own variables, the session id it starts (Claude Code's, chosen up front), and the
+    files of its state dir it must not change (Codex's config and hooks: read-only in the sandbox)."""
     if spec.agent == "claude-code":
         argv, started = claude_code.argv(str(cli.binary), spec)
-        return argv, claude_code.env(spec), started
-    codex.write_config(spec)
-    return codex.argv(str(cli.binary), spec), codex.env(spec), None
+        return argv, claude_code.env(spec), started, []
+    fixed = codex.write_config(spec)
+    return codex.argv(str(cli.binary), spec), codex.env(spec), None, fixed
 
 
 def _loopback_port(base_url: str) -> int:
@@ -64,7 +65,7 @@ async def run_session(spec: SessionSpec) -> SessionSummary:
     """Run the session to its end (or its timeout, or past its turns) and say what came of it."""
     cli = clis.find(spec.agent)
     spec.state_dir.mkdir(parents=True, exist_ok=True)
-    argv, agent_env, started = _command(spec, cli)
+    argv, agent_env, started, fixed = _command(spec, cli)
     summary = SessionSummary(spec.agent, None, started, sandboxed=spec.sandboxed)
     began = time.monotonic()
     if not spec.sandboxed:
@@ -81,20 +82,22 @@ async def run_session(spec: SessionSpec) -> SessionSummary:
         with tempfile.TemporaryDirectory(prefix="rs-agent-") as scratch:  # (short: a socket path has 108 bytes)
             socket_path = Path(scratch) / "api.sock"
             async with bridge.HostBridge(socket_path, "127.0.0.1" if host == "localhost" else host, port):
-                wrapped, env = _sandboxed(argv, agent_env, spec, cli, socket_path, port)
+                wrapped, env = _sandboxed(argv, agent_env, spec, cli, socket_path, port, fixed)
                 await _run(wrapped, env, spec, summary)
     summary.seconds = round(time.monotonic() - began, 2)
     return summary
 
 
 def _sandboxed(argv: list[str], agent_env: dict[str, str], spec: SessionSpec, cli: clis.AgentCli,
-               socket_path: Path, port: int) -> tuple[list[str], dict[str, str]]:
+               socket_path: Path, port: int, fixed: list[Path]) -> tuple[list[str], dict[str, str]]:
     """The launcher's command line (it becomes bwrap, which runs the bridge, which runs the agent) and env."""
     binary = sandbox.bwrap()
     home = private_home()
-    tree = sandbox.Tree(root=spec.worktree, git_dir=None,
-                        binds=(sandbox.Bind(spec.state_dir, spec.state_dir, writable=True),
-                               sandbox.Bind(socket_path, socket_path, writable=True)))
+    # (later binds go on top: the state dir writable, then the files in it the agent must not change read-only)
+    binds = (sandbox.Bind(spec.state_dir, spec.state_dir, writable=True),
+             *(sandbox.Bind(path, path) for path in fixed),
+             sandbox.Bind(socket_path, socket_path, writable=True))
+    tree = sandbox.Tree(root=spec.worktree, git_dir=None, binds=binds)
     inner = [sys.executable, "-I", "-S", "-c", bridge.INSIDE, str(socket_path), str(port), *argv]
     env = sandbox.sandbox_env(AGENT_PROFILE, home, spec.worktree) | agent_env
     env["PATH"] = _path(cli, env.get("PATH", "/usr/bin:/bin"))

@@ -23,6 +23,9 @@ class SessionSpec:
     # default set with only its read-only tools approved. Codex has no such list (docs/agents.md).
     allowed_tools: tuple[str, ...] = ()
     disallowed_tools: tuple[str, ...] = ()
+    # The paths (relative to the worktree: folders or files) its file tools may write; () = no hook. Enforced by
+    # the CLI itself before the write (slice_hook.py); what a shell command writes is the checkpoint's to judge.
+    writable: tuple[str, ...] = ()
     resume: str | None = None  # the CLI's session id to continue (SessionSummary.session_id of an earlier run)
     session_id: str | None = None  # Claude Code: start a new session under this id (a UUID) rather than its own
     timeout_s: float = 600
