@@ -446,3 +446,39 @@ async def test_a_provider_stream_that_breaks_off_ends_in_the_apis_error_and_is_n
     assert (tally.failed_calls, tally.upstream_calls) == (1, 0)
     assert [line["outcome"] for line in model_lines(run_id)] == ["error"]
     assert not (run_dir(run_id) / "proxy").exists()
+
+
+@pytest.mark.parametrize("api", ["anthropic", "responses", "chat"])
+async def test_a_provider_that_refuses_the_key_and_echoes_it_never_shows_it(
+        keys: None, monkeypatch: pytest.MonkeyPatch, api: str) -> None:
+    # the provider refuses the worker's key and quotes the credentials it got, as some gateways do
+    async def refusing(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = (await reader.readuntil(b"\r\n\r\n")).decode()
+        length = int(next(line.split(":")[1] for line in head.split("\r\n")
+                          if line.lower().startswith("content-length")))
+        await reader.readexactly(length)
+        said = json.dumps({"error": {"message": f"bad credentials in: {head}", "type": "authentication_error"}})
+        writer.write(f"HTTP/1.1 401 Unauthorized\r\ncontent-type: application/json\r\ncontent-length: {len(said)}\r\n"
+                     f"connection: close\r\n\r\n{said}".encode())
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(refusing, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    monkeypatch.setenv("ANTHROPIC_BASE_URL" if api == "anthropic" else "OPENAI_BASE_URL",
+                       f"http://127.0.0.1:{port}" + ("" if api == "anthropic" else "/v1"))
+    run_id = new_run()
+    async with server, ModelProxy() as proxy, httpx.AsyncClient() as agent:
+        lane = proxy.open_lane(LaneKey(run_id=run_id, lane="api"))
+        refused = await agent.post(proxy.url + PATH[api], json=body(api, stream=False),
+                                   headers=headers(api, lane.token))
+        # a worker with no key at all for the provider's default address: said so, nothing sent
+        monkeypatch.delenv("ANTHROPIC_BASE_URL" if api == "anthropic" else "OPENAI_BASE_URL")
+        monkeypatch.delenv("ANTHROPIC_API_KEY" if api == "anthropic" else "OPENAI_API_KEY")
+        keyless = await agent.post(proxy.url + PATH[api], json=body(api, stream=False),
+                                   headers=headers(api, lane.token))
+    real_key = ANTHROPIC_KEY if api == "anthropic" else OPENAI_KEY
+    assert refused.status_code == 401 and "refused the worker's key" in refused.text
+    assert keyless.status_code == 500 and "API_KEY" in keyless.text
+    for seen in (refused.content, keyless.content, every_byte_written(run_id)):
+        assert real_key.encode() not in seen and real_key[:20].encode() not in seen

@@ -180,7 +180,7 @@ class ModelProxy:
     def agent_env(self, token: str) -> dict[str, str]:
         """The variables that point an agent's SDKs at the proxy, with the lane's token as their key."""
         return {"ANTHROPIC_BASE_URL": self.anthropic_base_url, "ANTHROPIC_API_KEY": token,
-                "ANTHROPIC_AUTH_TOKEN": token, "OPENAI_BASE_URL": self.openai_base_url, "OPENAI_API_KEY": token}
+                "OPENAI_BASE_URL": self.openai_base_url, "OPENAI_API_KEY": token}
 
     # --- one request ---
 
@@ -387,9 +387,12 @@ class ModelProxy:
         lane.tally.upstream_calls += 1
         self.upstream_calls += 1
         await self._line(call, call.model, "ok", line_key="ok", usage=usage, stop_reason=reader.stop_reason)
-        await asyncio.to_thread(exchanges.record, lane.key, api_name=call.api.name, model=call.model, status=status,
-                                headers=returned, streamed=streamed, reply=reply, request=call.raw,
-                                digest=call.digest, occurrence=call.occurrence)
+        try:
+            await asyncio.to_thread(exchanges.record, lane.key, api_name=call.api.name, model=call.model,
+                                    status=status, headers=returned, streamed=streamed, reply=reply, request=call.raw,
+                                    digest=call.digest, occurrence=call.occurrence)
+        except Exception:  # the agent has its answer all the same; asked again, the call is made again
+            log.exception("model proxy: the exchange of %s could not be recorded", lane.key.name)
 
     async def _line(self, call: _Call, model: str, outcome: str, *, line_key: str, **figures: Any) -> None:
         key = call.lane.key
