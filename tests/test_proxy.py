@@ -234,7 +234,8 @@ async def test_an_agent_restarted_over_a_new_proxy_is_answered_from_the_record(
         keys: None, monkeypatch: pytest.MonkeyPatch, api: str) -> None:
     run_id = new_run()
     key = LaneKey(run_id=run_id, lane="api", round=2, attempt=1)
-    first, second = body(api, stream=False), body(api, stream=True, said="go on")
+    session = {"metadata": {"user_id": "session_1"}} if api == "anthropic" else {"prompt_cache_key": "session_1"}
+    first, second = {**body(api, stream=False), **session}, {**body(api, stream=True, said="go on"), **session}
     with provider(monkeypatch, api, script(reply("one"), reply("two"))) as fake:
         # before the "kill": the same request twice (two answers, two occurrences), then a streamed one
         async with ModelProxy() as proxy, httpx.AsyncClient() as agent:
@@ -243,10 +244,14 @@ async def test_an_agent_restarted_over_a_new_proxy_is_answered_from_the_record(
                       for b in (first, first, second)]
             assert proxy.upstream_calls == 3 and proxy.tally(lane.token).upstream_calls == 3
         asked = len(fake.requests)
-        # the worker killed; a new proxy (a new token) over the same run's store, the agent asking the same again
+        # the worker killed; a new proxy (a new token) over the same run's store, the agent asking the same again,
+        # as a new process: a new session id where its requests carry one, its JSON spaced and ordered its own way
+        session = {"metadata": {"user_id": "session_2"}} if api == "anthropic" else {"prompt_cache_key": "session_2"}
         async with ModelProxy() as proxy, httpx.AsyncClient() as agent:
             lane = proxy.open_lane(key)
-            after = [await agent.post(proxy.url + PATH[api], json=b, headers=headers(api, lane.token))
+            auth = {**headers(api, lane.token), "content-type": "application/json"}
+            after = [await agent.post(proxy.url + PATH[api], headers=auth,
+                                      content=json.dumps(dict(reversed({**b, **session}.items())), indent=1))
                      for b in (first, first, second)]
             replayed = (proxy.upstream_calls, proxy.replayed_calls, proxy.tally(lane.token))
             assert len(fake.requests) == asked  # the provider was asked nothing

@@ -42,8 +42,17 @@ class Exchange(BaseModel):
     occurrence: int
 
 
+# Top-level fields that name who asks or which cache to use, never what is asked: an agent restarted as a new process
+# sends a new session id in them (Claude Code's metadata.user_id, Codex's prompt_cache_key), and its request is the
+# same request all the same. As the built-in loop's record leaves its cache key out (reposwarm/models/calls.py).
+NOT_THE_QUESTION = frozenset({"metadata", "user", "prompt_cache_key", "safety_identifier"})
+
+
 def request_hash(api_name: str, query: str, headers: dict[str, str], body: Any) -> str:
-    """The request's canonical hash: the same request however its JSON was spaced or its keys ordered."""
+    """The request's canonical hash: the same request however its JSON was spaced or its keys ordered, whoever
+    the agent's process said it was (NOT_THE_QUESTION)."""
+    if isinstance(body, dict):
+        body = {k: v for k, v in body.items() if k not in NOT_THE_QUESTION}
     canonical = json.dumps([api_name, query, sorted(headers.items()), body], sort_keys=True, separators=(",", ":"),
                            ensure_ascii=False)
     return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
