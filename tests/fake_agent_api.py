@@ -96,9 +96,12 @@ class _Server:
                 self.send_header("cache-control", "no-cache")
                 self.send_header("connection", "close")
                 self.end_headers()
-                for event in events:
-                    self.wfile.write(_sse(event))
-                    self.wfile.flush()
+                try:
+                    for event in events:
+                        self.wfile.write(_sse(event))
+                        self.wfile.flush()
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # (the agent is gone: killed mid-reply, as a test may do)
                 self.close_connection = True
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)

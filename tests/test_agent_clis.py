@@ -9,13 +9,19 @@ must reach neither the sandbox nor any request.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 import re
 import socket
+import subprocess
+import sys
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -231,9 +237,6 @@ async def test_codex_is_ended_past_its_turns(worktree: Path, tmp_path: Path) -> 
 
 def test_a_missing_cli_says_what_to_install(tmp_path: Path) -> None:
     """In a Python without the agents extra and nothing on PATH, the error names the package to install."""
-    import subprocess
-    import sys
-
     code = ("import sys; sys.path[:0] = [sys.argv[1]]\n"
             "from reposwarm.agents import clis\n"
             "try:\n    clis.find('codex')\nexcept clis.AgentCliMissing as err:\n    print(err)\n")
@@ -304,3 +307,81 @@ async def test_codex_keeps_the_slice_before_the_write(hostile_worktree: Path, tm
     assert "blocked by PreToolUse hook" in outputs[1] and "outside this lane's slice" in outputs[1]
     assert "Success" in outputs[2]
     assert _pwned(wt) == [] and _pwned(tmp_path) == []
+
+
+# The session as an activity would run it: in a worker process of its own, which hears the session id from the
+# first event that carries it (an activity heartbeats it) and writes it down here.
+RUNNER = """
+import asyncio, json, sys
+from pathlib import Path
+sys.path[:0] = [sys.argv[1]]
+from reposwarm.agents.session import run_session
+from reposwarm.agents.spec import SessionSpec
+spec = SessionSpec(**{**json.loads(sys.argv[2]), "worktree": Path(sys.argv[3]), "state_dir": Path(sys.argv[4]),
+                      "allowed_tools": ("Read", "Write")})
+def heard(event, summary):
+    if summary.session_id:
+        Path(sys.argv[5]).write_text(summary.session_id)
+asyncio.run(run_session(spec, heard))
+"""
+
+
+def _processes_naming(text: str) -> list[str]:
+    """Processes whose command line or environment holds `text` (the agent's own has its token there)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if any(text.encode() in Path(f"/proc/{pid}/{part}").read_bytes() for part in ("cmdline", "environ")):
+                found.append(pid)
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.parametrize("agent", ["claude-code", "codex"])
+async def test_a_worker_killed_mid_session_leaves_nothing_running_and_the_session_resumes(
+        agent: str, worktree: Path, tmp_path: Path) -> None:
+    _cli_or_skip(agent)
+    held, release = threading.Event(), threading.Event()
+    if agent == "claude-code":
+        first: Any = messages_turns([[Call("Write", {"file_path": str(worktree / "a.txt"), "content": "one\n"})]])
+        answered, fake, carried = (lambda body: len(tool_results(body))), FakeMessages, tool_results
+    else:
+        first = responses_turns([[Call("exec_command", {"cmd": "echo one > a.txt"})]])
+        answered, fake, carried = (lambda body: len(function_outputs(body))), FakeResponses, function_outputs
+
+    def script(body: dict[str, Any]) -> Any:
+        if answered(body) >= 1:  # the second model call: the worker dies while it waits for the reply
+            held.set()
+            release.wait(60)
+        return first(body)
+
+    state, heard, token = tmp_path / "state", tmp_path / "session-id", f"rs-lane-{uuid.uuid4().hex}"
+    with fake(script) as api:
+        given = {"agent": agent, "prompt": "Write a.txt.", "base_url": api.base_url, "token": token}
+        worker = subprocess.Popen([sys.executable, "-c", RUNNER, str(Path(__file__).resolve().parents[1]),
+                                   json.dumps(given), str(worktree), str(state), str(heard)])
+        try:
+            assert await asyncio.to_thread(held.wait, SESSION_LIMIT_S), "the session never reached its second turn"
+            assert len(_processes_naming(token)) >= 2  # (the agent and its bridge, seen by their token)
+            worker.kill()
+            worker.wait(30)
+        finally:
+            release.set()
+            if worker.poll() is None:
+                worker.kill()
+        for _ in range(50):  # the sandbox dies with its worker (bwrap --die-with-parent, the launcher's PDEATHSIG)
+            if not _processes_naming(token):
+                break
+            await asyncio.sleep(0.1)
+        assert _processes_naming(token) == []
+        asked_before = len(api.model_requests())
+    assert asked_before == 2 and (worktree / "a.txt").read_text() == "one\n"
+    session_id = heard.read_text()
+    with (FakeMessages(messages_turns([], "resumed")) if agent == "claude-code"
+          else FakeResponses(responses_turns([], "resumed"))) as api:
+        again = await _timed(_spec(agent, worktree, api.base_url, state, prompt="Go on.", resume=session_id,
+                                   allowed_tools=("Read", "Write")))
+    assert again.exit_code == 0, again.stderr
+    assert again.session_id == session_id and again.final_text == "resumed"
+    assert len(carried(api.model_requests()[0].body)) == 1  # the first turn's tool call and result, carried on

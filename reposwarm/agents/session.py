@@ -18,7 +18,9 @@ import signal
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from reposwarm.agents import bridge, claude_code, clis, codex
@@ -61,8 +63,13 @@ def _path(cli: clis.AgentCli, base: str) -> str:
     return os.pathsep.join([str(cli.path_dir), base]) if cli.path_dir else base
 
 
-async def run_session(spec: SessionSpec) -> SessionSummary:
-    """Run the session to its end (or its timeout, or past its turns) and say what came of it."""
+OnEvent = Callable[[dict[str, Any], SessionSummary], None]
+
+
+async def run_session(spec: SessionSpec, on_event: OnEvent | None = None) -> SessionSummary:
+    """Run the session to its end (or its timeout, or past its turns) and say what came of it. `on_event` hears
+    each event as it comes, with the summary so far (an activity heartbeats the session id from it, so a worker
+    killed mid-session leaves the id its retry resumes)."""
     cli = clis.find(spec.agent)
     spec.state_dir.mkdir(parents=True, exist_ok=True)
     argv, agent_env, started, fixed = _command(spec, cli)
@@ -73,7 +80,7 @@ async def run_session(spec: SessionSpec) -> SessionSummary:
         home.mkdir(exist_ok=True)
         env = {"PATH": _path(cli, "/usr/local/bin:/usr/bin:/bin"), "HOME": str(home), "LANG": "C.UTF-8",
                "TMPDIR": tempfile.gettempdir(), **agent_env}
-        await _run(argv, env, spec, summary)
+        await _run(argv, env, spec, summary, on_event)
     else:
         if not sandbox.enabled():
             raise SessionRefused("agent sessions run only sandboxed here, and REPOSWARM_SANDBOX=off")
@@ -83,7 +90,7 @@ async def run_session(spec: SessionSpec) -> SessionSummary:
             socket_path = Path(scratch) / "api.sock"
             async with bridge.HostBridge(socket_path, "127.0.0.1" if host == "localhost" else host, port):
                 wrapped, env = _sandboxed(argv, agent_env, spec, cli, socket_path, port, fixed)
-                await _run(wrapped, env, spec, summary)
+                await _run(wrapped, env, spec, summary, on_event)
     summary.seconds = round(time.monotonic() - began, 2)
     return summary
 
@@ -107,7 +114,8 @@ def _sandboxed(argv: list[str], agent_env: dict[str, str], spec: SessionSpec, cl
     return [sys.executable, "-I", "-S", "-c", sandbox.LAUNCHER, json.dumps(launch)], env
 
 
-async def _run(argv: list[str], env: dict[str, str], spec: SessionSpec, summary: SessionSummary) -> None:
+async def _run(argv: list[str], env: dict[str, str], spec: SessionSpec, summary: SessionSummary,
+               on_event: OnEvent | None) -> None:
     read_event = claude_code.read_event if spec.agent == "claude-code" else codex.read_event
     proc = await asyncio.create_subprocess_exec(
         *argv, cwd=spec.worktree, env=env, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
@@ -136,6 +144,8 @@ async def _run(argv: list[str], env: dict[str, str], spec: SessionSpec, summary:
                 continue
             summary.events.append(event)
             read_event(event, summary)
+            if on_event is not None:
+                on_event(event, summary)
             # Codex has no turn limit of its own: its tool calls past max_turns end it
             if spec.agent == "codex" and len(summary.tool_calls) > spec.max_turns:
                 summary.stopped = f"ended after {spec.max_turns} turns (max_turns)"
