@@ -174,6 +174,27 @@ async def test_usage_and_cost_are_counted_per_lane_and_call(
     assert lines["web"]["input_tokens"] == 10
 
 
+@pytest.mark.parametrize("streamed", [False, True], ids=["json", "sse"])
+@pytest.mark.parametrize("api", ["anthropic", "responses", "chat"])
+async def test_a_provider_that_reports_no_usage_gets_the_built_in_loops_estimate(
+        keys: None, monkeypatch: pytest.MonkeyPatch, api: str, streamed: bool) -> None:
+    # a local server that counts nothing: the conversation sent and the reply said, at 4 characters a token, as
+    # reposwarm/models/calls.py estimates, so a lane's budget still counts it
+    run_id = new_run()
+    said = {"content": "x" * 40, "tool_calls": [{"id": "c1", "name": "read_file", "arguments": {"path": "a.py"}}],
+            "usage": {"input_tokens": 0, "output_tokens": 0}}
+    request = body(api, stream=streamed)
+    with provider(monkeypatch, api, script(said)):
+        async with ModelProxy() as proxy, httpx.AsyncClient() as agent:
+            lane = proxy.open_lane(LaneKey(run_id=run_id, lane="api"))
+            got = await agent.post(proxy.url + PATH[api], json=request, headers=headers(api, lane.token))
+            tally = proxy.tally(lane.token)
+    assert got.status_code == 200
+    sent = request["input" if api == "responses" else "messages"]
+    assert (tally.usage.input_tokens, tally.usage.output_tokens) == (len(json.dumps(sent)) // 4, (40 + 16) // 4)
+    assert tally.usage.cost_usd > 0 and model_lines(run_id)[0]["output_tokens"] == 14
+
+
 # --- tokens and keys ---
 
 

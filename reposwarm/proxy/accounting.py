@@ -38,8 +38,13 @@ def call_id(key: LaneKey, digest: str, occurrence: int) -> str:
     return f"{key.lane}-r{key.round}{dispatch}-{digest[:12]}.{occurrence}"
 
 
-def priced_usage(reader: UsageReader, name: str, prices: dict[str, ModelPrice]) -> Usage:
-    usage = reader.usage()
+def sent_conversation(body: dict[str, Any]) -> Any:
+    """What a request sends as its conversation, for a size estimate (the built-in loop measures its messages)."""
+    return body.get("messages", body.get("input"))
+
+
+def priced_usage(reader: UsageReader, name: str, prices: dict[str, ModelPrice], body: dict[str, Any]) -> Usage:
+    usage = reader.usage(sent_conversation(body))
     price, _ = price_of(name, prices)
     return priced(usage, name, price, reader.cache_ttl)
 

@@ -382,7 +382,7 @@ class ModelProxy:
                              reply: bytes, *, streamed: bool) -> None:
         """A call the provider answered: priced, on the lane's tally, its ledger line, then its record."""
         lane = call.lane
-        usage = accounting.priced_usage(reader, call.model, self.prices)
+        usage = accounting.priced_usage(reader, call.model, self.prices, call.body)
         lane.tally.usage = lane.tally.usage + usage
         lane.tally.upstream_calls += 1
         self.upstream_calls += 1

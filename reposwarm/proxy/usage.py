@@ -14,8 +14,10 @@ cache and `cache_write_tokens` written to it.
   `completion_tokens`, reasoning tokens added where a server reports them beside it. Streamed, the last chunk
   carries it when the request asked (the proxy asks: wire.with_stream_usage).
 
-A reply that is not what its API sends (not JSON, fields of the wrong type) counts no tokens, never an error:
-the agent has its reply as the provider sent it, and the ledger line says what could be read.
+A reply that reports no usage at all (a local server that counts nothing) gets the built-in loop's size estimate
+(reposwarm/models/calls.py `_estimate`): the conversation sent at 4 characters a token, and the reply's text and
+tool-call arguments likewise, at least one. A reply that is not what its API sends (not JSON, fields of the wrong
+type) is counted so, never an error: the agent has its reply as the provider sent it.
 """
 
 from __future__ import annotations
@@ -33,6 +35,10 @@ def _int(value: Any) -> int:
 
 def _dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
+
+
+def _str(value: Any) -> str:
+    return value if isinstance(value, str) else ""
 
 
 class EventSplitter:
@@ -79,6 +85,7 @@ class UsageReader:
         self.stop_reason = ""
         self.cache_ttl = "5m"
         self._fields: dict[str, Any] = {}  # the API's usage object, as far as it has come
+        self._said = 0  # characters of the reply's text and tool-call arguments, for an estimate
 
     def json_reply(self, body: bytes) -> None:
         try:
@@ -89,13 +96,25 @@ class UsageReader:
         if self.api == ANTHROPIC:
             self._fields = _dict(reply.get("usage"))
             self.stop_reason = str(reply.get("stop_reason") or "")
+            for block in reply.get("content") or []:
+                block = _dict(block)
+                self._said += len(_str(block.get("text"))) + (len(json.dumps(block.get("input")))
+                                                              if block.get("type") == "tool_use" else 0)
         elif self.api == RESPONSES:
             self._response(reply)
+            for item in reply.get("output") or []:
+                item = _dict(item)
+                self._said += len(_str(item.get("arguments"))) + sum(
+                    len(_str(_dict(part).get("text"))) for part in item.get("content") or [])
         elif self.api == CHAT:
             self._fields = _dict(reply.get("usage"))
             choices = reply.get("choices")
             if isinstance(choices, list) and choices:
                 self.stop_reason = self._chat_stop(_dict(choices[0]))
+                message = _dict(_dict(choices[0]).get("message"))
+                self._said += len(_str(message.get("content"))) + sum(
+                    len(_str(_dict(_dict(call).get("function")).get("arguments")))
+                    for call in message.get("tool_calls") or [])
 
     def event(self, event: bytes) -> None:
         data = _dict(event_data(event))
@@ -106,15 +125,24 @@ class UsageReader:
             elif kind == "message_delta":
                 self._fields.update(_dict(data.get("usage")))  # cumulative figures: the latest win
                 self.stop_reason = str(_dict(data.get("delta")).get("stop_reason") or self.stop_reason)
+            elif kind == "content_block_delta":
+                delta = _dict(data.get("delta"))
+                self._said += len(_str(delta.get("text"))) + len(_str(delta.get("partial_json")))
         elif self.api == RESPONSES:
             if kind in ("response.completed", "response.incomplete", "response.failed"):
                 self._response(_dict(data.get("response")))
+            elif kind in ("response.output_text.delta", "response.function_call_arguments.delta"):
+                self._said += len(_str(data.get("delta")))
         elif self.api == CHAT:
             if _dict(data.get("usage")):
                 self._fields = _dict(data.get("usage"))
             for choice in data.get("choices") or []:
                 if stop := self._chat_stop(_dict(choice)):
                     self.stop_reason = stop
+                delta = _dict(_dict(choice).get("delta"))
+                self._said += len(_str(delta.get("content"))) + sum(
+                    len(_str(_dict(_dict(call).get("function")).get("arguments")))
+                    for call in delta.get("tool_calls") or [])
 
     def _response(self, response: dict[str, Any]) -> None:
         self._fields = _dict(response.get("usage"))
@@ -131,7 +159,16 @@ class UsageReader:
             return "refusal"
         return str(choice.get("finish_reason") or "")[:64]
 
-    def usage(self) -> Usage:
+    def usage(self, conversation: Any = None) -> Usage:
+        """The call's usage; where the reply reported none, the estimate from `conversation` (what was sent: the
+        request's messages, or the Responses API's input) and the reply's text."""
+        counted = self._counted()
+        if counted.input_tokens or counted.output_tokens:
+            return counted
+        return Usage(input_tokens=len(json.dumps(conversation)) // 4, output_tokens=max(1, self._said // 4),
+                     model_calls=1)
+
+    def _counted(self) -> Usage:
         f = self._fields
         if self.api == ANTHROPIC:
             written, read = _int(f.get("cache_creation_input_tokens")), _int(f.get("cache_read_input_tokens"))
