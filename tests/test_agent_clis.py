@@ -100,7 +100,13 @@ def planted_keys(monkeypatch: pytest.MonkeyPatch) -> None:
 # (bash's /dev/tcp: whether the agent can open a connection to the trap on the host's loopback)
 def _look_around(trap: Trap) -> str:
     return (f"cat /proc/net/dev; env; (exec 3<>/dev/tcp/127.0.0.1/{trap.port}) 2>/dev/null && echo TRAP-REACHED "
-            "|| echo TRAP-UNREACHABLE")
+            "|| echo TRAP-UNREACHABLE; echo GIT-HEAD=$(git rev-parse HEAD); git for-each-ref --format='REF %(refname)'")
+
+
+def _git_view_only(looked: str, worktree: Path) -> None:
+    """The agent's git is a private view of its worktree's HEAD: that commit, none of the repository's refs."""
+    assert f"GIT-HEAD={git(worktree, 'rev-parse', 'HEAD')}" in looked, looked
+    assert "REF refs/heads/" not in looked, looked
 
 
 def _spec(agent: str, worktree: Path, base_url: str, state: Path, **kw: object) -> SessionSpec:
@@ -136,7 +142,8 @@ async def test_claude_code_writes_the_scripted_file_sandboxed(worktree: Path, tm
     ], closing="Wrote notes/hello.txt.")
     with FakeMessages(script) as api:
         summary = await _timed(_spec("claude-code", worktree, api.base_url, tmp_path / "claude-state",
-                                     allowed_tools=("Bash", "Read", "Write", "Edit"), max_turns=6))
+                                     allowed_tools=("Bash", "Read", "Write", "Edit"), max_turns=6,
+                                     git_dir=tmp_path / "repo" / ".git"))
     assert summary.exit_code == 0, summary.stderr
     assert not summary.is_error and summary.sandboxed
     assert (worktree / "notes" / "hello.txt").read_text() == "hello from claude\n"
@@ -153,6 +160,7 @@ async def test_claude_code_writes_the_scripted_file_sandboxed(worktree: Path, tm
     _only_loopback(looked)
     assert "TRAP-UNREACHABLE" in looked and "TRAP-REACHED" not in looked.replace("TRAP-UNREACHABLE", "")
     assert f"ANTHROPIC_API_KEY={TOKEN}" in looked
+    _git_view_only(looked, worktree)
     _no_secret_in(looked)
     assert trap.connections == 0
     _no_secret_in(repr(summary.events))
@@ -165,7 +173,8 @@ async def test_codex_writes_the_scripted_file_sandboxed(worktree: Path, tmp_path
         [Call("apply_patch", {"input": PATCH})],
     ], closing="Wrote notes/hello.txt.")
     with FakeResponses(script) as api:
-        summary = await _timed(_spec("codex", worktree, api.base_url, tmp_path / "codex-state"))
+        summary = await _timed(_spec("codex", worktree, api.base_url, tmp_path / "codex-state",
+                                     git_dir=tmp_path / "repo" / ".git"))
     assert summary.exit_code == 0, summary.stderr
     assert not summary.is_error and summary.sandboxed
     assert (worktree / "notes" / "hello.txt").read_text() == "hello from codex\n"
@@ -183,6 +192,7 @@ async def test_codex_writes_the_scripted_file_sandboxed(worktree: Path, tmp_path
     looked = str(outputs[0]["output"])
     assert "TRAP-UNREACHABLE" in looked
     _only_loopback(looked)
+    _git_view_only(looked, worktree)
     _no_secret_in(looked)
     assert "Success" in str(outputs[1]["output"])
     assert trap.connections == 0

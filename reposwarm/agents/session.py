@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import json
 import os
+import shutil
 import signal
 import sys
 import tempfile
@@ -26,6 +27,7 @@ from urllib.parse import urlsplit
 from reposwarm.agents import bridge, claude_code, clis, codex
 from reposwarm.agents.spec import SessionSpec, SessionSummary
 from reposwarm.checks import sandbox
+from reposwarm.checks.sandbox import gitview
 from reposwarm.checks.sandbox.environment import private_home
 from reposwarm.contracts import CheckProfile
 
@@ -86,17 +88,30 @@ async def run_session(spec: SessionSpec, on_event: OnEvent | None = None) -> Ses
             raise SessionRefused("agent sessions run only sandboxed here, and REPOSWARM_SANDBOX=off")
         port = _loopback_port(spec.base_url)
         host = urlsplit(spec.base_url).hostname or "127.0.0.1"
-        with tempfile.TemporaryDirectory(prefix="rs-agent-") as scratch:  # (short: a socket path has 108 bytes)
-            socket_path = Path(scratch) / "api.sock"
-            async with bridge.HostBridge(socket_path, "127.0.0.1" if host == "localhost" else host, port):
-                wrapped, env = _sandboxed(argv, agent_env, spec, cli, socket_path, port, fixed)
-                await _run(wrapped, env, spec, summary, on_event)
+        view_scratch = gitview.scratch_dir() if spec.git_dir is not None else None
+        try:
+            view = None
+            if spec.git_dir is not None and view_scratch is not None:
+                try:
+                    view = await asyncio.to_thread(gitview.make, spec.worktree, spec.git_dir, spec.readable,
+                                                   view_scratch)
+                except (gitview.GitViewError, OSError) as err:  # the session runs on, without git metadata
+                    summary.stderr = f"[reposwarm: the agent's git view could not be made ({err})]\n"
+            with tempfile.TemporaryDirectory(prefix="rs-agent-") as scratch:  # (short: a socket path has 108 bytes)
+                socket_path = Path(scratch) / "api.sock"
+                async with bridge.HostBridge(socket_path, "127.0.0.1" if host == "localhost" else host, port):
+                    wrapped, env = _sandboxed(argv, agent_env, spec, cli, socket_path, port, fixed, view)
+                    await _run(wrapped, env, spec, summary, on_event)
+        finally:
+            if view_scratch is not None:
+                shutil.rmtree(view_scratch, ignore_errors=True)
     summary.seconds = round(time.monotonic() - began, 2)
     return summary
 
 
 def _sandboxed(argv: list[str], agent_env: dict[str, str], spec: SessionSpec, cli: clis.AgentCli,
-               socket_path: Path, port: int, fixed: list[Path]) -> tuple[list[str], dict[str, str]]:
+               socket_path: Path, port: int, fixed: list[Path],
+               view: gitview.GitView | None) -> tuple[list[str], dict[str, str]]:
     """The launcher's command line (it becomes bwrap, which runs the bridge, which runs the agent) and env."""
     binary = sandbox.bwrap()
     home = private_home()
@@ -110,7 +125,7 @@ def _sandboxed(argv: list[str], agent_env: dict[str, str], spec: SessionSpec, cl
     env["PATH"] = _path(cli, env.get("PATH", "/usr/bin:/bin"))
     limits, _ = sandbox.rlimits(AGENT_PROFILE, None)
     launch = {"parent": os.getpid(), "cgroup": None, "rlimits": limits, "nice": 0, "env": sorted(env),
-              "argv": sandbox.bwrap_argv(binary, inner, tree, AGENT_PROFILE, home, None)}
+              "argv": sandbox.bwrap_argv(binary, inner, tree, AGENT_PROFILE, home, view)}
     return [sys.executable, "-I", "-S", "-c", sandbox.LAUNCHER, json.dumps(launch)], env
 
 
@@ -165,7 +180,7 @@ async def _run(argv: list[str], env: dict[str, str], spec: SessionSpec, summary:
             _kill(proc)
         code = await proc.wait()
     summary.exit_code = None if summary.stopped else code
-    summary.stderr = stderr.decode(errors="replace")
+    summary.stderr += stderr.decode(errors="replace")
 
 
 def _kill(proc: asyncio.subprocess.Process) -> None:

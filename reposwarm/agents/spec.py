@@ -29,6 +29,10 @@ class SessionSpec:
     resume: str | None = None  # the CLI's session id to continue (SessionSummary.session_id of an earlier run)
     session_id: str | None = None  # Claude Code: start a new session under this id (a UUID) rather than its own
     timeout_s: float = 600
+    # The repository's common git directory: the sandbox shows the agent a private git view of its worktree's HEAD
+    # (the checks' gitview.py: that commit only, filtered to `readable` when given), never the shared one.
+    git_dir: Path | None = None
+    readable: tuple[str, ...] | None = None
     sandboxed: bool = True  # inside the checks' bubblewrap sandbox, the model API reached through a bridge only
 
     def __post_init__(self) -> None:
