@@ -11,6 +11,7 @@ reposwarm.models.calls.complete, shared with the planner (activities/planning.py
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 from temporalio import activity
@@ -23,7 +24,17 @@ from reposwarm.agent import conversation
 from reposwarm.agent.conversation import Message, SystemMessage, ToolResult, UserMessage
 from reposwarm.agent.prompts import LANE_SYSTEM, WARM_MESSAGE, WITHHELD_REPLY, cut_note, declined_note
 from reposwarm.agent.specs import tool_specs
-from reposwarm.contracts import ModelTurnInput, ModelTurnResult, ToolCall, ToolInput, ToolOutcome, Usage, WarmInput
+from reposwarm.contracts import (
+    ModelTurnInput,
+    ModelTurnResult,
+    ToolCall,
+    ToolInput,
+    ToolOutcome,
+    TurnSteps,
+    Usage,
+    WarmInput,
+)
+from reposwarm.contracts.cost import next_billed, over_budget
 from reposwarm.contracts.model import ModelReply
 from reposwarm.models.calls import MAX_ERROR_CHARS, as_text, complete
 from reposwarm.models.limits import REFUSAL, is_cut
@@ -34,17 +45,78 @@ INLINE_ARGS = 1024  # tool-call arguments larger than this ride in the store, no
 
 @activity.defn
 async def model_turn(req: ModelTurnInput) -> ModelTurnResult:
-    """One turn of a lane: append the new messages, ask the model, store the transcript."""
+    """One turn of a lane: append the new messages, ask the model, store the transcript; with `req.steps`, the
+    turns that follow while the model only reads and edits (_go_on)."""
     store = Store(req.run_id)
+    started = time.monotonic()
     # The store's reads and writes run in a thread, as complete()'s do: the worker's event loop serves every
     # lane's activities and workflow tasks, and a slow disk must not hold them up.
     messages, wire, compacted = await asyncio.to_thread(_conversation, req, store)
-    reply = await complete(req.run_id, req.model, agent=req.agent, round_no=req.round, turn=req.turn,
-                           attempt=req.attempt, system=req.system or LANE_SYSTEM, messages=wire,
-                           tools=tool_specs(), price=req.price, record=req.record, cache_ttl=req.cache_ttl,
-                           max_tokens=req.max_output_tokens, thinking_tokens=req.thinking_tokens,
-                           reasoning_effort=req.reasoning_effort)
-    return await asyncio.to_thread(_turn_result, req, store, messages, reply, compacted)
+    reply = await _ask(req, req.turn, wire)
+    if req.steps is None:
+        return await asyncio.to_thread(_turn_result, req, store, messages, reply, compacted, req.turn)
+    turns: list[ModelTurnResult] = []
+    spent = req.steps.spent
+    while True:
+        result = await asyncio.to_thread(_turn_result, req, store, messages, reply, compacted,
+                                           req.turn + len(turns), keep=False)
+        turns.append(result)
+        spent = spent + result.usage
+        if not _go_on(req, req.steps, result, len(turns), spent, started):
+            break
+        try:
+            messages, wire, compacted = await asyncio.to_thread(_answered, req, store, messages, result)
+            reply = await _ask(req, req.turn + len(turns), wire)
+        except Exception as err:  # noqa: BLE001 - the turns done are kept; the next activity asks again
+            # A model call failing after the first turn ends the activity with the turns it has: the workflow then
+            # asks for the next turn as an activity of its own, with its own retries (and the provider's outage
+            # window), and an error that is no outage fails it there, as it would have failed this one.
+            activity.logger.info("lane %s: turn %d not asked in this activity: %s", req.agent,
+                                 req.turn + len(turns) + 1, str(err)[:200])
+            break
+    transcript = await asyncio.to_thread(store.put_json, conversation.to_wire(messages))
+    done = [t.model_copy(update={"transcript_ref": transcript}) for t in turns]
+    return done[0].model_copy(update={"then": done[1:]})
+
+
+async def _ask(req: ModelTurnInput, turn: int, wire: list[dict[str, Any]]) -> ModelReply:
+    """The model's reply to the conversation as sent (`wire`), for the lane's turn `turn` (0-based, as counted
+    before it): the run's exactly-once record answers a request it has answered before (a retried activity)."""
+    return await complete(req.run_id, req.model, agent=req.agent, round_no=req.round, turn=turn,
+                          attempt=req.attempt, system=req.system or LANE_SYSTEM, messages=wire,
+                          tools=tool_specs(), price=req.price, record=req.record, cache_ttl=req.cache_ttl,
+                          max_tokens=req.max_output_tokens, thinking_tokens=req.thinking_tokens,
+                          reasoning_effort=req.reasoning_effort)
+
+
+def _go_on(req: ModelTurnInput, steps: TurnSteps, result: ModelTurnResult, done: int, spent: Usage,
+           started: float) -> bool:
+    """Whether the activity asks the model again by itself after `result`, its `done`-th turn: only where the
+    workflow would have asked the next turn at once, and nothing it decides between turns is at stake.
+
+    Every call of the reply ran in the turn (a quick tool) and none was malformed; the reply was no finish, not cut
+    and not declined; the activity is within its turns and seconds, the lane within its wall-time budget, and the
+    next call within the lane's budgets as the workflow reckons them (reposwarm/contracts/cost.py). Otherwise the
+    workflow reads the turns, runs what is left and decides, as after any turn."""
+    if result.finish is not None or result.cut or result.declined or not result.tool_calls:
+        return False
+    if len(result.outcomes) != len(result.tool_calls) or any(o.malformed for o in result.outcomes):
+        return False
+    if done >= steps.turns or time.monotonic() - started >= steps.seconds or time.time() >= steps.wall_deadline:
+        return False
+    new_chars = sum(o.output_chars for o in result.outcomes)
+    next_call = next_billed(req.model, req.price, result.usage, new_chars)
+    return over_budget(req.agent, req.price, spent, steps.token_budget, steps.cost_budget_usd, next_call) is None
+
+
+def _answered(req: ModelTurnInput, store: Store, messages: list[Message],
+              result: ModelTurnResult) -> tuple[list[Message], list[dict[str, Any]], bool]:
+    """The conversation after a turn whose calls all ran in it: each call's output answers it, as the workflow's
+    next turn would have sent them (its tool results, read back from the store), compacted to the context."""
+    answered = [*messages, *(ToolResult(tool_call_id=o.call_id, content=store.get(o.output_ref).decode("utf-8"))
+                             for o in result.outcomes)]
+    compacted_messages, compacted = conversation.compact(conversation.answer_open_calls(answered), req.context_tokens)
+    return compacted_messages, conversation.to_wire(compacted_messages), compacted
 
 
 def _conversation(req: ModelTurnInput, store: Store) -> tuple[list[Message], list[dict[str, Any]], bool]:
@@ -71,7 +143,9 @@ def _conversation(req: ModelTurnInput, store: Store) -> tuple[list[Message], lis
 
 
 def _turn_result(req: ModelTurnInput, store: Store, messages: list[Message], reply: ModelReply,
-                 compacted: bool) -> ModelTurnResult:
+                 compacted: bool, turn: int, *, keep: bool = True) -> ModelTurnResult:
+    """The turn's result, the reply appended to `messages`; the transcript stored, unless not `keep` (a turn
+    going on by itself: model_turn stores it once, after its last turn)."""
     cut, declined = is_cut(reply.stop_reason), reply.stop_reason == REFUSAL
     note = ""
     if declined:
@@ -83,14 +157,15 @@ def _turn_result(req: ModelTurnInput, store: Store, messages: list[Message], rep
         messages.append(UserMessage(content=note))
     calls, finish = conversation.checked_calls(reply.tool_calls, MAX_ERROR_CHARS)
     content = (reply.stop_detail or "the model gave no reason") if declined else reply.content
-    result = _decodable(ModelTurnResult(transcript_ref=store.put_json(conversation.to_wire(messages)),
+    transcript = store.put_json(conversation.to_wire(messages)) if keep else ""
+    result = _decodable(ModelTurnResult(transcript_ref=transcript,
                                         content=content[:2000], tool_calls=[_parked(c, store) for c in calls],
                                         finish=finish, usage=reply.usage, model=req.model, compacted=compacted,
                                         cut=cut, declined=declined))
-    return _with_quick_calls(req, result)
+    return _with_quick_calls(req, result, turn)
 
 
-def _with_quick_calls(req: ModelTurnInput, result: ModelTurnResult) -> ModelTurnResult:
+def _with_quick_calls(req: ModelTurnInput, result: ModelTurnResult, turn: int) -> ModelTurnResult:
     """The reply's first calls run here, while they are quick tools (req.tools): a step of reads and edits is then
     this one activity, not a tool call's round trip after it (bench/results.json: step, host_affinity).
 
@@ -106,7 +181,7 @@ def _with_quick_calls(req: ModelTurnInput, result: ModelTurnResult) -> ModelTurn
         try:
             outcomes.append(answer(ToolInput(
                 run_id=req.run_id, lane=req.agent, call=call, round=req.round, attempt=req.attempt,
-                turn=req.turn + 1, allowed_paths=req.tools.allowed_paths, read_only_paths=req.tools.read_only_paths,
+                turn=turn + 1, allowed_paths=req.tools.allowed_paths, read_only_paths=req.tools.read_only_paths,
                 default_reason=result.content[:200]), in_turn=True))
         except Exception:  # noqa: BLE001 - run_tool answers every call; what it raises is the workflow's to retry
             break  # (this call and the rest go to the workflow's activities, their own retries, as they always did)

@@ -539,7 +539,7 @@ async def run_scenario(out: Outcome, client: Client, address: str, mp: pytest.Mo
 
     def on_model_call(key: tuple[str, int, int]) -> None:
         target = {"planning": ("planner", 1, 0), "lane_turn": ("api", 1, 1), "server": ("web", 1, 1),
-                  "server_long": ("api", 1, 1)}.get(fault or "")
+                  "server_long": ("api", 1, 1), "lane_steps": ("web", 1, 2)}.get(fault or "")
         if key == target:
             kill(f"model request {key[0]} turn {key[2]} in flight")
 

@@ -9,6 +9,9 @@ check command starting, the merge's git step, the ledger, the review phase):
 
   (a) planning      the worker, during the planner's model call
   (b) lane_turn     the worker, during lane api's second model turn
+      lane_steps    ... during lane web's third model turn, which the activity of its second asked by itself
+                    (patch turns-in-activity: web's second turn only wrote a file): the retried activity
+                    must reuse the second turn's reply and its write's record, and ask only the third again
   (c) tool_call     the worker, during lane api's run_checks tool (its check command sleeps 1 s)
       quick_tool    ... just after lane api's edit_file, a local activity, ledgered its call, while the
                     workflow task that ran it is still open (20 quick reads follow it in the same turn): the
@@ -87,6 +90,7 @@ class OrphanedCheck(AssertionError):
 RETRIED = {
     "planning": ("model_call", "planner", "planner-r1-t0"),
     "lane_turn": ("model_call", "api", "api-r1-t1"),
+    "lane_steps": ("model_call", "web", "web-r1-t2"),
     "tool_call": ("tool_call", "api", "api_3"),
     "merge": ("merge", "api", ""),
     "merge_committed": ("merge", "api", ""),
@@ -249,6 +253,7 @@ async def test_reference_run_undisturbed(campaign: Campaign) -> None:
 @pytest.mark.parametrize("fault", [
     "planning",  # (a) the planner's model call in flight
     "lane_turn",  # (b) lane api's second model turn in flight
+    "lane_steps",  # (b') lane web's third turn in flight, asked by the activity of its second
     "tool_call",  # (c) lane api's run_checks tool running its ~1 s check command
     "quick_tool",  # (c') lane api's edit_file, a local activity, just done, its workflow task still open
     "merge",  # (d) merge_lane of api, the first lane to finish, inside `git merge-tree`
@@ -273,6 +278,10 @@ async def test_worker_sigkilled_then_replaced(campaign: Campaign, fault: str) ->
                  if e["event"] == "model_call" and e.get("call_id") == "api-r1-t1"]
         assert out.lost_workflow_tasks or any(outcome == "reused" and (attempt or 1) > 1 for outcome, attempt in again), \
             f"the kill came after the edit's turn was done (widen QUICK_READS): {again}"
+    if fault == "lane_steps":  # the killed activity had answered web's second turn: its retry reused that reply
+        second = [(e.get("outcome"), e.get("attempt")) for e in out.ledger
+                  if e["event"] == "model_call" and e.get("call_id") == "web-r1-t1"]
+        assert ("reused", 2) in second, f"web's third turn was not asked by its second turn's activity: {second}"
     check_retried(out)
     check_against_reference(out, ref)
     check_same_findings(out, ref)

@@ -133,8 +133,8 @@ async def test_the_progress_query_says_what_the_lane_is_doing(client, tmp_path):
 
 @pytest_asyncio.fixture(scope="module")
 async def suggesting_client(reposwarm_home):
-    """A dev server of its own that suggests continue-as-new after 200 events, so a short lane continues."""
-    env = await start_dev_server(["--dynamic-config-value", "limit.historyCount.suggestContinueAsNew=200"])
+    """A dev server of its own that suggests continue-as-new after 30 events, so a short lane continues."""
+    env = await start_dev_server(["--dynamic-config-value", "limit.historyCount.suggestContinueAsNew=30"])
     async with make_worker(env.client):
         yield env.client
     await env.shutdown()
@@ -143,8 +143,9 @@ async def suggesting_client(reposwarm_home):
 async def test_the_account_survives_continue_as_new(suggesting_client, tmp_path):
     client = suggesting_client
     repo, lanes, plan = one_lane(tmp_path, BROKEN_FAILS)
-    # 160 failed reads, five a turn: the turn runs them itself (one activity), so it takes turns, not calls, to
-    # reach the 200 events after which the server suggests continuing as new; budgets that last them
+    # 160 failed reads, five a turn: the turn runs them itself and goes on to the next (one activity for up to 16
+    # turns), so it takes activities, not turns or calls, to reach the 30 events after which the server suggests
+    # continuing as new; budgets that last them
     write_yaml(lanes, {"swarm": {"lanes": {"api": {"allowed_paths": ["api/"], "max_turns": 60,
                                                    "token_budget": 50_000_000}}},
                        "validation": {"profiles": {"default": {"commands": [[sys.executable, "-c", BROKEN_FAILS]],

@@ -32,37 +32,24 @@ with workflow.unsafe.imports_passed_through():
         SwarmStatus,
         Usage,
     )
-    from reposwarm.contracts.cost import change_problem, raised, rates, unit_problem, usd
+    from reposwarm.contracts.cost import change_problem, next_billed, over_budget, raised, unit_problem, usd
     from reposwarm.text import inert_line
     from workflows.review import conversion_problem
 
-OUTPUT_RESERVE = 512  # tokens kept back for the reply when checking the budget before a call
-
-
 def next_call(task: HelperTask, last: Usage, new_chars: int) -> float:
-    """What the lane's next call will bill, in input-token equivalents: where the provider caches, the last prompt
-    is read from the cache and what was added since is written; elsewhere, all of it is sent again."""
-    r = rates(task.model, task.price)
-    added = last.output_tokens + new_chars // 4
-    if last.cache_read_tokens or last.cache_write_tokens:
-        return last.input_tokens * r.read + added * r.write + OUTPUT_RESERVE * r.output
-    return last.input_tokens + added + OUTPUT_RESERVE * r.output
+    """What the lane's next call will bill, in input-token equivalents (reposwarm/contracts/cost.py next_billed)."""
+    return next_billed(task.model, task.price, last, new_chars)
 
 
-def _budgets(task: HelperTask, r: LaneResume) -> tuple[int, float | None]:
+def budgets_of(task: HelperTask, r: LaneResume) -> tuple[int, float | None]:
+    """The assignment's token and dollar budgets: as a person raised them at a pause, else the role's."""
     return r.token_budget or task.role.token_budget, r.cost_budget_usd or task.role.cost_budget_usd
 
 
 def over(task: HelperTask, r: LaneResume, next_billed: float) -> BudgetPause | None:
     """The budget the next call would take the lane past, or None."""
-    tokens, usd = _budgets(task, r)
-    if r.usage.billed + next_billed > tokens:
-        return BudgetPause(lane=task.lane, what="tokens", spent=r.usage.billed, budget=tokens)
-    if usd is not None and task.price is not None:
-        next_usd = next_billed * task.price.input_per_mtok / 1e6
-        if r.usage.cost_usd + next_usd > usd:
-            return BudgetPause(lane=task.lane, what="cost", spent=r.usage.cost_usd, budget=usd)
-    return None
+    tokens, dollars = budgets_of(task, r)
+    return over_budget(task.lane, task.price, r.usage, tokens, dollars, next_billed)
 
 
 def apply(r: LaneResume, pause: BudgetPause, answer: BudgetChange | None) -> bool:
@@ -90,7 +77,7 @@ def ended(pause: BudgetPause, answer: BudgetChange | None, wait_s: float) -> str
 
 def spent_line(task: HelperTask, r: LaneResume) -> str:
     """"41,200 of 64,000 billed tokens ($0.41), 78% of input read from the cache", for the lane's details."""
-    tokens, _ = _budgets(task, r)
+    tokens, _ = budgets_of(task, r)
     cost = f" (${r.usage.cost_usd:.2f})" if task.price is not None else ""
     cache = f", {r.usage.cache_hit_share:.0%} of input from the cache" if r.usage.cache_read_tokens else ""
     return f"{r.usage.billed:,} of {tokens:,} billed tokens{cost}{cache}"

@@ -52,6 +52,7 @@ with workflow.unsafe.imports_passed_through():
         ToolCall,
         ToolInput,
         ToolOutcome,
+        TurnSteps,
         TurnTools,
         Usage,
     )
@@ -68,6 +69,12 @@ with workflow.unsafe.imports_passed_through():
 # server. Searches, symbol look-ups (an index may be built on first use) and checks stay activities: they can take
 # long.
 QUICK_TOOLS = frozenset({"read_file", "list_dir", "write_file", "edit_file", "delete_file"})
+# A turn whose calls were all quick goes on to the next by itself, in the same activity (patch "turns-in-activity",
+# reposwarm/contracts/turns.py TurnSteps): up to this many turns, starting none after this many seconds. A step
+# then costs no workflow task, activity task or history event of its own (docs/benchmarks.md, Orchestration CPU
+# per lane step); the lane's progress and the Web UI's details move once an activity, not once a turn.
+TURNS_AT_ONCE = 16
+TURNS_AT_ONCE_S = 30.0
 MAX_FAILED_CALLS = 50  # lines kept of a lane's failed and refused calls; the rest are counted
 MAX_DECLINED = 2  # replies in a row the model may decline (stop reason refusal) before the lane ends failed
 MAX_COMMANDS = 50  # lines kept of the commands a lane ran (the `run` tool); the rest are counted
@@ -219,13 +226,14 @@ class LaneWorkflow:
                     continue
                 return Ending.out_of_budget(budgets.ended(over, self._answer, task.budget_wait_s))
             try:
-                result, new_chars, valid_calls = await self._turn(task, state, edits)
+                turns = await self._turn(task, state, edits)
             except HostLost:
                 await self._rebuild(task, state, edits)
                 continue
-            next_billed = budgets.next_call(task, result.usage, new_chars)
-            if (ending := self._judged(task, state, result, valid_calls)) is not None:
-                return ending
+            for result, new_chars, valid_calls in turns:
+                next_billed = budgets.next_call(task, result.usage, new_chars)
+                if (ending := self._judged(task, state, result, valid_calls)) is not None:
+                    return ending
         return Ending.out_of_budget(f"turn budget of {role.max_turns} used up")
 
     def _judged(self, task: HelperTask, state: LaneResume, result: ModelTurnResult, valid_calls: int) -> Ending | None:
@@ -280,15 +288,17 @@ class LaneWorkflow:
         self._progress.step_since = workflow.now().timestamp() if step else None
 
     async def _turn(self, task: HelperTask, state: LaneResume,
-                    edits: dict[str, FileEdit]) -> tuple[ModelTurnResult, int, int]:
-        """One model turn and its tool calls on the lane's host, then a checkpoint commit if files changed; returns
-        the turn's result, the size of what its calls said, and how many of them were usable."""
+                    edits: dict[str, FileEdit]) -> list[tuple[ModelTurnResult, int, int]]:
+        """One model turn and its tool calls on the lane's host (and the turns it went on to by itself), then a
+        checkpoint commit if files changed; returns each turn's result, the size of what its calls said, and how
+        many of them were usable."""
         role = task.role
         self._step(f"model turn {state.turn + 1}")
         # the turn runs its quick calls itself where the worktree is made (not beside this turn)
         tools = TurnTools(names=sorted(QUICK_TOOLS), allowed_paths=task.allowed_paths,
                           read_only_paths=task.read_only_paths) \
             if self._making is None and workflow.patched("tools-in-turn") else None
+        steps = self._steps(task, state) if tools is not None and workflow.patched("turns-in-activity") else None
         result = await self._on_host(
             task, state, model_turn,
             ModelTurnInput(run_id=task.run_id, agent=task.lane, round=task.round, attempt=task.attempt,
@@ -296,18 +306,25 @@ class LaneWorkflow:
                            new_messages=state.pending, if_lost=state.if_lost, context_tokens=role.context_tokens,
                            price=task.price, record=task.record, cache_ttl=task.cache_ttl,
                            max_output_tokens=role.max_output_tokens, thinking_tokens=role.thinking_tokens,
-                           reasoning_effort=role.reasoning_effort, tools=tools),
+                           reasoning_effort=role.reasoning_effort, tools=tools, steps=steps),
             **options.model(task.outage_s),
         )
-        state.transcript_ref, state.usage = result.transcript_ref, state.usage + result.usage
         state.pending, state.if_lost = [], []
-        state.turn += 1
-        self._progress.turns, self._progress.tokens = state.turn, state.usage.total_tokens
-        self._progress.cost_usd, self._progress.cache_read_tokens = state.usage.cost_usd, state.usage.cache_read_tokens
-        await self._worktree_made(state)
-
-        changed, new_chars, valid_calls = await self._run_calls(task, result, state, edits)
-        self._progress.tool_calls = state.tool_calls
+        turns: list[tuple[ModelTurnResult, int, int]] = []
+        changed = False
+        last = len(result.then)
+        for i, each in enumerate([result, *result.then]):
+            state.transcript_ref, state.usage = each.transcript_ref, state.usage + each.usage
+            state.turn += 1
+            self._progress.turns, self._progress.tokens = state.turn, state.usage.total_tokens
+            self._progress.cost_usd = state.usage.cost_usd
+            self._progress.cache_read_tokens = state.usage.cache_read_tokens
+            await self._worktree_made(state)
+            # (a turn the activity went on from has its calls' results in the transcript already)
+            made, new_chars, valid_calls = await self._run_calls(task, each, state, edits, answered=i < last)
+            self._progress.tool_calls = state.tool_calls
+            changed = changed or made
+            turns.append((each, new_chars, valid_calls))
         workflow.set_current_details(
             f"**{task.lane}** (round {task.round}): turn {state.turn} of at most {role.max_turns}, "
             f"{state.tool_calls} tool calls, {budgets.spent_line(task, state)}, "
@@ -323,7 +340,14 @@ class LaneWorkflow:
                                         + "\n".join(f"- {e.path}: {e.reason}" for e in edits.values())),
                 **options.GIT,
             )
-        return result, new_chars, valid_calls
+        return turns
+
+    def _steps(self, task: HelperTask, state: LaneResume) -> TurnSteps:
+        """How far the turn may go on by itself: within its share of turns and seconds, and the lane's budgets."""
+        tokens, dollars = budgets.budgets_of(task, state)
+        return TurnSteps(turns=max(1, min(TURNS_AT_ONCE, task.role.max_turns - state.turn)), seconds=TURNS_AT_ONCE_S,
+                         wall_deadline=state.started_at + task.role.max_wall_s, spent=state.usage,
+                         token_budget=tokens, cost_budget_usd=dollars)
 
     async def _worktree_made(self, state: LaneResume) -> None:
         """Wait for a worktree made beside the first turn; its failure fails the lane like any activity's."""
@@ -365,9 +389,9 @@ class LaneWorkflow:
         workflow.logger.warning("lane %s: host %s lost; rebuilt on %s", task.lane, lost, state.host_queue)
 
     async def _run_calls(self, task: HelperTask, result: ModelTurnResult, state: LaneResume,
-                         edits: dict[str, FileEdit]) -> tuple[bool, int, int]:
-        """Run a reply's tool calls in order, each answered in the next message; returns (files changed, output size,
-        usable calls)."""
+                         edits: dict[str, FileEdit], *, answered: bool = False) -> tuple[bool, int, int]:
+        """Run a reply's tool calls in order, each answered in the next message (unless `answered`: the turn went on
+        by itself, its calls' results in the transcript); returns (files changed, output size, usable calls)."""
         changed, new_chars, valid = False, 0, 0
         if not result.tool_calls:
             state.pending.append(UserMessage(content=NO_TOOL_CALL).wire())
@@ -402,7 +426,8 @@ class LaneWorkflow:
                 edit = made.model_copy(update={"turns": [state.turn]})
                 edits[edit.path] = _merge_edit(edits.get(edit.path), edit)
                 changed = True
-            state.pending.append(answer.wire())
+            if not answered:
+                state.pending.append(answer.wire())
         return changed, new_chars, valid
 
     async def _result(self, task: HelperTask, state: LaneResume, edits: dict[str, FileEdit],

@@ -116,6 +116,7 @@ from reposwarm.contracts.turns import (
     ToolCall,
     ToolInput,
     ToolOutcome,
+    TurnSteps,
     TurnTools,
     WarmInput,
 )
@@ -147,6 +148,7 @@ __all__ = [
     "LaneRecord", "RoundRecord", "PrepareInput", "PrepareResult", "PublishInput", "Published", "Resolution", "ReviewDecision", "ReviewPackage",
     "ReviewReceipt", "RollbackInput", "RollbackResult", "ScoreInput", "SwarmConfig", "SwarmRequest", "SwarmResult",
     "SwarmResume", "SwarmStatus", "TestChange", "TestChangeKind", "TestFailure", "TestReport", "ToolCall", "ToolInput", "ToolOutcome",
+    "TurnSteps",
     "TurnTools",
     "TrialBatchRequest", "TrialBatchResult", "TrialClone", "TrialCloneInput", "TrialOutcome", "TrialScore",
     "TrialSpec", "TrialVetInput", "TrialVetting", "Usage", "Verdict",

@@ -165,6 +165,34 @@ class BudgetPause(Contract):
                 f"(reposwarm budget {run_id}{lane} --raise 2x | --add-usd 5 | --stop)")
 
 
+OUTPUT_RESERVE = 512  # tokens kept back for the reply when checking the budget before a call
+
+
+def next_billed(model_name: str, price: ModelPrice | None, last: Usage, new_chars: int) -> float:
+    """What a lane's next call will bill, in input-token equivalents: where the provider caches, the last prompt
+    is read from the cache and what was added since (the reply, and `new_chars` of tool results) is written;
+    elsewhere, all of it is sent again."""
+    r = rates(model_name, price)
+    added = last.output_tokens + new_chars // 4
+    if last.cache_read_tokens or last.cache_write_tokens:
+        return last.input_tokens * r.read + added * r.write + OUTPUT_RESERVE * r.output
+    return last.input_tokens + added + OUTPUT_RESERVE * r.output
+
+
+def over_budget(lane: str, price: ModelPrice | None, spent: Usage, tokens: int, dollars: float | None,
+                next_call: float) -> BudgetPause | None:
+    """The budget (`tokens` billed, `dollars` where the model has a price) that a next call billing `next_call`
+    would take a lane past, having `spent` so far; None when it fits. The lane's workflow asks before each model
+    call, and a model turn going on by itself (TurnSteps) before each of its own."""
+    if spent.billed + next_call > tokens:
+        return BudgetPause(lane=lane, what="tokens", spent=spent.billed, budget=tokens)
+    if dollars is not None and price is not None:
+        next_usd = next_call * price.input_per_mtok / 1e6
+        if spent.cost_usd + next_usd > dollars:
+            return BudgetPause(lane=lane, what="cost", spent=spent.cost_usd, budget=dollars)
+    return None
+
+
 class BudgetChange(Contract):
     """A person's answer to a budget pause (the run's `budget` Update, or its Signal twin)."""
 

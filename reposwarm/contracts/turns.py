@@ -39,6 +39,21 @@ class TurnTools(Contract):
     read_only_paths: list[str] = []
 
 
+class TurnSteps(Contract):
+    """How far a lane's model turn may go on by itself (patch "turns-in-activity", activities/model.py): while a
+    turn's every call was a quick one run in the turn (TurnTools), and nothing ended it (a finish, a reply cut or
+    declined, a malformed call), the activity asks the model again with the calls' results, up to `turns` turns
+    and for `seconds`, never past the lane's wall-time budget or its token and dollar budgets. A step of reads
+    and edits then costs the workflow no task of its own: the workflow reads the turns from the result."""
+
+    turns: int  # at most this many turns in the activity, its first included
+    seconds: float  # no turn starts this long after the activity's first
+    wall_deadline: float  # epoch seconds: the lane's wall-time budget ends then
+    spent: Usage  # the assignment's usage before the activity's first turn
+    token_budget: int
+    cost_budget_usd: float | None = None
+
+
 class ModelTurnInput(Contract):
     run_id: str
     agent: str  # "planner" or the lane name
@@ -59,6 +74,7 @@ class ModelTurnInput(Contract):
     thinking_tokens: int | None = None
     reasoning_effort: str | None = None
     tools: TurnTools | None = None  # the quick calls to run in the turn (None: every call is the workflow's to run)
+    steps: TurnSteps | None = None  # the turns it may go on to by itself (None: one turn)
 
 
 class WarmInput(Contract):
@@ -89,6 +105,9 @@ class ModelTurnResult(Contract):
     # The outcomes of the reply's first calls, run in the turn (ModelTurnInput.tools): outcomes[i] answers
     # tool_calls[i]; the workflow runs the calls after them.
     outcomes: list[ToolOutcome] = []
+    # The turns the activity went on to by itself (ModelTurnInput.steps), in order, each with every call's outcome;
+    # their calls' results are in the transcript already. transcript_ref is the transcript after the last of them.
+    then: list[ModelTurnResult] = []
 
 
 class ToolInput(Contract):
