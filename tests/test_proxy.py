@@ -195,6 +195,37 @@ async def test_a_provider_that_reports_no_usage_gets_the_built_in_loops_estimate
     assert tally.usage.cost_usd > 0 and model_lines(run_id)[0]["output_tokens"] == 14
 
 
+async def test_many_lanes_at_once_each_count_their_own(keys: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    # 12 lanes, each asking twice at the same moment (the same request: two occurrences, both sent), streamed and not
+    run_id = new_run()
+    names = [f"lane{i}" for i in range(12)]
+    replies = {"lanes": {name: {1: [reply(f"{name} says", {"input_tokens": 100 + i, "output_tokens": 10})]}
+                         for i, name in enumerate(names)}}
+    with provider(monkeypatch, "anthropic", replies) as fake:
+        fake.delay_s = 0.05
+        fake._httpd.socket.listen(64)  # as a provider takes 48 connections at once (http.server's backlog is 5)
+        async with ModelProxy() as proxy, httpx.AsyncClient(timeout=60) as agent:
+            lanes = {name: proxy.open_lane(LaneKey(run_id=run_id, lane=name)) for name in names}
+
+            async def ask(name: str, streamed: bool) -> httpx.Response:
+                return await agent.post(proxy.url + PATH["anthropic"], json=body("anthropic", stream=streamed,
+                                                                                 lane=name),
+                                        headers=headers("anthropic", lanes[name].token))
+
+            answers = await asyncio.gather(*(ask(name, streamed) for name in names for streamed in (False, True)
+                                             for _ in range(2)))
+            tallies = {name: proxy.tally(lane.token) for name, lane in lanes.items()}
+    assert [a.status_code for a in answers] == [200] * 48, [a.text[:300] for a in answers if a.status_code != 200][:3]
+    assert len(fake.requests) == 48
+    for i, name in enumerate(names):
+        said = {text_of_reply("anthropic", a.content, a.headers["content-type"].startswith("text/event-stream"))
+                for a in answers[i * 4:(i + 1) * 4]}
+        assert said == {f"{name} says"}
+        assert (tallies[name].upstream_calls, tallies[name].usage.input_tokens) == (4, 4 * (100 + i))
+    per_lane = {name: sum(1 for line in model_lines(run_id) if line["agent"] == name) for name in names}
+    assert per_lane == {name: 4 for name in names}
+
+
 # --- tokens and keys ---
 
 
