@@ -395,11 +395,16 @@ class ModelProxy:
             log.exception("model proxy: the exchange of %s could not be recorded", lane.key.name)
 
     async def _line(self, call: _Call, model: str, outcome: str, *, line_key: str, **figures: Any) -> None:
+        """The call's ledger line; a ledger that cannot be written is logged, and the agent has its answer."""
         key = call.lane.key
-        await asyncio.to_thread(
-            accounting.write_line, key, line_key=f"proxy/{key.name}/{call.digest[:32]}/{call.occurrence}/{line_key}",
-            call=accounting.call_id(key, call.digest, call.occurrence), model=model, api_name=call.api.name,
-            streamed=call.streamed, outcome=outcome, latency_s=time.monotonic() - call.started, **figures)
+        try:
+            await asyncio.to_thread(
+                accounting.write_line, key,
+                line_key=f"proxy/{key.name}/{call.digest[:32]}/{call.occurrence}/{line_key}",
+                call=accounting.call_id(key, call.digest, call.occurrence), model=model, api_name=call.api.name,
+                streamed=call.streamed, outcome=outcome, latency_s=time.monotonic() - call.started, **figures)
+        except Exception:
+            log.exception("model proxy: the ledger line of a call of %s could not be written", key.name)
 
     # --- secrets ---
 
