@@ -18,9 +18,12 @@ from typing import Any
 from reposwarm.agents import slice_hook
 from reposwarm.agents.spec import SessionSpec, SessionSummary, ToolCall
 
-# Quiet and offline: no telemetry, error reports, auto-update or any traffic but the model API's.
+# Quiet and offline: no telemetry, error reports, auto-update or any traffic but the model API's. No auto-memory:
+# a lane keeps nothing across sessions but its session, and the memory's path (under the state dir) would be in
+# the system prompt, so a restarted worker's requests would differ from the ones the proxy recorded.
 QUIET_ENV = {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1", "DISABLE_TELEMETRY": "1",
-             "DISABLE_ERROR_REPORTING": "1", "DISABLE_BUG_COMMAND": "1", "CLAUDE_CODE_DISABLE_FEEDBACK_SURVEY": "1"}
+             "DISABLE_ERROR_REPORTING": "1", "DISABLE_BUG_COMMAND": "1", "CLAUDE_CODE_DISABLE_FEEDBACK_SURVEY": "1",
+             "CLAUDE_CODE_DISABLE_AUTO_MEMORY": "1"}
 
 
 def argv(binary: str, spec: SessionSpec) -> tuple[list[str], str | None]:
