@@ -150,7 +150,15 @@ async def _run(argv: list[str], env: dict[str, str], spec: SessionSpec, summary:
 
     async def read_events() -> None:
         assert proc.stdout is not None
-        while line := await proc.stdout.readline():
+        while True:
+            try:
+                line = await proc.stdout.readline()
+            except ValueError:  # (one line past the reader's limit: an event no one should have to hold)
+                summary.stopped = "ended: it printed one event of more than 64 MB"
+                _kill(proc)
+                return
+            if not line:
+                return
             try:
                 event = json.loads(line)
             except ValueError:
@@ -158,7 +166,10 @@ async def _run(argv: list[str], env: dict[str, str], spec: SessionSpec, summary:
             if not isinstance(event, dict):
                 continue
             summary.events.append(event)
-            read_event(event, summary)
+            try:
+                read_event(event, summary)
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass  # (an event of a shape we do not know: kept in `events`, not read)
             if on_event is not None:
                 on_event(event, summary)
             # Codex has no turn limit of its own: its tool calls past max_turns end it
