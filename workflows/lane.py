@@ -2,10 +2,13 @@
 
 The loop is small on purpose: a model turn (activity), its tool calls (one
 activity each, path-guarded), a checkpoint commit after any turn that changed
-files, until finish or a budget (tokens, turns, wall time). The workflow only
-decides; every side effect is an activity, so a killed worker resumes without
-redoing a completed call. Long lanes continue-as-new when Temporal suggests
-it, carrying their state (transcript and edits by reference).
+files, until finish or a budget (tokens, turns, wall time). The turn runs its
+reply's quick calls itself (reads and edits), and where they were all it had,
+goes on to the next turn in the same activity (TurnSteps), so a step costs no
+workflow task of its own. The workflow only decides; every side effect is an
+activity, so a killed worker resumes without redoing a completed call. Long
+lanes continue-as-new when Temporal suggests it, carrying their state
+(transcript and edits by reference).
 """
 
 from __future__ import annotations
@@ -320,6 +323,12 @@ class LaneWorkflow:
             self._progress.cost_usd = state.usage.cost_usd
             self._progress.cache_read_tokens = state.usage.cache_read_tokens
             await self._worktree_made(state)
+            if changed and i == last and _calls_left(each):
+                # The turns the activity went on to changed files, and this one has calls to run as activities
+                # (a check, a command: they may take long, and a lost host loses the worktree): their work is
+                # committed first, as it would have been after each of those turns.
+                await self._checkpoint(task, state, edits, state.turn - 1)
+                changed = False
             # (a turn the activity went on from has its calls' results in the transcript already)
             made, new_chars, valid_calls = await self._run_calls(task, each, state, edits, answered=i < last)
             self._progress.tool_calls = state.tool_calls
@@ -330,17 +339,21 @@ class LaneWorkflow:
             f"{state.tool_calls} tool calls, {budgets.spent_line(task, state)}, "
             f"{len(edits)} files changed\n\nGoal: {md_escape(task.goal[:300])}")
         if changed:
-            self._step("checkpoint")
-            await self._on_host(
-                task, state, checkpoint_lane,
-                CheckpointInput(run_id=task.run_id, lane=task.lane, repo_path=task.repo_path,
-                                allowed_paths=task.allowed_paths,
-                                read_only_paths=task.read_only_paths,
-                                message=f"reposwarm {task.lane}: checkpoint after turn {state.turn}\n\n"
-                                        + "\n".join(f"- {e.path}: {e.reason}" for e in edits.values())),
-                **options.GIT,
-            )
+            await self._checkpoint(task, state, edits, state.turn)
         return turns
+
+    async def _checkpoint(self, task: HelperTask, state: LaneResume, edits: dict[str, FileEdit], turn: int) -> None:
+        """A checkpoint commit of the lane's worktree on its host, after `turn`."""
+        self._step("checkpoint")
+        await self._on_host(
+            task, state, checkpoint_lane,
+            CheckpointInput(run_id=task.run_id, lane=task.lane, repo_path=task.repo_path,
+                            allowed_paths=task.allowed_paths,
+                            read_only_paths=task.read_only_paths,
+                            message=f"reposwarm {task.lane}: checkpoint after turn {turn}\n\n"
+                                    + "\n".join(f"- {e.path}: {e.reason}" for e in edits.values())),
+            **options.GIT,
+        )
 
     def _steps(self, task: HelperTask, state: LaneResume) -> TurnSteps:
         """How far the turn may go on by itself: within its share of turns and seconds, and the lane's budgets."""
@@ -482,6 +495,11 @@ class LaneWorkflow:
                                 assumptions=finish.assumptions if finish else [], diff_stat=described.diff_stat,
                                 head_sha=described.head_sha),
         )
+
+
+def _calls_left(result: ModelTurnResult) -> bool:
+    """Whether a turn has calls its activity did not run, that the workflow runs as activities (not finish)."""
+    return any(not is_finish(call) for call in result.tool_calls[len(result.outcomes):])
 
 
 def _merge_edit(earlier: FileEdit | None, later: FileEdit) -> FileEdit:
