@@ -61,6 +61,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from reposwarm.review.webui import md_escape
     from workflows import budgets, options
+    from workflows.agent_lane import OutsideAgent
     from workflows.failures import root_cause, short_reason
 
 
@@ -96,7 +97,8 @@ def _reassigned(task: HelperTask, state: LaneResume, now: float) -> LaneResume:
     budgets; the assignment as the next message."""
     return LaneResume(turn=0, transcript_ref=state.transcript_ref, usage=Usage(), started_at=now,
                       pending=[UserMessage(content=lane_next_message(task)).wire()], host_queue=state.host_queue,
-                      shared_queue=state.shared_queue, rebuilt=state.rebuilt, reassigned=True)
+                      shared_queue=state.shared_queue, rebuilt=state.rebuilt, reassigned=True,
+                      agent_session=state.agent_session, agent_told=state.agent_told)
 
 
 class HostLost(Exception):
@@ -125,7 +127,7 @@ class Ending:
 
 
 @workflow.defn
-class LaneWorkflow:
+class LaneWorkflow(OutsideAgent):
     def __init__(self) -> None:
         self._progress = LaneState(lane="", state=LanePhase.starting)
         self._next: HelperTask | None = None
@@ -180,11 +182,15 @@ class LaneWorkflow:
     async def _assignment(self, task: HelperTask, state: LaneResume) -> LaneResult:
         """One assignment: its worktree, turns until one ends it (finish, a budget, a failure), then its result."""
         self._progress = LaneState(lane=task.lane, state=LanePhase.running, goal=task.goal, turns=state.turn,
-                                   tool_calls=state.tool_calls, tokens=state.usage.total_tokens)
+                                   tool_calls=state.tool_calls, tokens=state.usage.total_tokens,
+                                   agent=task.role.agent_name)
         edits = {e.path: e for e in state.edits}
         await self._worktree_for(task, state, edits)
         try:
-            ending = await self._turns(task, state, edits)
+            if task.role.agent_name == "builtin":
+                ending = await self._turns(task, state, edits)
+            else:  # an outside agent (workflows/agent_lane.py): one session as one activity, not turns
+                ending = await self._agent_work(task, state, edits)
         except (ActivityError, ApplicationError) as err:
             # A failure that ends the lane (an activity out of retries, a non-retryable error) ends it as data:
             # failed, with one line saying why, and its turns, calls and tokens kept.
@@ -491,6 +497,7 @@ class LaneWorkflow:
             elapsed_s=round(workflow.now().timestamp() - state.started_at, 3),
             commands=state.commands + ([f"... and {state.commands_run - len(state.commands)} more"]
                                        if state.commands_run > len(state.commands) else []),
+            agent=task.role.agent_name, agent_session=state.agent_session,
             changeset=ChangeSet(task_id=task.task_id, edits=final_edits, summary=summary,
                                 assumptions=finish.assumptions if finish else [], diff_stat=described.diff_stat,
                                 head_sha=described.head_sha),

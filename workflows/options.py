@@ -63,6 +63,13 @@ TRIAL_CLONE: dict[str, Any] = dict(start_to_close_timeout=timedelta(minutes=30),
                                    retry_policy=RetryPolicy(maximum_attempts=3))
 
 
+def agent_session(session_s: float) -> dict[str, Any]:
+    """A lane's outside agent, one session (activities/agent_lane.py): as long as the session may run, and some
+    for its checkpoint. A worker killed mid-session is seen by the heartbeat, and the next attempt resumes it."""
+    return dict(start_to_close_timeout=timedelta(seconds=session_s + 300), heartbeat_timeout=HEARTBEAT,
+                retry_policy=RetryPolicy(initial_interval=FIRST_RETRY, maximum_attempts=3))
+
+
 def host_bound(host_timeout_s: float) -> dict[str, Any]:
     """An activity sent to the one host holding a lane's worktree: not picked up in this time, the host is taken
     for lost (the lane is rebuilt elsewhere from its checkpoints)."""

@@ -64,7 +64,15 @@ def lane_task(req: SwarmRequest, plan: Plan, lane: str, goal: str, round_no: int
         check_profiles=req.config.validation.profiles,
         default_profile=req.test_profile or req.config.validation.profile,
         budget_wait_s=req.config.swarm.budget_wait_s, cache_ttl=req.config.swarm.cache_ttl,
+        other_lanes=_other_lanes(req, plan, lane) if role.agent_name != "builtin" else {},
     )
+
+
+def _other_lanes(req: SwarmRequest, plan: Plan, lane: str) -> dict[str, str]:
+    """The plan's other lanes in a line each (goal, slice), for an outside agent's prompt."""
+    lanes = req.config.swarm.lanes
+    return {lp.lane: f"{' '.join(lp.goal.split())[:300]} (writes {', '.join(lp.allowed_paths or lanes[lp.lane].allowed_paths)})"
+            for lp in plan.lanes if lp.lane != lane and lp.lane in lanes}
 
 
 # An answer a lane sent just before it ended may be on its way when its end is seen: this long for it to arrive.

@@ -255,7 +255,8 @@ class SwarmWorkflow(Proposals, Budgets):
         round_start = self._status.integration_sha
         self._record = RoundRecord(round=round_no)
         self._status.rounds.append(self._record)
-        self._status.lanes = [LaneState(lane=lp.lane, goal=lp.goal, attempt=0) for lp in plan.lanes]
+        self._status.lanes = [LaneState(lane=lp.lane, goal=lp.goal, attempt=0, agent=_agent_of(req, lp.lane))
+                              for lp in plan.lanes]
         self._status.overlaps, self._status.resolutions, self._status.contract_flags = [], [], []
         queue = MergeQueue(req=req, plan=plan, round_no=round_no, status=self._status)
         gate = self._gate(req, base_sha)
@@ -490,3 +491,9 @@ class SwarmWorkflow(Proposals, Budgets):
 
 def _swarm_branch(req: SwarmRequest) -> str:
     return delivered_branch(req.run_id, req.swarm_branch)
+
+
+def _agent_of(req: SwarmRequest, lane: str) -> str:
+    """Who does a lane's work, for the status ("" for the built-in loop, as status said before issue 47)."""
+    role = req.config.swarm.lanes.get(lane)
+    return role.agent_name if role is not None and role.agent_name != "builtin" else ""

@@ -84,8 +84,9 @@ def table(v: RunView, notes: list[str]) -> Group:
         rows.add_column(column, justify=justify)  # type: ignore[arg-type]
     for lane in v.status.lanes:
         # Text, not markup: a lane's step is no place for rich's [link=...] either
-        rows.add_row(lane.lane, str(lane.state), Text(step_text(lane, now)), str(lane.turns), str(lane.tool_calls),
-                     f"{lane.tokens:,}")
+        agent = f" ({lane.agent})" if lane.agent and lane.agent != "builtin" else ""  # an outside agent's lane
+        rows.add_row(lane.lane + agent, str(lane.state), Text(step_text(lane, now)), str(lane.turns),
+                     str(lane.tool_calls), f"{lane.tokens:,}")
     parts: list[Any] = [Text(headline(v), style="bold")]
     if v.status.provider_wait:
         parts.append(Text(f"  {error_line(v.status.provider_wait, 400)}", style="yellow"))
@@ -97,8 +98,9 @@ def table(v: RunView, notes: list[str]) -> Group:
 
 def line(v: RunView) -> str:
     """The run in one line; a change in it is worth a new line."""
-    lanes = "  ".join(f"{lane.lane}:{lane.state}" + (f"({lane.step})" if lane.state == "running" and lane.step
-                                                      else "") for lane in v.status.lanes)
+    lanes = "  ".join(f"{lane.lane}" + (f"[{lane.agent}]" if lane.agent and lane.agent != "builtin" else "")
+                      + f":{lane.state}" + (f"({lane.step})" if lane.state == "running" and lane.step else "")
+                      for lane in v.status.lanes)
     waiting = f"  ({error_line(v.status.provider_wait.split(';')[0])})" if v.status.provider_wait else ""
     paused = "".join(f"  ({p.line(v.run_id)})" for p in v.status.paused)
     return inert(f"[{v.status.phase.value} r{v.status.round}] {lanes}{waiting}{paused}".rstrip())

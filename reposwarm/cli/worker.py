@@ -24,6 +24,7 @@ from pydantic import ValidationError
 from temporalio.client import Client
 from temporalio.worker import PollerBehaviorAutoscaling, UnsandboxedWorkflowRunner, Worker
 
+from activities.agent_lane import agent_session
 from activities.checking import plan_check
 from activities.converge import resolve_conflict
 from activities.delivery import deliver
@@ -62,7 +63,7 @@ HEARTBEAT_THROTTLE = timedelta(seconds=1)
 ACTIVITIES: list[Callable[..., Any]] = [prepare_run, look_at_base, create_lane_worktree, checkpoint_lane, describe_lane, merge_lane, deliver,
               model_turn, plan_round, warm_prefix, run_tool, validate, resolve_conflict, attribute_failures,
               rollback_integration, publish_review, prepare_trial_clone, score_trial, vet_trial, start_lanes, ended_lanes,
-              propose_lanes, check_proposal_edit, plan_check]
+              propose_lanes, check_proposal_edit, plan_check, agent_session]
 
 
 class Workers:

@@ -15,6 +15,7 @@ One module per boundary; every name is re-exported here, so
 - plan: Plan, LanePlan, PlanInput, PlanOutcome, LaneEstimate
 - lane: HelperTask, FileEdit, ChangeSet, LaneResult, LaneState, worktree, checkpoint, description
 - turns: model turns and tool calls
+- agent_session: a lane run by an outside agent (Claude Code, Codex), one session as one activity
 - merge: merging lanes, the converger
 - validation: TestReport, failures, attribution, rollback
 - review: ReviewPackage, LaneReview, ReviewDecision, publishing
@@ -25,8 +26,10 @@ A result whose shape changed stays decodable from histories recorded before:
 its model accepts the old shape too (a `model_validator(mode="before")`).
 """
 
+from reposwarm.contracts.agent_session import AgentSessionInput, AgentSessionResult
 from reposwarm.contracts.base import Contract, Usage
 from reposwarm.contracts.config import (
+    AcpAgent,
     CheckProfile,
     CommandRule,
     DeliveryConfig,
@@ -138,6 +141,7 @@ from reposwarm.contracts.validation import (
 )
 
 __all__ = [
+    "AcpAgent", "AgentSessionInput", "AgentSessionResult",
     "BaseInput", "BaseMove", "WarmInput", "BudgetChange", "BudgetPause", "BudgetReceipt",
     "AttributeInput", "Attribution", "ChangeSet", "CheckProfile", "CheckpointInput", "CheckpointResult",
     "CommandResult", "Exercise", "Loaded", "ConflictInput", "Contract", "Delivered", "DeliverInput", "DeliveryConfig", "ExitClass",

@@ -11,12 +11,53 @@ from reposwarm.contracts.base import Contract
 from reposwarm.contracts.cost import ModelPrice
 from reposwarm.gitvalues import remote_problem
 
+# The agents a lane may name (issue 47): reposwarm's own loop, or a coding CLI run in the lane's sandbox
+# (reposwarm/agents/, docs/agents.md). An agent that speaks the Agent Client Protocol is named by its command.
+AGENT_NAMES = ("builtin", "claude-code", "codex")
+
+
+class AcpAgent(Contract):
+    """`agent: {acp: [command, args...]}`: an agent speaking the Agent Client Protocol, run by its command."""
+
+    acp: list[str] = Field(min_length=1, description="the agent's command and its arguments (an argv, no shell)")
+
+    @field_validator("acp")
+    @classmethod
+    def _argv(cls, argv: list[str]) -> list[str]:
+        if not all(isinstance(a, str) and a and "\x00" not in a for a in argv):
+            raise ValueError("acp: the agent's command is a list of non-empty strings (an argv, no shell)")
+        return argv
+
 
 class HelperRole(Contract):
     """One lane of the lanes file: what a lane may touch and spend."""
 
     # "Helper" only in the reference design's contract names (HelperRole, HelperTask), kept for compatibility.
     model: str | None = Field(default=None, description="this lane's model (`provider:name`); null: the run's")
+    agent: AcpAgent | Literal["builtin", "claude-code", "codex"] = Field(
+        default="builtin", description="who does the lane's work: `builtin` (reposwarm's own loop), `claude-code`, "
+                                       "`codex`, or `{acp: [command, args...]}` (docs/agents.md)")
+
+    @field_validator("agent", mode="before")
+    @classmethod
+    def _known_agent(cls, value: object) -> object:
+        # One clear line for a wrong value, not pydantic's line per member of the union.
+        if isinstance(value, str) and value in AGENT_NAMES:
+            return value
+        if isinstance(value, AcpAgent):
+            return value
+        if isinstance(value, dict) and set(value) == {"acp"}:
+            argv = value["acp"]
+            if isinstance(argv, list) and argv and all(isinstance(a, str) and a for a in argv):
+                return value
+            raise ValueError(f"acp: {argv!r} is not a command: a list of non-empty strings, [command, args...]")
+        shown = repr(value)[:80]
+        raise ValueError(f"{shown} is not an agent: one of {', '.join(AGENT_NAMES)}, or {{acp: [command, args...]}}")
+
+    @property
+    def agent_name(self) -> str:
+        """The lane's agent in one word: builtin, claude-code, codex or acp."""
+        return self.agent if isinstance(self.agent, str) else "acp"
     allowed_paths: list[str] = Field(min_length=1, description="what the lane may write: gitignore-style globs from "
                                                                "the repository root")
     read_only_paths: list[str] = Field(default=[], description="what it may also read, never write")

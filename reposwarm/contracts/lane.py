@@ -53,6 +53,9 @@ class LaneResume(Contract):
     # This assignment's budgets as a person raised them at a pause (None: the role's)
     token_budget: int | None = None
     cost_budget_usd: float | None = None
+    # A lane run by an outside agent (HelperRole.agent): the CLI's session to resume for the next assignment
+    agent_session: str = ""
+    agent_told: list[str] = []  # what it wrote outside its slice, reverted: told in its next message
 
 
 class HelperTask(Contract):
@@ -93,6 +96,9 @@ class HelperTask(Contract):
     lane_queue: str = ""
     budget_wait_s: float = 0  # at its budget the lane pauses this long for a raise (0: it ends at once)
     cache_ttl: str = "5m"  # how long the provider keeps its cached prompt prefix (swarm.cache_ttl)
+    # The other lanes of the plan, each with its goal and slice in a line: told to an outside agent (HelperRole
+    # .agent) in its prompt. Empty for the built-in loop, whose lanes learn each other from the contract.
+    other_lanes: dict[str, str] = {}
 
 
 class LaneStarts(Contract):
@@ -137,6 +143,8 @@ class LaneResult(Contract):
     flags: list[str] = []  # what a reviewer should doubt (a summary claiming checks pass that failed)
     elapsed_s: float = 0.0
     commands: list[str] = []  # the `run` commands, each with how it ended: "$ python gen.py -> exit 0"
+    agent: str = "builtin"  # who did the work (HelperRole.agent_name): builtin, claude-code, codex, acp
+    agent_session: str = ""  # an outside agent's session id (what its CLI resumes)
 
     _inert = field_validator("reason", "failed_calls", "commands")(lambda cls, v: inert_text(v))
 
@@ -173,6 +181,7 @@ class LaneState(Contract):
     workflow_id: str = ""  # the lane's workflow (a warm lane keeps one for the run)
     step: str = ""  # what the lane is doing right now: "model turn 4", "run_checks", "edit_file calc/x.py"
     step_since: float | None = None  # when that step began (epoch seconds, workflow time)
+    agent: str = ""  # who does the lane's work (HelperRole.agent_name); "" before it is known: builtin
 
 
 class LaneWorktree(Contract):

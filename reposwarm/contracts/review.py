@@ -47,6 +47,7 @@ class LaneReview(Contract):
     state: str = ""  # where merging left it: merged, conflict, cancelled... (LaneState.state)
     head_sha: str = ""  # its branch's head: in the merged tree when the integration branch holds it
     in_tree: bool | None = None  # whether the merged tree holds its work (None: not known, as before issue 33)
+    agent: str = "builtin"  # who did the work: builtin, claude-code, codex, acp (LaneResult.agent)
 
     _inert = field_validator("summary", "assumptions", "reason", "failed_calls", "commands")(
         lambda cls, v: inert_text(v))

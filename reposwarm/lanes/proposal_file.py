@@ -16,7 +16,7 @@ import yaml
 from pydantic import ValidationError
 
 from reposwarm.contracts import LanePlan, LaneProposal, LanesFile, Plan, SwarmConfig, ValidationConfig
-from reposwarm.contracts.config import CheckProfile, LanesFileOnDisk
+from reposwarm.contracts.config import AcpAgent, CheckProfile, HelperRole, LanesFileOnDisk
 from reposwarm.contracts.errors import ConfigError
 from reposwarm.lanes.checking import check_lanes
 from reposwarm.lanes.loading import config_problems
@@ -151,7 +151,7 @@ def accepted_config(base: LanesFile, proposal: LaneProposal) -> LanesFile:
 
 
 
-COLUMNS = ("lane", "slice", "goal", "depends on", "model", "budget", "est. cost")
+COLUMNS = ("lane", "slice", "goal", "depends on", "agent", "model", "budget", "est. cost")
 GOAL_CHARS = 70  # of a goal, in the table (the plan holds it whole)
 
 
@@ -167,8 +167,16 @@ def rows(proposal: LaneProposal, model: str = "") -> list[tuple[str, ...]]:
         slice_ = ", ".join(role.allowed_paths) + (f" (reads {', '.join(role.read_only_paths)})"
                                                   if role.read_only_paths else "")
         out.append((name, slice_, goal[:GOAL_CHARS] + ("..." if len(goal) > GOAL_CHARS else ""),
-                    ", ".join(role.depends_on) or "-", role.model or model or "-", f"{role.token_budget:,}", estimate))
+                    ", ".join(role.depends_on) or "-", _agent_cell(role), role.model or model or "-",
+                    f"{role.token_budget:,}", estimate))
     return out
+
+
+def _agent_cell(role: HelperRole) -> str:
+    """Who does the lane's work: builtin, claude-code, codex, or `acp: <command>`."""
+    if isinstance(role.agent, AcpAgent):
+        return f"acp: {' '.join(role.agent.acp)[:40]}"
+    return role.agent
 
 
 def notes(proposal: LaneProposal) -> list[str]:

@@ -178,6 +178,8 @@ def _lane(pkg: ReviewPackage, lane: LaneReview) -> list[str]:
     state = lane.state or lane.status.value
     gone = " — **not in the merged tree** (rolled back)" if lane.in_tree is False else ""
     out = [f"### {lane.lane}{where}: {state}" + (f" ({error_line(lane.reason)})" if lane.reason else "") + gone, ""]
+    if lane.agent != "builtin":  # an outside agent did the lane's work (docs/agents.md)
+        out += [f"Agent: {lane.agent}", ""]
     out += [f"**Flag:** {flag}\n" for flag in lane.flags]
     passes = f" in {len(lane.passes)} passes" if len(lane.passes) > 1 else ""
     out += [f"Goal: {lane.goal}", "", f"Summary: {lane.summary or '-'}", "",
@@ -272,7 +274,8 @@ def render_status(status: SwarmStatus) -> str:
             extra = (f"{lane.turns} turns, {lane.tool_calls} tool calls, {lane.tokens} tokens{cached}, "
                      f"${lane.cost_usd:.4f}" if lane.turns else "")
         reason = f" - {error_line(lane.reason)}" if lane.reason else ""
-        lines.append(f"  {lane.lane:<16} {lane.state:<26} {extra}{reason}")
+        agent = f"agent {lane.agent}, " if lane.agent and lane.agent != "builtin" else ""
+        lines.append(f"  {lane.lane:<16} {lane.state:<26} {agent}{extra}{reason}")
     if record is not None and (record.merged or record.rollbacks or status.phase.value == "review"):
         lines.append(f"merged this round: {record.merged} lane(s)"
                      + (f"; {record.rollbacks} rollback(s) to the last green state" if record.rollbacks else ""))
