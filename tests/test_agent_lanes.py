@@ -1,0 +1,183 @@
+"""Lanes run by outside agents (issue 47, items 1, 2, 4 and 6): a lanes file names each lane's agent, and the real
+Claude Code and Codex CLIs (the `agents` extra) do the lanes' work through the real dev server and worker, offline.
+
+The worker's model proxy stands between each CLI and the fake providers of tests/fake_agent_api.py (set as the
+worker's ANTHROPIC_BASE_URL and OPENAI_BASE_URL), with planted keys in the worker's environment that must reach
+no agent, no request body and no ledger line. Each test is under a minute on the 2-core machine.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from reposwarm.contracts import LaneProposal, LaneStatus, Phase
+from reposwarm.contracts.errors import ConfigError
+from reposwarm.lanes.loading import read_lanes_file
+from reposwarm.lanes.proposal_file import COLUMNS, rows
+from reposwarm.runs import ledger
+from reposwarm.runs.store import run_dir
+from tests.fake_agent_api import (
+    Call,
+    FakeMessages,
+    FakeResponses,
+    Said,
+    Text,
+    function_outputs,
+    responses_turns,
+    tool_results,
+)
+from tests.helpers import approve_and_wait, cli, git, make_repo, start_run, wait_for_phase, write_yaml
+from tests.test_agent_clis import _cli_or_skip
+
+PLANTED = {"ANTHROPIC_API_KEY": "sk-ant-api03-PLANTED-worker-key-agent-lanes",
+           "OPENAI_API_KEY": "sk-proj-PLANTED-worker-key-agent-lanes"}
+RUN_LIMIT_S = 60
+
+
+def lanes_error(tmp_path: Path, lanes: dict[str, Any]) -> str:
+    path = write_yaml(tmp_path / "lanes.yaml", {"swarm": {"lanes": lanes}})
+    with pytest.raises(ConfigError) as caught:
+        read_lanes_file(path)
+    return str(caught.value)
+
+
+def test_a_lane_names_its_agent_and_a_bad_one_is_said_with_its_lane(tmp_path: Path) -> None:
+    path = write_yaml(tmp_path / "good.yaml", {"swarm": {"lanes": {
+        "api": {"allowed_paths": ["api/"], "agent": "codex"},
+        "web": {"allowed_paths": ["web/"], "agent": "claude-code", "model": "anthropic:claude-sonnet-4-5"},
+        "docs": {"allowed_paths": ["docs/"], "agent": {"acp": ["my-agent", "--acp"]}},
+        "core": {"allowed_paths": ["core/"]}}}})
+    config, findings = read_lanes_file(path)
+    lanes = config.swarm.lanes
+    assert [lanes[n].agent_name for n in ("api", "web", "docs", "core")] == ["codex", "claude-code", "acp", "builtin"]
+    assert any("swarm.lanes.docs.agent: an ACP agent cannot be run by this version yet" in w for w in findings.warnings)
+    # the proposal's table says which agent each lane runs
+    table = rows(LaneProposal(lanes=lanes))
+    at = COLUMNS.index("agent")
+    assert {r[0]: r[at] for r in table} == {"api": "codex", "web": "claude-code", "docs": "acp: my-agent --acp",
+                                            "core": "builtin"}
+    # a wrong value: one line naming the lane and the field
+    said = lanes_error(tmp_path, {"api": {"allowed_paths": ["api/"], "agent": "claude"}})
+    assert said.endswith("swarm.lanes.api.agent: 'claude' is not an agent: one of builtin, claude-code, codex, or "
+                         "{acp: [command, args...]}"), said
+    said = lanes_error(tmp_path, {"web": {"allowed_paths": ["web/"], "agent": {"acp": []}}})
+    assert "swarm.lanes.web.agent: acp: [] is not a command" in said, said
+    said = lanes_error(tmp_path, {"web": {"allowed_paths": ["web/"], "agent": {"acp": ["x"], "env": 1}}})
+    assert "swarm.lanes.web.agent:" in said and "is not an agent" in said, said
+
+
+def _no_planted(text: str) -> None:
+    for value in PLANTED.values():
+        assert value not in text
+
+
+@pytest.fixture
+def fake_providers(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The worker's providers are the fakes, with planted keys (the proxy sends them on; no agent sees them)."""
+    def start(messages_script: Any, responses_script: Any) -> tuple[FakeMessages, FakeResponses]:
+        messages, responses = FakeMessages(messages_script).start(), FakeResponses(responses_script).start()
+        started.extend([messages, responses])
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", messages.base_url)
+        monkeypatch.setenv("OPENAI_BASE_URL", responses.base_url)
+        for name, value in PLANTED.items():
+            monkeypatch.setenv(name, value)
+        return messages, responses
+
+    started: list[Any] = []
+    yield start
+    for server in started:
+        server.stop()
+
+
+def _claude_turns(turns: list[Said], closing: str) -> Any:
+    """Claude Code's script by the tool results its request carries (a resumed session carries the earlier ones)."""
+    def script(body: dict[str, Any]) -> Said:
+        n = len(tool_results(body))
+        return turns[n] if n < len(turns) else [Text(closing)]
+    return script
+
+
+@pytest.mark.usefixtures("worker")
+async def test_a_claude_code_lane_and_a_codex_lane_deliver_one_branch(client: Any, tmp_path: Path,
+                                                                      fake_providers: Any,
+                                                                      reposwarm_home: Path) -> None:
+    _cli_or_skip("claude-code")
+    _cli_or_skip("codex")
+    began = time.monotonic()
+    repo = make_repo(tmp_path / "repo", {"api/app.py": "VERSION = 1\n", "web/page.txt": "old page\n",
+                                         "README.md": "a repository\n"})
+    lanes = write_yaml(tmp_path / "lanes.yaml", {
+        "swarm": {"lanes": {"api": {"allowed_paths": ["api/"], "agent": "codex", "max_turns": 8},
+                            "web": {"allowed_paths": ["web/"], "agent": "claude-code", "max_turns": 8}}},
+        "validation": {"profiles": {"default": {"commands": [[sys.executable, "-c", "print('checked')"]],
+                                                "timeout_s": 60}}}})
+    plan = write_yaml(tmp_path / "plan.yaml", {"interface_contract": "api/app.py exports VERSION; web/page.txt says it.",
+                                               "lanes": [{"lane": "api", "goal": "Set VERSION to 2 in api/app.py."},
+                                                         {"lane": "web", "goal": "Say version 2 in web/page.txt."}]})
+    script = write_yaml(tmp_path / "replay.yaml", {"version": 1, "lanes": {}})
+    patch = ("*** Begin Patch\n*** Update File: api/app.py\n@@\n-VERSION = 1\n+VERSION = 2\n*** End Patch\n")
+    claude = _claude_turns([
+        [Text("Looking first."), Call("Bash", {"command": "env; printf 'version 2\\n' > web/page.txt",
+                                               "description": "look and write"})],
+    ], closing="web/page.txt says version 2.")
+    codex = responses_turns([
+        # a write outside its slice (README.md), which reposwarm reverts and reports
+        [Call("exec_command", {"cmd": "env; echo taken over > README.md"})],
+        [Call("apply_patch", {"input": patch})],
+    ], closing="VERSION is 2 in api/app.py.")
+    messages, responses = fake_providers(claude, codex)
+
+    run_id = await start_run(client, repo, lanes, script, plan=plan, task="Bump the version to 2")
+    status = await wait_for_phase(client, run_id, Phase.review, timeout=RUN_LIMIT_S)
+    by_lane = {lane.lane: lane for lane in status.review.lanes}
+    api, web = by_lane["api"], by_lane["web"]
+    assert (api.status, web.status) == (LaneStatus.done, LaneStatus.done), (api.reason, web.reason)
+    assert (api.agent, web.agent) == ("codex", "claude-code")
+    assert web.summary == "web/page.txt says version 2." and api.summary == "VERSION is 2 in api/app.py."
+    assert {e.path for e in api.edits} == {"api/app.py"} and {e.path for e in web.edits} == {"web/page.txt"}
+    # per-lane usage, counted by the proxy as the built-in loop counts its calls
+    assert api.usage.model_calls >= 3 and web.usage.model_calls >= 2
+    assert api.usage.input_tokens > 0 and web.usage.input_tokens > 0
+    assert api.tool_calls == 2 and web.tool_calls == 1
+    # the write outside the slice: reverted, and said in the lane's result and the ledger
+    assert api.refusals == 1 and any("README.md" in line for line in api.failed_calls), api.failed_calls
+    refused = [line for line in ledger.read(run_id) if line["event"] == "slice_refused" and line["lane"] == "api"]
+    assert refused and "README.md" in refused[0]["detail"]
+    sessions = {line["lane"]: line for line in ledger.read(run_id) if line["event"] == "agent_session"}
+    assert sessions["api"]["agent"] == "codex" and sessions["web"]["agent"] == "claude-code"
+    proxied = [line for line in ledger.read(run_id) if line["event"] == "model_call" and line.get("via") == "proxy"]
+    assert {line["agent"] for line in proxied} == {"api", "web"}
+    # status and the review's Markdown say which agent each lane ran
+    assert {lane.lane: lane.agent for lane in status.lanes} == {"api": "codex", "web": "claude-code"}
+    markdown = (run_dir(run_id) / "review" / "latest.md").read_text()
+    assert "Agent: codex" in markdown and "Agent: claude-code" in markdown
+
+    result = await approve_and_wait(client, run_id, timeout=RUN_LIMIT_S)
+    branch = f"swarm/{run_id}"
+    assert git(repo, "show", f"{branch}:api/app.py") == "VERSION = 2"
+    assert git(repo, "show", f"{branch}:web/page.txt") == "version 2"
+    assert git(repo, "show", f"{branch}:README.md") == "a repository"
+    assert result is not None
+
+    # what each agent's shell saw of its environment: its lane token, never the worker's keys
+    looked_web = str(tool_results(messages.model_requests()[1].body)[0]["content"])
+    looked_api = str(function_outputs(responses.model_requests()[1].body)[0]["output"])
+    assert "ANTHROPIC_API_KEY=rsw-lane-" in looked_web and "REPOSWARM_AGENT_TOKEN=rsw-lane-" in looked_api
+    for seen in (looked_web, looked_api, json.dumps([r.body for r in messages.requests + responses.requests]),
+                 ledger.ledger_path(run_id).read_text()):
+        _no_planted(seen)
+    # the providers got the worker's key, from the proxy alone
+    assert {r.headers.get("x-api-key") for r in messages.model_requests()} == {PLANTED["ANTHROPIC_API_KEY"]}
+
+    report = await cli(client, reposwarm_home, "report", run_id)
+    assert report.returncode == 0, report.stderr
+    print(report.stdout)
+    took = time.monotonic() - began
+    print(f"two agent lanes, review and delivery: {took:.1f}s")
+    assert took < RUN_LIMIT_S * 2
