@@ -181,3 +181,56 @@ async def test_a_claude_code_lane_and_a_codex_lane_deliver_one_branch(client: An
     took = time.monotonic() - began
     print(f"two agent lanes, review and delivery: {took:.1f}s")
     assert took < RUN_LIMIT_S * 2
+
+
+BREAK_MUL = "sed -i 's/return a \\* b/return a * b + 1/' calc/ops.py"
+FIX_MUL = ("sed -i 's/return a \\* b + 1/return a * b/' calc/ops.py && "
+           "printf '\\n\\ndef sub(a, b):\\n    return a - b\\n' >> calc/ops.py")
+MUL_CHECK = "import calc.ops as o; r = o.mul(2, 3); assert r == 6, f'mul(2, 3) is {r}'"
+NEXT = "Next assignment for lane calc (round 1, dispatch 2)"
+
+
+@pytest.mark.usefixtures("worker")
+async def test_a_failing_check_s_repair_reaches_the_agent_s_own_session(client: Any, tmp_path: Path,
+                                                                        fake_providers: Any) -> None:
+    """The gate treats the agent's work as any lane's: the test it broke is sent back to it, and the repair is its
+    next assignment, in the same Claude Code session resumed (its earlier turns sent again)."""
+    _cli_or_skip("claude-code")
+    began = time.monotonic()
+    from tests.test_validation import lanes_yaml, plan, repo_with_tests
+
+    repo = repo_with_tests(tmp_path)
+    # (one quick command, judged as one check: pytest's start in the sandbox would double the test's time)
+    lanes = lanes_yaml(tmp_path, commands=[[sys.executable, "-c", MUL_CHECK]], timeout=60)
+    config = json.loads(json.dumps(__import__("yaml").safe_load(lanes.read_text())))
+    config["swarm"]["lanes"]["calc"].update(agent="claude-code", max_turns=6)
+    write_yaml(lanes, config)
+
+    def script(body: dict[str, Any]) -> Said:
+        said, n = json.dumps(body["messages"]), len(tool_results(body))
+        if NEXT in said:  # the repair: the same session, its first turn's call and result carried
+            return [Call("Bash", {"command": FIX_MUL, "description": "fix"})] if n == 1 else \
+                [Text("mul fixed, sub added")]
+        return [Call("Bash", {"command": BREAK_MUL, "description": "edit"})] if n == 0 else \
+            [Text("sub added (or so I think)")]
+
+    messages, _ = fake_providers(script, responses_turns([]))
+    run_id = await start_run(client, repo, lanes, write_yaml(tmp_path / "replay.yaml", {"version": 1, "lanes": {}}),
+                             plan=plan(tmp_path), task="Add sub")
+    status = await wait_for_phase(client, run_id, Phase.review, timeout=RUN_LIMIT_S * 2)
+    assert status.review.test_report.passed, status.review.test_report.failures
+    calc = status.review.lanes[0]
+    assert calc.agent == "claude-code" and calc.summary == "mul fixed, sub added"
+    assert status.lanes[0].attempt == 2 and len(calc.passes) == 2  # the first pass, then the repair
+    repair = [r.body for r in messages.model_requests() if NEXT in json.dumps(r.body["messages"])]
+    assert repair, "the repair never reached the agent"
+    first = json.dumps(repair[0]["messages"])
+    # its own session: the first goal, its earlier call, and the failure it is answerable for
+    assert "Goal for lane calc:" in first and "return a * b + 1" in first and BREAK_MUL.split(" ")[0] in first
+    assert "mul(2, 3) is 7" in first
+    sessions = [line for line in ledger.read(run_id) if line["event"] == "agent_session"]
+    assert len(sessions) == 2 and sessions[1]["resumed"] and sessions[0]["session_id"] == sessions[1]["session_id"]
+    assert git(repo, "show", f"swarm/{run_id}/calc:calc/ops.py").endswith("def sub(a, b):\n    return a - b")
+    took = time.monotonic() - began
+    print(f"a repair through the agent's session: {took:.1f}s")
+    assert took < RUN_LIMIT_S * 2
