@@ -8,9 +8,14 @@ no agent, no request body and no ledger line. Each test is under a minute on the
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+import signal
 import sys
+import threading
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +37,17 @@ from tests.fake_agent_api import (
     responses_turns,
     tool_results,
 )
-from tests.helpers import approve_and_wait, cli, git, make_repo, start_run, wait_for_phase, write_yaml
+from tests.helpers import (
+    WorkerProcess,
+    approve_and_wait,
+    cli,
+    git,
+    home_ledger,
+    make_repo,
+    start_run,
+    wait_for_phase,
+    write_yaml,
+)
 from tests.test_agent_clis import _cli_or_skip
 
 PLANTED = {"ANTHROPIC_API_KEY": "sk-ant-api03-PLANTED-worker-key-agent-lanes",
@@ -234,3 +249,76 @@ async def test_a_failing_check_s_repair_reaches_the_agent_s_own_session(client: 
     took = time.monotonic() - began
     print(f"a repair through the agent's session: {took:.1f}s")
     assert took < RUN_LIMIT_S * 2
+
+
+def _asked(body: dict[str, Any]) -> str:
+    """A request as the provider is asked it, less who asks (as the proxy's record keys it)."""
+    return json.dumps({k: v for k, v in body.items() if k not in ("metadata", "user")}, sort_keys=True)
+
+
+async def test_a_worker_killed_mid_session_resumes_the_agent_and_asks_the_provider_nothing_twice(
+        client: Any, temporal_address: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SIGKILL the worker while the agent waits for its second model call: the activity's retry, on a second
+    worker of the same home, resumes the Claude Code session (its id from the heartbeat) on the worktree as it was
+    left, and the lane finishes with both turns' work. No request reaches the provider twice."""
+    _cli_or_skip("claude-code")
+    began = time.monotonic()
+    held, release = threading.Event(), threading.Event()
+
+    def script(body: dict[str, Any]) -> Said:
+        n = len(tool_results(body))
+        if n == 0:
+            return [Call("Bash", {"command": "printf 'one\\n' > notes/a.txt", "description": "first"})]
+        if n == 1:
+            if not held.is_set():  # the first time only: the worker dies while this call waits
+                held.set()
+                release.wait(60)
+            return [Call("Bash", {"command": "printf 'two\\n' > notes/b.txt", "description": "second"})]
+        return [Text("wrote notes/a.txt and notes/b.txt")]
+
+    queue, home = f"agent-kill-{uuid.uuid4().hex[:6]}", tmp_path / "worker-home"
+    repo = make_repo(tmp_path / "repo", {"notes/README.md": "notes\n", "src/app.py": "print('app')\n"})
+    lanes = write_yaml(tmp_path / "lanes.yaml", {"swarm": {"lanes": {
+        "notes": {"allowed_paths": ["notes/"], "agent": "claude-code", "max_turns": 6}}}})
+    plan = write_yaml(tmp_path / "plan.yaml", {"interface_contract": "none", "lanes": [
+        {"lane": "notes", "goal": "Write notes/a.txt and notes/b.txt."}]})
+    with FakeMessages(script) as messages:
+        env = {"ANTHROPIC_BASE_URL": messages.base_url, **PLANTED}
+        first = WorkerProcess(temporal_address, queue, home, env).start()
+        second = WorkerProcess(temporal_address, queue, home, env)
+        try:
+            await first.ready()
+            monkeypatch.setenv("REPOSWARM_TASK_QUEUE", queue)
+            run_id = await start_run(client, repo, lanes, write_yaml(tmp_path / "replay.yaml", {"version": 1}),
+                                     plan=plan, task="Write two notes")
+            assert await asyncio.to_thread(held.wait, RUN_LIMIT_S), "the session never reached its second call"
+            assert first.proc is not None
+            os.killpg(first.proc.pid, signal.SIGKILL)
+            first.proc.wait(30)
+            release.set()
+            await second.start().ready()
+            status = await wait_for_phase(client, run_id, Phase.review, timeout=RUN_LIMIT_S)
+        finally:
+            release.set()
+            for worker in (first, second):
+                if worker.proc is not None and worker.proc.poll() is None:
+                    os.killpg(worker.proc.pid, signal.SIGKILL)
+                    worker.proc.wait(30)
+        asked = [_asked(r.body) for r in messages.model_requests()]
+    lane = status.review.lanes[0]
+    assert lane.status == LaneStatus.done, lane.reason
+    assert lane.summary == "wrote notes/a.txt and notes/b.txt"
+    assert {e.path for e in lane.edits} == {"notes/a.txt", "notes/b.txt"}
+    assert git(repo, "show", f"swarm/{run_id}/notes:notes/b.txt") == "two"
+    # the retry resumed the session the killed attempt heartbeat, and nothing was asked of the provider twice
+    lines = [line for line in home_ledger(home) if line.get("run") == run_id]
+    sessions = [line for line in lines if line["event"] == "agent_session"]
+    assert len(sessions) == 1 and sessions[0]["resumed"] and sessions[0]["attempt"] == 2, sessions
+    repeated = len(asked) - len(set(asked))
+    print(f"provider calls: {len(asked)}, asked twice: {repeated}; killed and resumed in "
+          f"{time.monotonic() - began:.1f}s")
+    assert repeated == 0
+    # the first turn; the one in flight at the kill (answered to no one); the resumed session's two
+    assert len(asked) == 4
+    _no_planted(json.dumps([r.body for r in messages.requests]) + json.dumps(lines))
+    assert time.monotonic() - began < RUN_LIMIT_S * 2
