@@ -270,7 +270,9 @@ async def test_an_hour_long_cache_marks_every_breakpoint_and_bills_its_writes_at
 
 async def test_a_lane_that_continues_as_new_reads_its_conversation_on_the_turn_after(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reposwarm_home: Any) -> None:
-    env = await start_dev_server(["--dynamic-config-value", "limit.historyCount.suggestContinueAsNew=40"])
+    # (10 events: the lane's turns of reads go on in one activity, so it makes few events; it continues after its
+    # first turn)
+    env = await start_dev_server(["--dynamic-config-value", "limit.historyCount.suggestContinueAsNew=10"])
     try:
         cache = AnthropicCache()
         files = scenario(tmp_path, ("api",), SONNET)

@@ -97,10 +97,11 @@ async def test_on_the_shared_queue_quick_tools_are_local_activities(client, tmp_
     _check_delivered_work(repo, run_id, status)
     types, queues, markers = await _lane_history(client, run_id)
     # the first turn's read_file and list_dir ran inside workflow tasks (its worktree was made beside it), the
-    # second turn's write_file and edit_file in that model turn; search and run_checks can take long, so they stay
-    # activities; and everything is on the workflow's own queue (eager dispatch)
+    # second turn's write_file and edit_file in that model turn, which went on to the third (turns-in-activity);
+    # search and run_checks can take long, so they stay activities; then the finish's turn; and everything is on
+    # the workflow's own queue (eager dispatch)
     assert markers == 2
-    assert types.count("run_tool") == 2 and types.count("model_turn") == 4
+    assert types.count("run_tool") == 2 and types.count("model_turn") == 3
     assert set(queues) == {"reposwarm"}, queues
     await client.get_workflow_handle(run_id).terminate("test done")
 
@@ -123,8 +124,9 @@ async def test_with_host_affinity_every_tool_call_goes_to_the_worktree_host(clie
         _check_delivered_work(repo, run_id, status)
         types, queues, markers = await _lane_history(client, run_id)
         assert markers == 0
-        # the quick calls ran in their model turns, on the host; search and run_checks as activities there
-        assert types.count("run_tool") == 2 and types.count("model_turn") == 4
+        # the quick calls ran in their model turns, on the host, the first turn going on to the second and third
+        # (the worktree made first); search and run_checks as activities there; then the finish's turn
+        assert types.count("run_tool") == 2 and types.count("model_turn") == 2
         host = f"{queue}-host-box-1"
         assert queues[0] == queue  # the worktree is made by whichever worker takes it from the shared queue
         assert set(queues[1:]) == {host}, queues  # then everything goes to that host
