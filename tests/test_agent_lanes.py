@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from reposwarm.contracts import LaneProposal, LaneStatus, Phase
+from reposwarm.contracts import BudgetChange, LaneProposal, LaneStatus, Phase
 from reposwarm.contracts.errors import ConfigError
 from reposwarm.lanes.loading import read_lanes_file
 from reposwarm.lanes.proposal_file import COLUMNS, rows
@@ -49,6 +49,7 @@ from tests.helpers import (
     write_yaml,
 )
 from tests.test_agent_clis import _cli_or_skip
+from workflows.swarm import SwarmWorkflow
 
 PLANTED = {"ANTHROPIC_API_KEY": "sk-ant-api03-PLANTED-worker-key-agent-lanes",
            "OPENAI_API_KEY": "sk-proj-PLANTED-worker-key-agent-lanes"}
@@ -322,3 +323,51 @@ async def test_a_worker_killed_mid_session_resumes_the_agent_and_asks_the_provid
     assert len(asked) == 4
     _no_planted(json.dumps([r.body for r in messages.requests]) + json.dumps(lines))
     assert time.monotonic() - began < RUN_LIMIT_S * 2
+
+
+@pytest.mark.usefixtures("worker")
+async def test_an_agent_at_its_budget_pauses_the_lane_and_a_raise_resumes_its_session(
+        client: Any, tmp_path: Path, fake_providers: Any) -> None:
+    """The proxy refuses the agent's call past the lane's token budget; the session ends, the lane pauses and asks
+    as a built-in lane does, and the raise (`reposwarm budget`'s Update) resumes the same session."""
+    _cli_or_skip("claude-code")
+    began = time.monotonic()
+
+    def script(body: dict[str, Any]) -> Said:
+        n = len(tool_results(body))
+        if n < 2:
+            name = "ab"[n]
+            return [Call("Bash", {"command": f"printf '{name}\\n' > notes/{name}.txt", "description": name})]
+        return [Text("wrote both notes")]
+
+    messages, _ = fake_providers(script, responses_turns([]))
+    repo = make_repo(tmp_path / "repo", {"notes/README.md": "notes\n"})
+    lanes = write_yaml(tmp_path / "lanes.yaml", {"swarm": {"budget_wait_s": 120, "lanes": {
+        "notes": {"allowed_paths": ["notes/"], "agent": "claude-code", "token_budget": 25, "max_turns": 6}}}})
+    plan = write_yaml(tmp_path / "plan.yaml", {"interface_contract": "none", "lanes": [
+        {"lane": "notes", "goal": "Write notes/a.txt and notes/b.txt."}]})
+    run_id = await start_run(client, repo, lanes, write_yaml(tmp_path / "replay.yaml", {"version": 1}), plan=plan)
+    handle = client.get_workflow_handle_for(SwarmWorkflow.run, run_id)
+    for _ in range(600):
+        status = await handle.query(SwarmWorkflow.status)
+        if status.paused:
+            break
+        await asyncio.sleep(0.1)
+    assert status.paused and status.paused[0].lane == "notes" and status.paused[0].what == "tokens"
+    asked_before = len(messages.model_requests())
+    receipt = await handle.execute_update(SwarmWorkflow.budget, BudgetChange(lane="notes", add_tokens=1_000_000))
+    assert not receipt.stopped
+    status = await wait_for_phase(client, run_id, Phase.review, timeout=RUN_LIMIT_S)
+    lane = status.review.lanes[0]
+    assert lane.status == LaneStatus.done and lane.summary == "wrote both notes", lane.reason
+    assert {e.path for e in lane.edits} == {"notes/a.txt", "notes/b.txt"}
+    sessions = [line for line in ledger.read(run_id) if line["event"] == "agent_session"]
+    assert len(sessions) == 2 and sessions[0]["budget_refused"] >= 1 and sessions[1]["resumed"]
+    assert sessions[0]["session_id"] == sessions[1]["session_id"]
+    # the refused call never reached the provider; after the raise, the session went on from where it stopped
+    assert asked_before == 1 and len(messages.model_requests()) == 3
+    assert "budget was raised" in json.dumps(messages.model_requests()[1].body["messages"])
+    took = time.monotonic() - began
+    print(f"a budget pause through the proxy, raised, resumed: {took:.1f}s; sessions "
+          f"{[(s['seconds'], s['budget_refused']) for s in sessions]} (seconds, calls refused)")
+    assert took < RUN_LIMIT_S
