@@ -1022,7 +1022,12 @@ async def bench_parallel(client: Client, home: Path, repo: Path, tmp: Path, args
                          results: dict[str, Any]) -> None:
     """Lanes on a worker process (`python worker.py`, as deployed), the fake model server in this process."""
     turns = args.turns
-    script = {"lanes": {f"lane{i:02d}": {1: [turn((f"p{i}_{t}", "list_dir", {"path": f"l{i:02d}"}))
+    # --parallel-tool: list_dir, a quick call (the turns go on in one activity), or search, which is no quick
+    # call (each turn an activity of its own and its call another, as a step of searches, commands or checks)
+    def call(i: int) -> dict[str, Any]:
+        return {"path": f"l{i:02d}"} if args.parallel_tool == "list_dir" else {"pattern": "X", "path": f"l{i:02d}"}
+
+    script = {"lanes": {f"lane{i:02d}": {1: [turn((f"p{i}_{t}", args.parallel_tool, call(i)))
                                              for t in range(turns - 1)] + [finish(f"p{i}_end")]}
                         for i in range(max(args.parallel_lanes))}}
     address = client.service_client.config.target_host
@@ -1077,7 +1082,7 @@ async def bench_parallel(client: Client, home: Path, repo: Path, tmp: Path, args
     results["parallel_efficiency"] = {n: row["efficiency_vs_one_lane"] for n, row in detail.items()}
     results["parallel_overlap"] = {n: row["efficiency"] for n, row in detail.items()}
     results["parallel_overlap_ledger"] = {n: row["efficiency_ledger"] for n, row in detail.items()}
-    results["parallel"] = {"turns_per_lane": turns, "model_delay_s": args.model_delay,
+    results["parallel"] = {"turns_per_lane": turns, "model_delay_s": args.model_delay, "tool": args.parallel_tool,
                            "worker_concurrency": DEFAULT_CONCURRENCY, "runs": detail}
     results["parallel"]["other_concurrency"] = compared
     results["cpu_per_step"] = cpu_per_step(detail, turns)
@@ -1571,6 +1576,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="lane counts for the set-up runs (default 4,32; --quick: 4,8)")
     parser.add_argument("--full-budget-s", type=float, default=210.0,
                         help="skip a full-checkout set-up run predicted to take longer than this")
+    parser.add_argument("--parallel-tool", choices=["list_dir", "search"], default="list_dir",
+                        help="the parallel lanes' call each turn: list_dir (quick: turns go on in one activity) or "
+                             "search (an activity a call, a step an activity and its call)")
     parser.add_argument("--parallel-lanes", type=lambda s: [int(x) for x in s.split(",")],
                         help="lane counts for parallel efficiency (default 1,4,8,32,64; --quick: 1,4,8)")
     parser.add_argument("--turns", type=int, default=10, help="turns per lane in the parallel runs")
