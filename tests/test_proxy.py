@@ -324,6 +324,67 @@ async def test_an_agent_restarted_over_a_new_proxy_is_answered_from_the_record(
     assert sorted(line["call_id"] for line in reused) == sorted(oks[:3])  # the same calls, named alike
 
 
+def codex_like(process: str) -> dict[str, Any]:
+    """A Codex request (the Responses API) as one process of it sends it: the ids Codex mints are its own (client
+    metadata, the prompt cache key, its input items' ids); the model's own item ids and call ids are the provider's."""
+    return {"model": "gpt-5.5", "instructions": "You are a lane.", "stream": True, "store": False,
+            "reasoning": {"effort": "medium"}, "include": ["reasoning.encrypted_content"], "tool_choice": "auto",
+            "tools": [{"type": "function", "name": "exec_command", "parameters": {"type": "object"}}],
+            "prompt_cache_key": process,
+            "client_metadata": {"session_id": process, "turn_id": f"turn-{process}", "x-codex-turn-metadata":
+                                json.dumps({"session_id": process, "turn_started_at_unix_ms": hash(process)})},
+            "input": [
+                {"type": "message", "id": f"msg_{process}_0", "role": "developer",
+                 "content": [{"type": "input_text", "text": "Work in /repo."}]},
+                {"type": "message", "id": f"msg_{process}_1", "role": "user",
+                 "content": [{"type": "input_text", "text": "Goal for lane api: do it"}]},
+                {"type": "function_call", "id": "fc_provider_1", "call_id": "call_1", "name": "exec_command",
+                 "arguments": json.dumps({"cmd": "ls"})},
+                {"type": "function_call_output", "id": f"fco_{process}_1", "call_id": "call_1", "output": "README.md"},
+                {"type": "item_reference", "id": "rs_stored_1"}]}
+
+
+# What changes the question: each is asked of the provider, whichever process asks.
+QUESTION_CHANGED: dict[str, Any] = {
+    "the user's words": lambda b: b["input"][1]["content"][0].update(text="Goal for lane api: undo it"),
+    "a tool's output": lambda b: b["input"][3].update(output="README.md\nsrc"),
+    "which call an output answers": lambda b: b["input"][3].update(call_id="call_2"),
+    "a stored item referred to": lambda b: b["input"][4].update(id="rs_stored_2"),
+    "the tools": lambda b: b["tools"].append({"type": "function", "name": "write_stdin", "parameters": {}}),
+    "the model": lambda b: b.update(model="gpt-5.6-sol"),
+    "the instructions": lambda b: b.update(instructions="You are another lane."),
+    "the reasoning effort": lambda b: b["reasoning"].update(effort="high"),
+}
+
+
+async def test_another_process_of_the_agent_asking_the_same_is_answered_from_the_record(
+        keys: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A restarted Codex sends the same conversation under new ids of its own: the same question, answered from
+    the record. Whatever changes what the model is asked is a new question, sent on."""
+    key = LaneKey(run_id=new_run(), lane="api")
+    with provider(monkeypatch, "responses", script(reply("one"), reply("two"))) as fake:
+        async with ModelProxy() as proxy, httpx.AsyncClient() as agent:
+            lane = proxy.open_lane(key)
+            first = await agent.post(proxy.url + PATH["responses"], json=codex_like("process-1"),
+                                     headers=headers("responses", lane.token))
+        asked = len(fake.requests)
+        async with ModelProxy() as proxy, httpx.AsyncClient() as agent:
+            lane = proxy.open_lane(key)
+            # (each changed question first: one taken for the recorded one would be answered from the record)
+            for n, (what, change) in enumerate(QUESTION_CHANGED.items(), start=1):
+                changed = codex_like("process-2")
+                change(changed)
+                answer = await agent.post(proxy.url + PATH["responses"], json=changed,
+                                          headers=headers("responses", lane.token))
+                assert answer.status_code == 200 and len(fake.requests) == asked + n, what
+            same = await agent.post(proxy.url + PATH["responses"], json=codex_like("process-2"),
+                                    headers=headers("responses", lane.token))
+            assert len(fake.requests) == asked + len(QUESTION_CHANGED) and same.content == first.content
+            tally = proxy.tally(lane.token)
+    assert first.status_code == 200 and text_of_reply("responses", first.content, True) == "two"
+    assert (tally.replayed_calls, tally.upstream_calls) == (1, len(QUESTION_CHANGED))
+
+
 # --- the budget on the wire ---
 
 
