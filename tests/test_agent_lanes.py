@@ -173,6 +173,10 @@ async def test_a_claude_code_lane_and_a_codex_lane_deliver_one_branch(client: An
     assert {lane.lane: lane.agent for lane in status.lanes} == {"api": "codex", "web": "claude-code"}
     markdown = (run_dir(run_id) / "review" / "latest.md").read_text()
     assert "Agent: codex" in markdown and "Agent: claude-code" in markdown
+    shown = await cli(client, reposwarm_home, "status", run_id)
+    assert shown.returncode == 0, shown.stderr
+    lines = {line.split()[0]: line for line in shown.stdout.splitlines() if line.startswith("  ") and line.split()}
+    assert "agent codex" in lines["api"] and "agent claude-code" in lines["web"], shown.stdout
 
     result = await approve_and_wait(client, run_id, timeout=RUN_LIMIT_S)
     branch = f"swarm/{run_id}"
@@ -193,7 +197,11 @@ async def test_a_claude_code_lane_and_a_codex_lane_deliver_one_branch(client: An
 
     report = await cli(client, reposwarm_home, "report", run_id)
     assert report.returncode == 0, report.stderr
-    print(report.stdout)
+    rows_of = {line.split()[0]: line.split() for line in report.stdout.splitlines() if line.split()
+               and line.split()[0] in ("api", "web")}
+    # lane, runs, seconds, calls, tokens in...: the proxy's calls counted per lane, as the built-in loop's
+    assert int(rows_of["api"][3]) == api.usage.model_calls and int(rows_of["web"][3]) == web.usage.model_calls, \
+        report.stdout
     took = time.monotonic() - began
     print(f"two agent lanes, review and delivery: {took:.1f}s")
     assert took < RUN_LIMIT_S * 2
