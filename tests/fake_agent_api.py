@@ -34,6 +34,11 @@ Said = list[Text | Call]
 Script = Callable[[dict[str, Any]], Said]
 
 
+class Drop(Exception):
+    """Raised by a script: the server closes the connection with no answer at all, as a provider (or a worker's
+    proxy) that died mid-call."""
+
+
 @dataclass
 class Seen:
     path: str
@@ -80,7 +85,10 @@ class _Server:
                     body = {"unparsed": raw.decode(errors="replace")}
                 with server._lock:
                     server.requests.append(Seen(self.path, _lower(self.headers.items()), body))
-                server.answer(self, body)
+                try:
+                    server.answer(self, body)
+                except Drop:
+                    self.close_connection = True
 
             def _json(self, status: int, payload: dict[str, Any]) -> None:
                 data = json.dumps(payload).encode()

@@ -12,6 +12,7 @@ import importlib.util
 import os
 import shutil
 import subprocess
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,8 +35,12 @@ class AgentCli:
 
     def version(self) -> str:
         """The CLI's own `--version` line ("2.1.332 (Claude Code)", "codex-cli 0.163.0")."""
-        done = subprocess.run([str(self.binary), "--version"], capture_output=True, text=True, timeout=60,
-                              stdin=subprocess.DEVNULL, env={"PATH": os.defpath, "HOME": "/nonexistent"})
+        # A home of its own, thrown away after: even `--version` writes its state (Codex its helpers under
+        # $CODEX_HOME/tmp, by default ~/.codex; as root, with a HOME that did not exist, it created that HOME).
+        with tempfile.TemporaryDirectory(prefix="rs-agent-version-") as home:
+            env = {"PATH": os.defpath, "HOME": home, "CODEX_HOME": home, "CLAUDE_CONFIG_DIR": home}
+            done = subprocess.run([str(self.binary), "--version"], capture_output=True, text=True, timeout=60,
+                                  stdin=subprocess.DEVNULL, env=env)
         return (done.stdout.strip().splitlines() or [""])[-1]
 
 
