@@ -35,6 +35,7 @@ from reposwarm.contracts import (
     CheckpointInput,
     FileEdit,
     HelperTask,
+    Usage,
 )
 from reposwarm.contracts.cost import over_budget
 from reposwarm.proxy import ALLOW, BudgetAnswer, LaneKey, LaneTally, ModelProxy, refuse
@@ -80,10 +81,11 @@ def state_dir(task: HelperTask, agent: str) -> Path:
     return run_dir(task.run_id) / "agents" / task.lane / agent
 
 
-def _budget_hook(task: HelperTask, req: AgentSessionInput) -> Any:
+def _budget_hook(task: HelperTask, req: AgentSessionInput, before: Usage) -> Any:
     async def ask(key: LaneKey, tally: LaneTally) -> BudgetAnswer:
         # (the next call is counted as one token: a session at its budget exactly asks nothing more)
-        over = over_budget(task.lane, task.price, req.spent + tally.usage, req.token_budget, req.cost_budget_usd, 1)
+        spent = req.spent + before + tally.usage
+        over = over_budget(task.lane, task.price, spent, req.token_budget, req.cost_budget_usd, 1)
         if over is None:
             return ALLOW
         return refuse(f"the lane is at its {'token' if over.what == 'tokens' else 'cost'} budget; reposwarm asks "
@@ -140,9 +142,21 @@ def _changed(worktree: Path, before: str, after: str, agent: str) -> list[FileEd
     return edits
 
 
-def _beat(summary: SessionSummary) -> None:
+def _beat(summary: SessionSummary, spent: Usage) -> None:
     activity.heartbeat({"session_id": summary.session_id or "", "agent": summary.agent,
-                        "tool_calls": len(summary.tool_calls)})
+                        "tool_calls": len(summary.tool_calls), "usage": spent.model_dump()})
+
+
+def _earlier_usage() -> Usage:
+    """What a killed attempt of this activity had spent, as its last heartbeat said (its ledger lines have it
+    too): the lane's usage counts it, as the built-in loop's counts a turn's every attempt."""
+    for detail in activity.info().heartbeat_details:
+        if isinstance(detail, dict) and isinstance(detail.get("usage"), dict):
+            try:
+                return Usage.model_validate(detail["usage"])
+            except ValueError:
+                return Usage()
+    return Usage()
 
 
 @activity.defn
@@ -170,10 +184,11 @@ async def agent_session(req: AgentSessionInput) -> AgentSessionResult:
     if not resume and (earlier or req.kind != "first"):  # nothing to resume here: a new session, the whole prompt
         prompt = prompt_for(req.model_copy(update={"kind": "first", "resume": ""}))
     proxy = await worker_proxy()
+    before_usage = _earlier_usage()
     if task.price is not None:
         proxy.prices.setdefault(task.model, task.price)
     lane = proxy.open_lane(LaneKey(run_id=task.run_id, lane=task.lane, round=task.round, attempt=task.attempt),
-                           budget=_budget_hook(task, req))
+                           budget=_budget_hook(task, req, before_usage))
     spec = SessionSpec(
         agent=agent, prompt=prompt, worktree=worktree,
         base_url=proxy.anthropic_base_url if agent == "claude-code" else proxy.openai_base_url,
@@ -184,13 +199,14 @@ async def agent_session(req: AgentSessionInput) -> AgentSessionResult:
         session_id=None if resume or agent != "claude-code" else _chosen_id(task),
         timeout_s=min(task.role.max_wall_s, SESSION_S), git_dir=await asyncio.to_thread(_git_common_dir, worktree),
         readable=(*task.allowed_paths, *task.read_only_paths))
-    heard: list[tuple[str, int]] = [("", -1)]
+    heard: list[tuple[str, int, int]] = [("", -1, -1)]
 
     def on_event(event: dict[str, Any], summary: SessionSummary) -> None:
-        said = (summary.session_id or "", len(summary.tool_calls))
+        spent = before_usage + proxy.tally(lane.token).usage
+        said = (summary.session_id or "", len(summary.tool_calls), spent.model_calls)
         if said != heard[0]:  # (a beat with details when they change; the interceptor repeats them between)
             heard[0] = said
-            _beat(summary)
+            _beat(summary, spent)
 
     try:
         summary = await run_session(spec, on_event)
@@ -210,9 +226,9 @@ async def agent_session(req: AgentSessionInput) -> AgentSessionResult:
                            exit_code=summary.exit_code, tool_calls=len(summary.tool_calls), turns=summary.turns,
                            upstream_calls=tally.upstream_calls, replayed_calls=tally.replayed_calls,
                            budget_refused=tally.refused_calls, reverted=checkpoint.refused or None,
-                           seconds=summary.seconds, ok=ok, reason=reason or None)
+                           seconds=summary.seconds, ok=ok, reason=reason or None, after_restart=bool(earlier))
     return AgentSessionResult(
-        agent=agent, session_id=summary.session_id or resume or "", usage=tally.usage,
+        agent=agent, session_id=summary.session_id or resume or "", usage=before_usage + tally.usage,
         upstream_calls=tally.upstream_calls, replayed_calls=tally.replayed_calls, budget_refused=tally.refused_calls,
         turns=summary.turns, tool_calls=len(summary.tool_calls),
         final_text=ledger.redact(summary.final_text)[:SUMMARY_CHARS], ok=ok, reason=reason,
