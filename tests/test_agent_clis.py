@@ -13,9 +13,11 @@ import asyncio
 import json
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -348,9 +350,18 @@ def _processes_naming(text: str) -> list[str]:
     return found
 
 
+@pytest.fixture
+def worker_tmp() -> Iterator[Path]:
+    """The killed worker's TMPDIR: a SIGKILLed process never cleans up what it had there (its bridge's socket
+    folder), so it goes here, and the test removes it."""
+    folder = Path(tempfile.mkdtemp(prefix="rs-killed-"))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
 @pytest.mark.parametrize("agent", ["claude-code", "codex"])
 async def test_a_worker_killed_mid_session_leaves_nothing_running_and_the_session_resumes(
-        agent: str, worktree: Path, tmp_path: Path) -> None:
+        agent: str, worktree: Path, tmp_path: Path, worker_tmp: Path) -> None:
     _cli_or_skip(agent)
     held, release = threading.Event(), threading.Event()
     if agent == "claude-code":
@@ -370,7 +381,8 @@ async def test_a_worker_killed_mid_session_leaves_nothing_running_and_the_sessio
     with fake(script) as api:
         given = {"agent": agent, "prompt": "Write a.txt.", "base_url": api.base_url, "token": token}
         worker = subprocess.Popen([sys.executable, "-c", RUNNER, str(Path(__file__).resolve().parents[1]),
-                                   json.dumps(given), str(worktree), str(state), str(heard)])
+                                   json.dumps(given), str(worktree), str(state), str(heard)],
+                                  env={**os.environ, "TMPDIR": str(worker_tmp)})
         try:
             assert await asyncio.to_thread(held.wait, SESSION_LIMIT_S), "the session never reached its second turn"
             assert len(_processes_naming(token)) >= 2  # (the agent and its bridge, seen by their token)

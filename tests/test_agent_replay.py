@@ -13,11 +13,15 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -157,6 +161,16 @@ asyncio.run(run_session(spec, heard))
 """
 
 
+@pytest.fixture
+def worker_tmp() -> Iterator[Path]:
+    """The killed worker's TMPDIR: what it had there (its bridge's socket folder, the agent's git view) is never
+    cleaned up by a process that is SIGKILLed, so it goes here, and the test removes it. (Short: a unix socket's
+    path has 108 bytes.)"""
+    folder = Path(tempfile.mkdtemp(prefix="rs-killed-"))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
 async def _until(check: Any, what: str, limit_s: float = SESSION_LIMIT_S) -> None:
     deadline = time.monotonic() + limit_s
     while not check():
@@ -167,7 +181,8 @@ async def _until(check: Any, what: str, limit_s: float = SESSION_LIMIT_S) -> Non
 @pytest.mark.parametrize("then", ["again", "resumed"])
 @pytest.mark.parametrize("agent", AGENTS)
 async def test_a_session_killed_after_its_first_call_does_not_ask_it_again(
-        agent: str, then: str, worktree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        agent: str, then: str, worktree: Path, tmp_path: Path, worker_tmp: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """The worker is SIGKILLed (the agent with it) while its second call is with the provider, which never answers
     it. Restarted over a new proxy, the session run again with the same prompt gets its first call from the
     record; resumed with the CLI's resume, it carries the first call on. Either way the provider is not asked the
@@ -197,7 +212,8 @@ async def test_a_session_killed_after_its_first_call_does_not_ask_it_again(
             spec = _spec(agent, worktree, proxy, lane.token, state, prompt="Read the README.",
                          session_id=str(uuid.uuid4()) if agent == "claude-code" else None)
             given = {k: str(v) if isinstance(v, Path) else v for k, v in dataclasses.asdict(spec).items()}
-            worker = subprocess.Popen([sys.executable, "-c", RUNNER, str(ROOT), json.dumps(given), str(heard)])
+            worker = subprocess.Popen([sys.executable, "-c", RUNNER, str(ROOT), json.dumps(given), str(heard)],
+                                      env={**os.environ, "TMPDIR": str(worker_tmp)})
             try:
                 assert await asyncio.to_thread(held.wait, SESSION_LIMIT_S), "the session never made its second call"
                 await _until(lambda: len(list(records.glob("*/*.json"))) == 1, "the first call was not recorded")
@@ -212,6 +228,7 @@ async def test_a_session_killed_after_its_first_call_does_not_ask_it_again(
             await _until(lambda: proxy.tally(lane.token).failed_calls == 1, "the second call did not end")
             killed = proxy.close_lane(lane.token)
         assert (killed.upstream_calls, killed.failed_calls) == (1, 1)
+        assert sorted(p.name.split("-")[1] for p in worker_tmp.iterdir()) == ["agent", "gitview"]  # (its leftovers)
         before, before_all = len(api.model_requests()), len(api.requests)
         assert [_turn(agent, r.body) for r in api.model_requests()] == [0, 1]
         # the worker restarted: a new proxy over the same record, the worktree as the killed session left it
