@@ -14,7 +14,7 @@ export TEMPORAL_PORT ?= 7233
 export TEMPORAL_UI_PORT ?= 8233
 export TEMPORAL_ADDRESS ?= localhost:$(TEMPORAL_PORT)
 
-.PHONY: venv bubblewrap toolchains browser demo test typecheck docs dev-server stop-dev-server worker clean record-history bench realrepos
+.PHONY: venv bubblewrap toolchains browser demo test typecheck docs dev-server stop-dev-server worker clean record-history bench bench-scale realrepos
 
 venv: $(VENV)/.installed
 
@@ -93,7 +93,8 @@ typecheck: venv
 docs: venv
 	$(PY) -m reposwarm.docs_reference
 
-# the benchmarks, on generated monorepos kept in $TMPDIR/reposwarm-bench:
+# the benchmarks (make bench; bench_checks.py and bench_evidence.py: make bench-scale), on generated monorepos
+# kept in $TMPDIR/reposwarm-bench:
 #   bench_index.py  the symbol index on 1M lines: bench/results_index.json
 #   bench_warm.py   a repair on a warm lane against a cold re-dispatch: tokens and seconds: bench/results_warm.json
 #   bench_swarm.py  the swarm on a local Temporal dev server (lane set-up on 4M lines, step overhead, parallel
@@ -134,9 +135,13 @@ bench: venv
 	$(PY) bench/bench_cli.py
 	$(PY) bench/bench_propose.py
 	$(PY) bench/bench_cache.py
+	$(if $(ATTRS_REPO),$(PY) bench/bench_gate.py $(ATTRS_REPO) $(BENCH_GATE_ARGS),@echo "bench_gate.py skipped: ATTRS_REPO=<a clone of https://github.com/python-attrs/attrs>")
+
+# the long ones (about an hour): checks on the 4M-line monorepo with tests, the whole suite twice; and the cost of
+# the evidence on attrs' suite, alternating pairs. `make bench` stays under 30 minutes without them.
+bench-scale: venv
 	$(PY) bench/bench_checks.py $(BENCH_CHECKS_ARGS)
 	$(if $(ATTRS_REPO),$(PY) bench/bench_evidence.py $(ATTRS_REPO) $(BENCH_EVIDENCE_ARGS),@echo "bench_evidence.py skipped: ATTRS_REPO=<a clone of https://github.com/python-attrs/attrs>")
-	$(if $(ATTRS_REPO),$(PY) bench/bench_gate.py $(ATTRS_REPO) $(BENCH_GATE_ARGS),@echo "bench_gate.py skipped: ATTRS_REPO=<a clone of https://github.com/python-attrs/attrs>")
 
 # record this version's workflow histories into tests/histories/$(VERSION)/ (keep the older folders)
 record-history: venv
