@@ -480,9 +480,10 @@ def workflow_task_spans(runs: list[Any]) -> list[dict[str, Any]]:
 
 
 async def step_lane(client: Client, queue: str, repo: Path, tmp: Path, steps: int, label: str) -> dict[str, Any]:
-    """A lane of `steps` turns of one list_dir call each, then finish. A step is measured from one model turn's
-    scheduling to the next's: the turn, its tool call and the orchestration between them, whether the tool ran
-    as an activity (host affinity) or as a local activity in the workflow task (shared-queue affinity)."""
+    """A lane of `steps` turns of one list_dir call each, then finish. A step is a turn: the lane's time from its
+    first model turn's scheduling to its last one's close, over its turns (the turn, its tool call and the
+    orchestration between them, whether the tool ran in the turn, as an activity, or as a local activity; and
+    where the turn went on to the next in its activity, patch turns-in-activity, that activity's share)."""
     lanes = {"step": {"allowed_paths": ["l00/"], "max_turns": steps + 5, "token_budget": 50_000_000}}
     replies = {"step": [{**turn((f"c{i}", "list_dir", {"path": "l00"})), "usage": USAGE} for i in range(steps)]
                + [{**finish("c_end"), "usage": USAGE}]}
@@ -494,18 +495,19 @@ async def step_lane(client: Client, queue: str, repo: Path, tmp: Path, steps: in
     spans = activity_spans(runs)
     tools = [s for s in spans if s["name"] == "run_tool"]
     models = sorted((s for s in spans if s["name"] == "model_turn"), key=lambda s: s["scheduled"])
-    tool_steps = len(models) - 1  # every turn but the last (finish) made one list_dir call
+    turns = lane.turns  # (the model turns' activities: fewer, where a turn went on to the next in its activity)
     tasks = workflow_task_spans(runs)
     local = [t for t in tasks if t["marker"]]
     events = sum(len(h.events) for h in runs)
     types = Counter(ET.Name(e.event_type).removeprefix("EVENT_TYPE_") for h in runs for e in h.events)
     await finish_run(client, run_id)
     return {
-        "run_id": run_id, "steps": tool_steps, "lane_status": lane.status.value, "lane_tool_calls": lane.tool_calls,
-        "per_step_s": (models[-1]["scheduled"] - models[0]["scheduled"]) / tool_steps,
-        "activities_per_step": (len(models) - 1 + len(tools)) / tool_steps,
+        "run_id": run_id, "steps": turns, "lane_status": lane.status.value, "lane_tool_calls": lane.tool_calls,
+        "per_step_s": (models[-1]["closed"] - models[0]["scheduled"]) / turns,
+        "activities_per_step": (len(models) + len(tools)) / turns, "model_turn_activities": len(models),
         "tool_calls_as_local_activities": len(local),
-        "model_turn_exec_mean_s": _mean([s["closed"] - s["started"] for s in models]),
+        # a step's share of the model turns' activities' run time
+        "model_turn_exec_mean_s": sum(s["closed"] - s["started"] for s in models) / turns,
         "run_tool_exec_mean_s": _mean([s["closed"] - s["started"] for s in tools]) if tools else None,
         # a workflow task that ran a list_dir local activity, start to completion (the tool's time is in it)
         "local_tool_task_mean_s": _mean([t["closed"] - t["started"] for t in local]) if local else None,
