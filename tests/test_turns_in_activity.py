@@ -22,6 +22,16 @@ pytestmark = pytest.mark.usefixtures("worker")
 READS = 6  # quick turns after the first, each one read
 
 
+async def lane_at_review(client, tmp_path, replies: list, lane: dict, swarm: dict | None = None) -> tuple:
+    """Lane api of a run played from `replies` until the run waits for review: its review and the run's id."""
+    repo, lanes, plan = lane_files(tmp_path, lane, swarm)
+    script = write_yaml(tmp_path / "replay.yaml", {"version": 1, "lanes": {"api": {1: replies}}})
+    run_id = await start_run(client, repo, lanes, script, plan=plan)
+    status = await wait_for_phase(client, run_id, Phase.review)
+    await client.get_workflow_handle_for(SwarmWorkflow.run, run_id).terminate("test done")
+    return status.review.lanes[0], run_id
+
+
 def lane_files(tmp_path, lane: dict, swarm: dict | None = None) -> tuple:
     repo = make_repo(tmp_path / "repo", {"api/app.py": "VERSION = 1\n", "api/util.py": "X = 1\n"})
     lanes = write_yaml(tmp_path / "lanes.yaml", {
@@ -39,8 +49,7 @@ async def model_turn_activities(client, workflow_id: str) -> int:
 
 
 async def test_quick_turns_go_on_in_one_activity_and_count_as_turns(client, tmp_path):
-    repo, lanes, plan = lane_files(tmp_path, {})
-    script = write_yaml(tmp_path / "replay.yaml", {"version": 1, "lanes": {"api": {1: [
+    api, run_id = await lane_at_review(client, tmp_path, [
         turn(("r0", "list_dir", {"path": "api"})),  # the first turn: its worktree is made beside it
         *(turn((f"r{i}", "read_file", {"path": "api/util.py"})) for i in range(1, READS + 1)),
         turn(("w1", "write_file", {"path": "api/app.py", "content": "VERSION = 2\n",
@@ -48,12 +57,7 @@ async def test_quick_turns_go_on_in_one_activity_and_count_as_turns(client, tmp_
              ("r9", "read_file", {"path": "api/missing.py"})),
         turn(("c1", "run_checks", {})),  # no quick tool: the activity stops before running it
         finish("f1", "VERSION is 2"),
-    ]}}})
-    run_id = await start_run(client, repo, lanes, script, plan=plan)
-    status = await wait_for_phase(client, run_id, Phase.review)
-    await client.get_workflow_handle_for(SwarmWorkflow.run, run_id).terminate("test done")
-
-    api = status.review.lanes[0]
+    ], {})
     assert api.status == LaneStatus.done, api.reason
     assert api.turns == READS + 4 and api.tool_calls == READS + 5, (api.turns, api.tool_calls)
     assert api.tool_errors == 1 and api.failed_calls == [
@@ -73,15 +77,9 @@ async def test_quick_turns_go_on_in_one_activity_and_count_as_turns(client, tmp_
 async def test_turns_stop_going_on_at_the_token_budget(client, tmp_path):
     """A budget that the next call would exceed stops the activity there: the workflow decides (here it ends the
     lane at its budget, no one to ask), and no call is made past it."""
-    repo, lanes, plan = lane_files(tmp_path, {"token_budget": 8000, "max_turns": 30}, {"budget_wait_s": 0})
-    script = write_yaml(tmp_path / "replay.yaml", {"version": 1, "lanes": {"api": {1: [
-        *(turn((f"r{i}", "read_file", {"path": "api/util.py"})) for i in range(20)),
-        finish("f1", "done"),
-    ]}}})
-    run_id = await start_run(client, repo, lanes, script, plan=plan)
-    status = await wait_for_phase(client, run_id, Phase.review)
-    await client.get_workflow_handle_for(SwarmWorkflow.run, run_id).terminate("test done")
-    api = status.review.lanes[0]
+    api, run_id = await lane_at_review(client, tmp_path, [
+        *(turn((f"r{i}", "read_file", {"path": "api/util.py"})) for i in range(20)), finish("f1", "done"),
+    ], {"token_budget": 8000, "max_turns": 30}, {"budget_wait_s": 0})
     assert api.status == LaneStatus.budget_exhausted, api.reason
     asked = [e for e in ledger.read(run_id) if e["event"] == "model_call" and e.get("agent") == "api"]
     billed = [e.get("billed_tokens") for e in asked]
