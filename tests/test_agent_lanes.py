@@ -215,11 +215,13 @@ NEXT = "Next assignment for lane calc (round 1, dispatch 2)"
 
 
 @pytest.mark.usefixtures("worker")
-async def test_a_failing_check_s_repair_reaches_the_agent_s_own_session(client: Any, tmp_path: Path,
+@pytest.mark.parametrize("agent", ["claude-code", "codex"])
+async def test_a_failing_check_s_repair_reaches_the_agent_s_own_session(agent: str, client: Any, tmp_path: Path,
                                                                         fake_providers: Any) -> None:
     """The gate treats the agent's work as any lane's: the test it broke is sent back to it, and the repair is its
-    next assignment, in the same Claude Code session resumed (its earlier turns sent again)."""
-    _cli_or_skip("claude-code")
+    next assignment, in the same session resumed (`claude --resume`, `codex exec resume`: its earlier turns sent
+    again)."""
+    _cli_or_skip(agent)
     began = time.monotonic()
     from tests.test_validation import lanes_yaml, plan, repo_with_tests
 
@@ -227,36 +229,42 @@ async def test_a_failing_check_s_repair_reaches_the_agent_s_own_session(client: 
     # (one quick command, judged as one check: pytest's start in the sandbox would double the test's time)
     lanes = lanes_yaml(tmp_path, commands=[[sys.executable, "-c", MUL_CHECK]], timeout=60)
     config = json.loads(json.dumps(__import__("yaml").safe_load(lanes.read_text())))
-    config["swarm"]["lanes"]["calc"].update(agent="claude-code", max_turns=6)
+    config["swarm"]["lanes"]["calc"].update(agent=agent, max_turns=6)
     write_yaml(lanes, config)
+    claude = agent == "claude-code"
+    conversation = (lambda body: body["messages"]) if claude else (lambda body: body["input"])
+    answered = tool_results if claude else function_outputs
+
+    def shell(command: str) -> Call:
+        return Call("Bash", {"command": command, "description": "edit"}) if claude else \
+            Call("exec_command", {"cmd": command})
 
     def script(body: dict[str, Any]) -> Said:
-        said, n = json.dumps(body["messages"]), len(tool_results(body))
+        said, n = json.dumps(conversation(body)), len(answered(body))
         if NEXT in said:  # the repair: the same session, its first turn's call and result carried
-            return [Call("Bash", {"command": FIX_MUL, "description": "fix"})] if n == 1 else \
-                [Text("mul fixed, sub added")]
-        return [Call("Bash", {"command": BREAK_MUL, "description": "edit"})] if n == 0 else \
-            [Text("sub added (or so I think)")]
+            return [shell(FIX_MUL)] if n == 1 else [Text("mul fixed, sub added")]
+        return [shell(BREAK_MUL)] if n == 0 else [Text("sub added (or so I think)")]
 
-    messages, _ = fake_providers(script, responses_turns([]))
+    messages, responses = fake_providers(script, script)
     run_id = await start_run(client, repo, lanes, write_yaml(tmp_path / "replay.yaml", {"version": 1, "lanes": {}}),
                              plan=plan(tmp_path), task="Add sub")
     status = await wait_for_phase(client, run_id, Phase.review, timeout=RUN_LIMIT_S * 2)
     assert status.review.test_report.passed, status.review.test_report.failures
     calc = status.review.lanes[0]
-    assert calc.agent == "claude-code" and calc.summary == "mul fixed, sub added"
+    assert calc.agent == agent and calc.summary == "mul fixed, sub added"
     assert status.lanes[0].attempt == 2 and len(calc.passes) == 2  # the first pass, then the repair
-    repair = [r.body for r in messages.model_requests() if NEXT in json.dumps(r.body["messages"])]
+    asked = (messages if claude else responses).model_requests()
+    repair = [r.body for r in asked if NEXT in json.dumps(conversation(r.body))]
     assert repair, "the repair never reached the agent"
-    first = json.dumps(repair[0]["messages"])
+    first = json.dumps(conversation(repair[0]))
     # its own session: the first goal, its earlier call, and the failure it is answerable for
-    assert "Goal for lane calc:" in first and "return a * b + 1" in first and BREAK_MUL.split(" ")[0] in first
+    assert "Goal for lane calc:" in first and "sed -i" in first and len(answered(repair[0])) == 1
     assert "mul(2, 3) is 7" in first
     sessions = [line for line in ledger.read(run_id) if line["event"] == "agent_session"]
     assert len(sessions) == 2 and sessions[1]["resumed"] and sessions[0]["session_id"] == sessions[1]["session_id"]
     assert git(repo, "show", f"swarm/{run_id}/calc:calc/ops.py").endswith("def sub(a, b):\n    return a - b")
     took = time.monotonic() - began
-    print(f"a repair through the agent's session: {took:.1f}s")
+    print(f"a repair through the {agent} session: {took:.1f}s")
     assert took < RUN_LIMIT_S * 2
 
 
