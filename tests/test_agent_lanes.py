@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio.api.sdk.v1 import WorkflowMetadata
 
 from reposwarm.contracts import BudgetChange, LaneProposal, LaneStatus, Phase
 from reposwarm.contracts.errors import ConfigError
@@ -173,6 +174,11 @@ async def test_a_claude_code_lane_and_a_codex_lane_deliver_one_branch(client: An
     assert {lane.lane: lane.agent for lane in status.lanes} == {"api": "codex", "web": "claude-code"}
     markdown = (run_dir(run_id) / "review" / "latest.md").read_text()
     assert "Agent: codex" in markdown and "Agent: claude-code" in markdown
+    # the Web UI's details line of each lane's workflow (warm: still there) names its agent
+    for lane in status.lanes:
+        meta = await client.get_workflow_handle(lane.workflow_id).query("__temporal_workflow_metadata",
+                                                                         result_type=WorkflowMetadata)
+        assert f"**{lane.lane}** (round 1, agent {lane.agent}): session" in meta.current_details, meta
     shown = await cli(client, reposwarm_home, "status", run_id)
     assert shown.returncode == 0, shown.stderr
     lines = {line.split()[0]: line for line in shown.stdout.splitlines() if line.startswith("  ") and line.split()}
