@@ -400,3 +400,27 @@ async def test_an_agent_at_its_budget_pauses_the_lane_and_a_raise_resumes_its_se
     print(f"a budget pause through the proxy, raised, resumed: {took:.1f}s; sessions "
           f"{[(s['seconds'], s['budget_refused']) for s in sessions]} (seconds, calls refused)")
     assert took < RUN_LIMIT_S
+
+
+@pytest.mark.usefixtures("worker")
+async def test_an_acp_lane_is_accepted_and_fails_as_it_starts_saying_why(client: Any, tmp_path: Path) -> None:
+    """`agent: {acp: [...]}` loads (with a warning); at run time the lane ends failed with a clear reason, and the
+    run goes on to its review with the other lane's work."""
+    began = time.monotonic()
+    repo = make_repo(tmp_path / "repo", {"docs/a.md": "a\n", "api/app.py": "VERSION = 1\n"})
+    lanes = write_yaml(tmp_path / "lanes.yaml", {"swarm": {"lanes": {
+        "docs": {"allowed_paths": ["docs/"], "agent": {"acp": ["my-acp-agent", "--stdio"]}},
+        "api": {"allowed_paths": ["api/"]}}}})
+    plan = write_yaml(tmp_path / "plan.yaml", {"interface_contract": "none", "lanes": [
+        {"lane": "docs", "goal": "Document it."}, {"lane": "api", "goal": "Set VERSION to 2."}]})
+    script = write_yaml(tmp_path / "replay.yaml", {"version": 1, "lanes": {"api": {1: [
+        {"tool_calls": [{"id": "w1", "name": "write_file", "arguments": {
+            "path": "api/app.py", "content": "VERSION = 2\n", "reason": "Set VERSION to 2 as the goal says"}}]},
+        {"tool_calls": [{"id": "f1", "name": "finish", "arguments": {"summary": "VERSION is 2"}}]}]}}})
+    run_id = await start_run(client, repo, lanes, script, plan=plan)
+    status = await wait_for_phase(client, run_id, Phase.review, timeout=RUN_LIMIT_S)
+    by_lane = {lane.lane: lane for lane in status.review.lanes}
+    assert by_lane["docs"].status == LaneStatus.failed and by_lane["docs"].agent == "acp"
+    assert "agent acp cannot be run by this version yet" in by_lane["docs"].reason, by_lane["docs"].reason
+    assert by_lane["api"].status == LaneStatus.done and by_lane["api"].agent == "builtin"
+    assert time.monotonic() - began < RUN_LIMIT_S
