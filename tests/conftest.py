@@ -29,13 +29,53 @@ sys.path.insert(0, str(ROOT))
 from reposwarm.cli.worker import make_worker  # noqa: E402
 from tests.helpers import start_dev_server  # noqa: E402
 
-# Tests that wait out real timers (a provider outage, a decision's expiry): started first, so
-# that the other workers run the rest beside them, rather than one of them running alone at the end.
-FIRST = ("tests/test_outage.py::", "tests/test_anywhere.py::test_an_abandoned_approval")
+# Tests that wait out real timers (a provider outage, a decision's expiry), then the longest ones (a minute and more
+# on two cores: real go, cargo and node builds, swarm runs end to end, pytest runs in the sandbox), longest first:
+# started first, so that the other workers run the short rest beside them, rather than one of them running a long
+# test alone at the end (xdist hands out the first quarter of the tests round-robin). Measured on a full run
+# (--durations); a test missing here only costs its place, never a run.
+FIRST = ("tests/test_outage.py::", "tests/test_anywhere.py::test_an_abandoned_approval",
+         "tests/test_side_doors.py::test_the_nested_repository_attack",
+         "tests/test_proposing_config.py::test_a_repository_named_by_url_proposes_its_lanes",
+         "tests/test_proposing.py::test_run_with_yes_proposes_accepts_and_delivers",
+         "tests/test_runner_forms.py::test_go_test_with_its_own_flags_behind_env",
+         "tests/test_init.py::test_a_failing_profile_is_written_with_why",
+         "tests/test_wheel.py::",  # (its module's fixture builds and installs the wheel: the first test pays)
+         "tests/test_not_judged.py::test_a_change_the_checks_ran_an_installed_copy_of",
+         "tests/test_webui.py::test_a_server_without_the_new_attributes",
+         "tests/test_proposing.py::test_a_task_and_a_repository_are_enough",
+         "tests/test_review_figures.py::test_a_second_round_review_holds_every_lane",
+         "tests/test_oracle_careful.py::test_try_propose_goes_through_the_run_s_proposal_phase",
+         "tests/test_busy_worker.py::test_a_check_s_scratch_folder_is_removed_off_the_event_loop",
+         "tests/test_evidence.py::test_go_test_built_the_tested_package",
+         "tests/test_runner_forms.py::test_vitest_through_npm_test",
+         "tests/test_runner_forms.py::test_mocha_per_test_and_jest_and_node",
+         "tests/test_init.py::test_it_never_overwrites_unasked",
+         "tests/test_caches.py::test_go_modules_the_user_downloaded_are_read_with_no_network",
+         "tests/test_review_figures.py::test_a_repaired_and_rolled_back_lane",
+         "tests/test_shards.py::test_shards_judged_and_merged_give_the_whole_commands_verdict",
+         "tests/test_gaming.py::test_go_hidden_broken_add_is_never_passed",
+         "tests/test_setup.py::test_a_lane_s_changed_lock_file_is_kept_for_that_lane_only",
+         "tests/test_detect_js.py::test_try_on_a_pnpm_project_passes_per_test",
+         "tests/test_evidence.py::test_pytest_xdist_workers_and_os_exit_children",
+         "tests/test_promises.py::test_a_red_check_goes_back_only_to_the_lane_that_broke_it",
+         "tests/test_gaming_runs.py::",
+         "tests/test_not_judged.py::test_a_lane_s_run_checks_says_not_judged",
+         "tests/test_not_judged.py::test_require_exercised_sends_a_changed_file",
+         "tests/test_gaming.py::test_cargo_hidden_broken_add_is_never_passed",
+         "tests/test_detect_js.py::test_a_pnpm_project_with_no_node_modules",
+         "tests/test_selected_checks.py::test_a_moved_base_runs_again_only_what_its_new_commits_affect",
+         "tests/test_selected_runs.py::test_a_check_s_shards_spread_over_hosts",
+         "tests/test_hosts.py::")
+
+
+def first_rank(item: pytest.Item) -> int:
+    """Where the test starts: by its place in FIRST, the rest after them in their own order."""
+    return next((rank for rank, prefix in enumerate(FIRST) if item.nodeid.startswith(prefix)), len(FIRST))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    items.sort(key=lambda item: not item.nodeid.startswith(FIRST))  # stable: the rest keep their order
+    items.sort(key=first_rank)  # stable: the rest keep their order (every xdist worker sorts alike)
 
 
 @pytest.fixture(scope="session")

@@ -16,6 +16,7 @@ from reposwarm.runs.store import Store
 from tests.helpers import HAS_CARGO, cargo_on_path
 
 PY = sys.executable
+QUICK = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}  # (this venv's pytest plugins cost 1.5 s of CPU at every start)
 
 
 def _tree(root: Path, files: dict[str, str]) -> Path:
@@ -81,7 +82,7 @@ FLAKY = {
 
 async def test_a_flake_that_passes_on_its_re_run_is_a_green_base(tmp_path, reposwarm_home):
     store = Store("flaky-base")
-    profile = CheckProfile(commands=[[PY, "-m", "pytest", "-q", "tests"]], timeout_s=120)
+    profile = CheckProfile(commands=[[PY, "-m", "pytest", "-q", "tests"]], timeout_s=120, env=QUICK)
     base = await runner.run_profile(profile, _tree(tmp_path / "base", FLAKY), store)
     assert base.passed and [f.name for f in base.flaky] == ["tests.test_flaky.test_flaky"]
     command = base.commands[0]
@@ -95,8 +96,8 @@ async def test_failures_count_though_the_runner_exits_0(tmp_path):
     tree = _tree(tmp_path, {
         "conftest.py": "def pytest_sessionfinish(session, exitstatus):\n    session.exitstatus = 0\n",
         "tests/test_a.py": "def test_ok():\n    pass\n\ndef test_broken():\n    assert 1 == 2\n"})
-    report = await runner.run_profile(CheckProfile(commands=[[PY, "-m", "pytest", "tests"]], timeout_s=120), tree,
-                                      None)
+    profile = CheckProfile(commands=[[PY, "-m", "pytest", "tests"]], timeout_s=120, env=QUICK)
+    report = await runner.run_profile(profile, tree, None)
     assert report.commands[0].exit_code == 0
     assert not report.passed and [f.name for f in report.failures] == ["tests.test_a.test_broken"]
     assert report.commands[0].exit_class == ExitClass.tests_failed and "1 test(s) failed" in report.commands[0].reason
