@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+from collections.abc import Sequence
 
 from reposwarm.agent import prompts
 from reposwarm.contracts import AgentSessionInput, HelperTask
@@ -37,7 +38,8 @@ def _checks(task: HelperTask) -> str:
     if profile is None:
         return "No checks are configured; the swarm runs none on its own."
     lines = ["How the swarm checks the merged tree (from the repository's root; run those your change affects):"]
-    lines += [f"  {' '.join(argv)}" for argv in profile.commands]
+    # (an argument naming the swarm's report file, `--junitxml={junit}`, is the swarm's own: left out)
+    lines += [f"  {' '.join(a for a in argv if '{junit}' not in a)}" for argv in profile.commands]
     return "\n".join(lines)
 
 
@@ -48,7 +50,7 @@ def _others(task: HelperTask) -> str:
                       *[f"- {name}: {line}" for name, line in sorted(task.other_lanes.items())]])
 
 
-def first_prompt(task: HelperTask, told: list[str] = ()) -> str:  # type: ignore[assignment]
+def first_prompt(task: HelperTask, told: Sequence[str] = ()) -> str:
     """A new session's whole prompt."""
     return "\n\n".join([
         HOW_TO_WORK,
@@ -60,7 +62,7 @@ def first_prompt(task: HelperTask, told: list[str] = ()) -> str:  # type: ignore
     ])
 
 
-def next_prompt(task: HelperTask, told: list[str] = ()) -> str:  # type: ignore[assignment]
+def next_prompt(task: HelperTask, told: Sequence[str] = ()) -> str:
     """A warm lane's next assignment (a repair, the next round), for its session resumed."""
     return "\n\n".join([prompts.lane_next_message(task), _checks(task), *_told(told),
                         "When you are done, stop, and reply with a short summary of what you changed and why."])
@@ -70,7 +72,7 @@ RAISED = ("reposwarm: this lane's budget was raised; go on where you stopped. Wh
           "with a short summary of what you changed and why.")
 
 
-def _told(told: list[str]) -> list[str]:
+def _told(told: Sequence[str]) -> list[str]:
     if not told:
         return []
     return ["reposwarm reverted these changes of yours, outside this lane's slice (they are not part of the "
