@@ -26,6 +26,8 @@ from reposwarm.contracts import BudgetChange, LaneProposal, LaneStatus, Phase
 from reposwarm.contracts.errors import ConfigError
 from reposwarm.lanes.loading import read_lanes_file
 from reposwarm.lanes.proposal_file import COLUMNS, rows
+from reposwarm.proxy.exchanges import request_hash
+from reposwarm.proxy.wire import ANTHROPIC, RESPONSES
 from reposwarm.runs import ledger
 from reposwarm.runs.store import run_dir
 from tests.fake_agent_api import (
@@ -274,39 +276,46 @@ async def test_a_failing_check_s_repair_reaches_the_agent_s_own_session(agent: s
     assert took < RUN_LIMIT_S * 2
 
 
-def _asked(body: dict[str, Any]) -> str:
-    """A request as the provider is asked it, less who asks (as the proxy's record keys it)."""
-    return json.dumps({k: v for k, v in body.items() if k not in ("metadata", "user")}, sort_keys=True)
+def _asked(api: str, body: dict[str, Any]) -> str:
+    """A request as the model proxy tells requests apart (its record's key): less who asks and which process."""
+    return request_hash(api, "", {}, body)
 
 
+@pytest.mark.parametrize("agent", ["claude-code", "codex"])
 async def test_a_worker_killed_mid_session_resumes_the_agent_and_asks_the_provider_nothing_twice(
-        client: Any, temporal_address: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        agent: str, client: Any, temporal_address: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """SIGKILL the worker while the agent waits for its second model call: the activity's retry, on a second
-    worker of the same home, resumes the Claude Code session (its id from the heartbeat) on the worktree as it was
+    worker of the same home, resumes the agent's session (its id from the heartbeat) on the worktree as it was
     left, and the lane finishes with both turns' work. No request reaches the provider twice."""
-    _cli_or_skip("claude-code")
+    _cli_or_skip(agent)
     began = time.monotonic()
     held, release = threading.Event(), threading.Event()
+    claude = agent == "claude-code"
+    answered = tool_results if claude else function_outputs
+
+    def shell(command: str) -> Call:
+        return Call("Bash", {"command": command, "description": "write"}) if claude else \
+            Call("exec_command", {"cmd": command})
 
     def script(body: dict[str, Any]) -> Said:
-        n = len(tool_results(body))
+        n = len(answered(body))
         if n == 0:
-            return [Call("Bash", {"command": "printf 'one\\n' > notes/a.txt", "description": "first"})]
+            return [shell("printf 'one\\n' > notes/a.txt")]
         if n == 1:
             if not held.is_set():  # the first time only: the worker dies while this call waits
                 held.set()
                 release.wait(60)
-            return [Call("Bash", {"command": "printf 'two\\n' > notes/b.txt", "description": "second"})]
+            return [shell("printf 'two\\n' > notes/b.txt")]
         return [Text("wrote notes/a.txt and notes/b.txt")]
 
     queue, home = f"agent-kill-{uuid.uuid4().hex[:6]}", tmp_path / "worker-home"
     repo = make_repo(tmp_path / "repo", {"notes/README.md": "notes\n", "src/app.py": "print('app')\n"})
     lanes = write_yaml(tmp_path / "lanes.yaml", {"swarm": {"lanes": {
-        "notes": {"allowed_paths": ["notes/"], "agent": "claude-code", "max_turns": 6}}}})
+        "notes": {"allowed_paths": ["notes/"], "agent": agent, "max_turns": 6}}}})
     plan = write_yaml(tmp_path / "plan.yaml", {"interface_contract": "none", "lanes": [
         {"lane": "notes", "goal": "Write notes/a.txt and notes/b.txt."}]})
-    with FakeMessages(script) as messages:
-        env = {"ANTHROPIC_BASE_URL": messages.base_url, **PLANTED}
+    with FakeMessages(script) as messages, FakeResponses(script) as responses:
+        env = {"ANTHROPIC_BASE_URL": messages.base_url, "OPENAI_BASE_URL": responses.base_url, **PLANTED}
         first = WorkerProcess(temporal_address, queue, home, env).start()
         second = WorkerProcess(temporal_address, queue, home, env)
         try:
@@ -330,7 +339,9 @@ async def test_a_worker_killed_mid_session_resumes_the_agent_and_asks_the_provid
                 if worker.proc is not None and worker.proc.poll() is None:
                     os.killpg(worker.proc.pid, signal.SIGKILL)
                     worker.proc.wait(30)
-        asked = [_asked(r.body) for r in messages.model_requests()]
+        asked = [_asked(ANTHROPIC if claude else RESPONSES, r.body)
+                 for r in (messages if claude else responses).model_requests()]
+        sent = json.dumps([r.body for r in messages.requests + responses.requests])
     lane = status.review.lanes[0]
     assert lane.status == LaneStatus.done, lane.reason
     assert lane.summary == "wrote notes/a.txt and notes/b.txt"
@@ -350,7 +361,7 @@ async def test_a_worker_killed_mid_session_resumes_the_agent_and_asks_the_provid
     assert repeated == 0
     # the first turn; the one in flight at the kill (answered to no one); the resumed session's two
     assert len(asked) == 4
-    _no_planted(json.dumps([r.body for r in messages.requests]) + json.dumps(lines))
+    _no_planted(sent + json.dumps(lines))
     assert time.monotonic() - began < RUN_LIMIT_S * 2
 
 
