@@ -84,7 +84,7 @@ class OutsideAgent:
                 done: AgentSessionResult = await self._on_host(task, state, agent_session, ask,
                                                                **options.agent_session(session_s))
             except HostLost:
-                # The CLI's state was on the lost host: a new session on the rebuilt worktree, told what it is
+                # The CLI's state was on the lost host: a new session, on the worktree rebuilt from the checkpoint
                 await self._rebuild(task, state, edits)
                 state.agent_session, kind = "", "first"
                 continue
