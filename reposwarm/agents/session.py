@@ -19,7 +19,7 @@ import signal
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -84,45 +84,61 @@ async def run_session(spec: SessionSpec, on_event: OnEvent | None = None) -> Ses
                "TMPDIR": tempfile.gettempdir(), **agent_env}
         await _run(argv, env, spec, summary, on_event)
     else:
-        if not sandbox.enabled():
-            raise SessionRefused("agent sessions run only sandboxed here, and REPOSWARM_SANDBOX=off")
-        port = _loopback_port(spec.base_url)
-        host = urlsplit(spec.base_url).hostname or "127.0.0.1"
-        view_scratch = gitview.scratch_dir() if spec.git_dir is not None else None
-        try:
-            view = None
-            if spec.git_dir is not None and view_scratch is not None:
-                try:
-                    view = await asyncio.to_thread(gitview.make, spec.worktree, spec.git_dir, spec.readable,
-                                                   view_scratch)
-                except (gitview.GitViewError, OSError) as err:  # the session runs on, without git metadata
-                    summary.stderr = f"[reposwarm: the agent's git view could not be made ({err})]\n"
-            with tempfile.TemporaryDirectory(prefix="rs-agent-") as scratch:  # (short: a socket path has 108 bytes)
-                socket_path = Path(scratch) / "api.sock"
-                async with bridge.HostBridge(socket_path, "127.0.0.1" if host == "localhost" else host, port):
-                    wrapped, env = _sandboxed(argv, agent_env, spec, cli, socket_path, port, fixed, view)
-                    await _run(wrapped, env, spec, summary, on_event)
-        finally:
-            if view_scratch is not None:
-                shutil.rmtree(view_scratch, ignore_errors=True)
+        notes: list[str] = []
+        async with sandboxed(argv, agent_env, worktree=spec.worktree, state_dir=spec.state_dir,
+                             base_url=spec.base_url, git_dir=spec.git_dir, readable=spec.readable,
+                             path_dir=cli.path_dir, fixed=fixed, notes=notes) as (wrapped, env):
+            summary.stderr = "".join(notes)
+            await _run(wrapped, env, spec, summary, on_event)
     summary.seconds = round(time.monotonic() - began, 2)
     return summary
 
 
-def _sandboxed(argv: list[str], agent_env: dict[str, str], spec: SessionSpec, cli: clis.AgentCli,
+@contextlib.asynccontextmanager
+async def sandboxed(argv: list[str], agent_env: dict[str, str], *, worktree: Path, state_dir: Path, base_url: str,
+                    git_dir: Path | None = None, readable: tuple[str, ...] | None = None,
+                    path_dir: Path | None = None, fixed: Sequence[Path] = (),
+                    notes: list[str] | None = None) -> AsyncIterator[tuple[list[str], dict[str, str]]]:
+    """`argv` made to run whole inside the agent's sandbox: the launcher's command line and environment, good while
+    the context lasts (the bridge to the model API at `base_url` and the git view live as long). run_session starts
+    a CLI through it, acp.py an ACP agent. `notes` hears why the git view could not be made, if it could not."""
+    if not sandbox.enabled():
+        raise SessionRefused("agent sessions run only sandboxed here, and REPOSWARM_SANDBOX=off")
+    port = _loopback_port(base_url)
+    host = urlsplit(base_url).hostname or "127.0.0.1"
+    view_scratch = gitview.scratch_dir() if git_dir is not None else None
+    try:
+        view = None
+        if git_dir is not None and view_scratch is not None:
+            try:
+                view = await asyncio.to_thread(gitview.make, worktree, git_dir, readable, view_scratch)
+            except (gitview.GitViewError, OSError) as err:  # the session runs on, without git metadata
+                if notes is not None:
+                    notes.append(f"[reposwarm: the agent's git view could not be made ({err})]\n")
+        with tempfile.TemporaryDirectory(prefix="rs-agent-") as scratch:  # (short: a socket path has 108 bytes)
+            socket_path = Path(scratch) / "api.sock"
+            async with bridge.HostBridge(socket_path, "127.0.0.1" if host == "localhost" else host, port):
+                yield _sandboxed(argv, agent_env, worktree, state_dir, path_dir, socket_path, port, list(fixed), view)
+    finally:
+        if view_scratch is not None:
+            shutil.rmtree(view_scratch, ignore_errors=True)
+
+
+def _sandboxed(argv: list[str], agent_env: dict[str, str], worktree: Path, state_dir: Path, path_dir: Path | None,
                socket_path: Path, port: int, fixed: list[Path],
                view: gitview.GitView | None) -> tuple[list[str], dict[str, str]]:
     """The launcher's command line (it becomes bwrap, which runs the bridge, which runs the agent) and env."""
     binary = sandbox.bwrap()
     home = private_home()
     # (later binds go on top: the state dir writable, then the files in it the agent must not change read-only)
-    binds = (sandbox.Bind(spec.state_dir, spec.state_dir, writable=True),
+    binds = (sandbox.Bind(state_dir, state_dir, writable=True),
              *(sandbox.Bind(path, path) for path in fixed),
              sandbox.Bind(socket_path, socket_path, writable=True))
-    tree = sandbox.Tree(root=spec.worktree, git_dir=None, binds=binds)
+    tree = sandbox.Tree(root=worktree, git_dir=None, binds=binds)
     inner = [sys.executable, "-I", "-S", "-c", bridge.INSIDE, str(socket_path), str(port), *argv]
-    env = sandbox.sandbox_env(AGENT_PROFILE, home, spec.worktree) | agent_env
-    env["PATH"] = _path(cli, env.get("PATH", "/usr/bin:/bin"))
+    env = sandbox.sandbox_env(AGENT_PROFILE, home, worktree) | agent_env
+    path = env.get("PATH", "/usr/bin:/bin")
+    env["PATH"] = os.pathsep.join([str(path_dir), path]) if path_dir else path
     limits, _ = sandbox.rlimits(AGENT_PROFILE, None)
     launch = {"parent": os.getpid(), "cgroup": None, "rlimits": limits, "nice": 0, "env": sorted(env),
               "argv": sandbox.bwrap_argv(binary, inner, tree, AGENT_PROFILE, home, view)}
