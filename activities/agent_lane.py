@@ -17,6 +17,7 @@ answered for this lane's dispatch from its record, so the provider is asked noth
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -41,9 +42,14 @@ from reposwarm.contracts.cost import over_budget
 from reposwarm.proxy import ALLOW, BudgetAnswer, LaneKey, LaneTally, ModelProxy, refuse
 from reposwarm.runs import ledger
 from reposwarm.runs.store import run_dir
-from reposwarm.text import inert_line
+from reposwarm.slices.leftovers import changes, nested_git
+from reposwarm.slices.policy import PathPolicy, touches_git
+from reposwarm.text import inert, inert_line
 from reposwarm.vcs import gitcmd
+from reposwarm.vcs.gitcmd import IDENTITY
+from reposwarm.vcs.remote import is_url, open_repository
 
+CHECKPOINT_EVERY_S = 5.0  # at most one checkpoint commit this often while the agent works
 SESSION_S = 3 * 3600  # the longest one session may run (the lane's max_wall_s, if shorter); options.agent_session
 SUMMARY_CHARS = 4000  # of the agent's final text, kept as the lane's summary
 INTERRUPTED = ("reposwarm: your session was interrupted (the machine running it was restarted) and now goes on. "
@@ -142,6 +148,30 @@ def _changed(worktree: Path, before: str, after: str, agent: str) -> list[FileEd
     return edits
 
 
+def commit_as_it_goes(worktree: Path, task: HelperTask, message: str) -> bool:
+    """A checkpoint while the agent works: its changes inside the slice committed as they are, nothing reverted
+    under it (its writes outside the slice, symlinks and nested repositories wait for the session's end, where
+    checkpoint_lane judges them). The agent's git is a private view (the sandbox), so the lane's index is ours."""
+    policy = PathPolicy(worktree, task.allowed_paths, task.read_only_paths)
+    nested = nested_git(worktree)
+    mine = [c.path for c in changes(worktree) if c.code != "!!" and not c.symlink and policy.writable(c.path)
+            and not touches_git(c.path) and not any(c.path == n.rsplit("/", 1)[0] or
+                                                   c.path.startswith(n.rsplit("/", 1)[0] + "/") for n in nested)]
+    if not mine:
+        return False
+    spec = b"".join(f":(literal){p}".encode("utf-8", "surrogateescape") + b"\0" for p in mine)
+    if gitcmd.run(["add", "-A", "--pathspec-from-file=-", "--pathspec-file-nul"], cwd=worktree, input=spec,
+                  capture_output=True).returncode != 0:
+        return False
+    if gitcmd.run(["diff", "--cached", "--quiet"], cwd=worktree, capture_output=True).returncode != 1:
+        return False
+    done = gitcmd.run([*IDENTITY, "commit", "-q", "--no-verify", "-m", inert(message)], cwd=worktree,
+                      capture_output=True)
+    if done.returncode == 0 and is_url(task.repo_path):  # where another host can take the lane up from
+        open_repository(task.repo_path).push(f"refs/heads/{task.branch}")
+    return done.returncode == 0
+
+
 def _beat(summary: SessionSummary, spent: Usage) -> None:
     activity.heartbeat({"session_id": summary.session_id or "", "agent": summary.agent,
                         "tool_calls": len(summary.tool_calls), "usage": spent.model_dump()})
@@ -200,6 +230,8 @@ async def agent_session(req: AgentSessionInput) -> AgentSessionResult:
         timeout_s=min(task.role.max_wall_s, SESSION_S), git_dir=await asyncio.to_thread(_git_common_dir, worktree),
         readable=(*task.allowed_paths, *task.read_only_paths))
     heard: list[tuple[str, int, int]] = [("", -1, -1)]
+    saving: list[asyncio.Task[bool]] = []  # the checkpoint in flight, at most one
+    saved = [0, time.monotonic() - CHECKPOINT_EVERY_S]  # tool calls checkpointed, and when
 
     def on_event(event: dict[str, Any], summary: SessionSummary) -> None:
         spent = before_usage + proxy.tally(lane.token).usage
@@ -207,6 +239,13 @@ async def agent_session(req: AgentSessionInput) -> AgentSessionResult:
         if said != heard[0]:  # (a beat with details when they change; the interceptor repeats them between)
             heard[0] = said
             _beat(summary, spent)
+        # after a tool's result (Claude Code's `user` event, Codex's completed item), now and then: a checkpoint
+        calls = len(summary.tool_calls)
+        if event.get("type") in ("user", "item.completed") and calls > saved[0] \
+                and time.monotonic() - saved[1] >= CHECKPOINT_EVERY_S and not (saving and not saving[0].done()):
+            saved[:] = [calls, time.monotonic()]
+            saving[:] = [asyncio.create_task(asyncio.to_thread(
+                commit_as_it_goes, worktree, task, f"reposwarm {task.lane}: {agent} session, after {calls} tool calls"))]
 
     try:
         summary = await run_session(spec, on_event)
@@ -214,6 +253,8 @@ async def agent_session(req: AgentSessionInput) -> AgentSessionResult:
         raise ApplicationError(f"lane {task.lane}: {err}", type="AgentSessionRefused", non_retryable=True) from None
     finally:
         tally = proxy.close_lane(lane.token)
+        if saving:  # (the last one done before the session's own checkpoint)
+            await asyncio.gather(*saving, return_exceptions=True)
     checkpoint = await asyncio.to_thread(checkpoint_lane, CheckpointInput(
         run_id=task.run_id, lane=task.lane, repo_path=task.repo_path, allowed_paths=task.allowed_paths,
         read_only_paths=task.read_only_paths,

@@ -330,6 +330,8 @@ async def test_a_worker_killed_mid_session_resumes_the_agent_and_asks_the_provid
             await asyncio.sleep(1.5)
             os.killpg(first.proc.pid, signal.SIGKILL)
             first.proc.wait(30)
+            # the session's first turn was committed as it went: on the lane's branch before the kill
+            assert git(repo, "show", f"swarm/{run_id}/notes:notes/a.txt") == "one"
             release.set()
             await second.start().ready()
             status = await wait_for_phase(client, run_id, Phase.review, timeout=RUN_LIMIT_S)
