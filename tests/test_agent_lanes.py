@@ -437,3 +437,17 @@ async def test_an_acp_lane_is_accepted_and_fails_as_it_starts_saying_why(client:
     assert "agent acp cannot be run by this version yet" in by_lane["docs"].reason, by_lane["docs"].reason
     assert by_lane["api"].status == LaneStatus.done and by_lane["api"].agent == "builtin"
     assert time.monotonic() - began < RUN_LIMIT_S
+
+
+def test_watch_names_an_agent_lane_s_agent() -> None:
+    """`watch`'s one-line view (off a terminal): an outside agent's lane says its agent, a built-in one as before."""
+    from types import SimpleNamespace
+
+    from reposwarm.cli.live import line
+    from reposwarm.contracts import LaneState, SwarmStatus
+
+    status = SwarmStatus.model_construct(run_id="r", phase=Phase.running_lanes, round=1, provider_wait="", paused=[],
+                                         lanes=[LaneState(lane="api", agent="codex", state="running",
+                                                          step="codex session"),
+                                                LaneState(lane="core", state="done")])
+    assert line(SimpleNamespace(status=status)) == "[running_lanes r1] api[codex]:running(codex session)  core:done"
