@@ -63,6 +63,7 @@ class FakeAgent:
     def __init__(self) -> None:
         self.conn: Any = None
         self.cwd: dict[str, str] = {}
+        self.cancelled: set[str] = set()
 
     def on_connect(self, conn: Any) -> None:
         self.conn = conn
@@ -80,6 +81,8 @@ class FakeAgent:
         text = "".join(getattr(block, "text", "") for block in prompt)
         messages: list[dict[str, Any]] = [{"role": "user", "content": text}]
         for _ in range(20):
+            if session_id in self.cancelled:
+                return PromptResponse(stop_reason="cancelled")
             reply = await asyncio.to_thread(ask_model, messages)
             calls = reply.get("tool_calls") or []
             messages.append({"role": "assistant", "content": reply.get("content"), "tool_calls": calls or None}
@@ -92,6 +95,9 @@ class FakeAgent:
                                          json.loads(call["function"]["arguments"] or "{}"))
                 messages.append({"role": "tool", "tool_call_id": call["id"], "content": result})
         return PromptResponse(stop_reason="max_turn_requests")
+
+    async def cancel(self, session_id: str, **kwargs: Any) -> None:
+        self.cancelled.add(session_id)
 
     async def tool(self, session_id: str, call_id: str, name: str, args: dict[str, Any]) -> str:
         path = os.path.join(self.cwd[session_id], args.get("path", ""))

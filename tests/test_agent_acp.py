@@ -170,3 +170,15 @@ async def test_no_worker_secret_reaches_the_agent(worktree: Path, monkeypatch: p
     assert not set(PLANTED) & set(seen)
     assert seen["XDG_STATE_HOME"] == str(worktree.parent / "acp-state" / "state")
     assert summary.exit_code == 0
+
+
+async def test_past_its_turns_the_turn_is_cancelled(worktree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    script = _script(*[{"tool_calls": [_call(f"c{n}", "write_file_unasked", path=f"notes/{n}.txt", content=f"{n}\n")]}
+                       for n in range(1, 6)], {"content": "Wrote five notes."})
+    with FakeModelServer("openai", script) as fake:
+        summary, _, _ = await _session(fake, worktree, monkeypatch, max_turns=2)
+    assert summary.stopped == "ended after 2 turns (max_turns)" and summary.exit_code is None
+    # (the third went past; the agent, told session/cancel, stops at its next step, which may be one more)
+    assert 3 <= len(summary.tool_calls) < 5
+    assert {"stopReason": "cancelled"} in [e.get("result") for e in summary.events]  # (its own answer to the cancel)
+    assert not (worktree / "notes" / "5.txt").exists() and len(fake.requests) < 6
