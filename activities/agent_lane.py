@@ -27,10 +27,12 @@ from temporalio.exceptions import ApplicationError
 
 from activities.repo import checkpoint_lane, lane_worktree
 from reposwarm.agents import clis
+from reposwarm.agents.acp import AcpSpec, run_acp_session
 from reposwarm.agents.lane_prompt import CLAUDE_DENIED, CLAUDE_TOOLS, prompt_for, writable_dirs
 from reposwarm.agents.session import SessionRefused, run_session
 from reposwarm.agents.spec import SessionSpec, SessionSummary
 from reposwarm.contracts import (
+    AcpAgent,
     AgentSessionInput,
     AgentSessionResult,
     CheckpointInput,
@@ -123,6 +125,8 @@ def _resumable(agent: str, folder: Path, session: str) -> bool:
         return False
     if agent == "claude-code":
         return any(folder.glob(f"projects/*/{session}.jsonl"))
+    if agent == "acp":  # (the agent says whether it can load or resume it; if not, a new session: prompt_if_new)
+        return True
     return any(folder.glob(f"sessions/**/*{session}*.jsonl"))
 
 
@@ -195,11 +199,12 @@ async def agent_session(req: AgentSessionInput) -> AgentSessionResult:
     commit the rest, and say what it spent and did."""
     task = req.task
     agent = task.role.agent_name
-    if agent not in ("claude-code", "codex"):
-        raise ApplicationError(f"lane {task.lane}: agent {agent} cannot be run by this version yet (builtin, "
-                               "claude-code and codex can)", type="AgentUnsupported", non_retryable=True)
+    if agent not in ("claude-code", "codex", "acp"):
+        raise ApplicationError(f"lane {task.lane}: agent {agent} cannot be run by this version (builtin, "
+                               "claude-code, codex and acp can)", type="AgentUnsupported", non_retryable=True)
     try:
-        clis.find(agent)
+        if agent != "acp":  # (an ACP agent is its own command: one not found ends its session, saying so)
+            clis.find(agent)
     except clis.AgentCliMissing as err:
         raise ApplicationError(f"lane {task.lane}: {err}", type="AgentCliMissing", non_retryable=True) from None
     worktree = lane_worktree(task.run_id, task.lane)
@@ -219,7 +224,8 @@ async def agent_session(req: AgentSessionInput) -> AgentSessionResult:
         proxy.prices.setdefault(task.model, task.price)
     lane = proxy.open_lane(LaneKey(run_id=task.run_id, lane=task.lane, round=task.round, attempt=task.attempt),
                            budget=_budget_hook(task, req, before_usage))
-    spec = SessionSpec(
+    git_dir = await asyncio.to_thread(_git_common_dir, worktree)
+    spec = None if agent == "acp" else SessionSpec(
         agent=agent, prompt=prompt, worktree=worktree,
         base_url=proxy.anthropic_base_url if agent == "claude-code" else proxy.openai_base_url,
         token=lane.token, state_dir=folder, model=cli_model(agent, task.model), max_turns=task.role.max_turns,
@@ -227,8 +233,14 @@ async def agent_session(req: AgentSessionInput) -> AgentSessionResult:
         disallowed_tools=CLAUDE_DENIED if agent == "claude-code" else (),
         writable=writable_dirs(task), resume=resume or None,
         session_id=None if resume or agent != "claude-code" else _chosen_id(task),
-        timeout_s=min(task.role.max_wall_s, SESSION_S), git_dir=await asyncio.to_thread(_git_common_dir, worktree),
+        timeout_s=min(task.role.max_wall_s, SESSION_S), git_dir=git_dir,
         readable=(*task.allowed_paths, *task.read_only_paths))
+    acp_spec = None if not isinstance(task.role.agent, AcpAgent) else AcpSpec(
+        command=tuple(task.role.agent.acp), prompt=prompt, worktree=worktree, model_env=proxy.agent_env(lane.token),
+        state_dir=folder, allowed_paths=tuple(task.allowed_paths), read_only_paths=tuple(task.read_only_paths),
+        resume=resume or None,
+        prompt_if_new=prompt_for(req.model_copy(update={"kind": "first", "resume": ""})) if resume else None,
+        max_turns=task.role.max_turns, timeout_s=min(task.role.max_wall_s, SESSION_S), git_dir=git_dir)
     heard: list[tuple[str, int, int]] = [("", -1, -1)]
     saving: list[asyncio.Task[bool]] = []  # the checkpoint in flight, at most one
     saved = [0, time.monotonic() - CHECKPOINT_EVERY_S]  # tool calls checkpointed, and when
@@ -248,7 +260,11 @@ async def agent_session(req: AgentSessionInput) -> AgentSessionResult:
                 commit_as_it_goes, worktree, task, f"reposwarm {task.lane}: {agent} session, after {calls} tool calls"))]
 
     try:
-        summary = await run_session(spec, on_event)
+        if acp_spec is not None:
+            summary = await run_acp_session(acp_spec, on_event)
+        else:
+            assert spec is not None
+            summary = await run_session(spec, on_event)
     except SessionRefused as err:
         raise ApplicationError(f"lane {task.lane}: {err}", type="AgentSessionRefused", non_retryable=True) from None
     finally:
@@ -282,6 +298,8 @@ def _why(summary: SessionSummary, tally: LaneTally) -> str:
     if summary.stopped:
         return f"the {summary.agent} session {summary.stopped}"
     last = summary.final_text.strip().splitlines()[-1:] if summary.final_text.strip() else []
-    tail = (summary.stderr.strip().splitlines() or [""])[-1]
+    lines = summary.stderr.strip().splitlines()
+    # (the bridge's own word that the command is not there says more than what broke off after it)
+    tail = next((line for line in lines if line.startswith("[reposwarm: agent not found")), (lines or [""])[-1])
     detail = inert_line(ledger.redact(last[0] if last else tail))[:300]
     return f"the {summary.agent} session ended with exit code {summary.exit_code}" + (f": {detail}" if detail else "")

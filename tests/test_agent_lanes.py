@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 from temporalio.api.sdk.v1 import WorkflowMetadata
 
+from reposwarm.checks.sandbox import status as sandbox_status
 from reposwarm.contracts import BudgetChange, LaneProposal, LaneStatus, Phase
 from reposwarm.contracts.errors import ConfigError
 from reposwarm.lanes.loading import read_lanes_file
@@ -75,7 +76,7 @@ def test_a_lane_names_its_agent_and_a_bad_one_is_said_with_its_lane(tmp_path: Pa
     config, findings = read_lanes_file(path)
     lanes = config.swarm.lanes
     assert [lanes[n].agent_name for n in ("api", "web", "docs", "core")] == ["codex", "claude-code", "acp", "builtin"]
-    assert any("swarm.lanes.docs.agent: an ACP agent cannot be run by this version yet" in w for w in findings.warnings)
+    assert lanes["docs"].agent.acp == ["my-agent", "--acp"]  # type: ignore[union-attr]
     # the proposal's table says which agent each lane runs
     table = rows(LaneProposal(lanes=lanes))
     at = COLUMNS.index("agent")
@@ -415,27 +416,56 @@ async def test_an_agent_at_its_budget_pauses_the_lane_and_a_raise_resumes_its_se
     assert took < RUN_LIMIT_S
 
 
+ACP_AGENT = (Path(__file__).parent / "fake_acp_agent.py").read_text()  # tests/test_agent_acp.py's agent
+
+
 @pytest.mark.usefixtures("worker")
-async def test_an_acp_lane_is_accepted_and_fails_as_it_starts_saying_why(client: Any, tmp_path: Path) -> None:
-    """`agent: {acp: [...]}` loads (with a warning); at run time the lane ends failed with a clear reason, and the
-    run goes on to its review with the other lane's work."""
+async def test_an_acp_lane_and_a_builtin_lane_deliver_their_work(client: Any, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """`agent: {acp: [command, args...]}`: an agent of our own speaking the Agent Client Protocol (its model Chat
+    Completions through the worker's proxy) does its lane's work beside a built-in lane; a write it asks outside its
+    slice is refused before it happens."""
+    from tests.fake_models import FakeModelServer
+
+    if (why := sandbox_status()) is not None:
+        pytest.skip(f"agent sessions run in the checks' sandbox, and here: {why}")
     began = time.monotonic()
     repo = make_repo(tmp_path / "repo", {"docs/a.md": "a\n", "api/app.py": "VERSION = 1\n"})
     lanes = write_yaml(tmp_path / "lanes.yaml", {"swarm": {"lanes": {
-        "docs": {"allowed_paths": ["docs/"], "agent": {"acp": ["my-acp-agent", "--stdio"]}},
-        "api": {"allowed_paths": ["api/"]}}}})
+        "docs": {"allowed_paths": ["docs/"], "agent": {"acp": [sys.executable, "-I", "-c", ACP_AGENT]}},
+        "api": {"allowed_paths": ["api/"]},
+        "misc": {"allowed_paths": ["misc/"], "agent": {"acp": ["no-such-acp-agent", "--stdio"]}}}}})
     plan = write_yaml(tmp_path / "plan.yaml", {"interface_contract": "none", "lanes": [
-        {"lane": "docs", "goal": "Document it."}, {"lane": "api", "goal": "Set VERSION to 2."}]})
-    script = write_yaml(tmp_path / "replay.yaml", {"version": 1, "lanes": {"api": {1: [
-        {"tool_calls": [{"id": "w1", "name": "write_file", "arguments": {
-            "path": "api/app.py", "content": "VERSION = 2\n", "reason": "Set VERSION to 2 as the goal says"}}]},
-        {"tool_calls": [{"id": "f1", "name": "finish", "arguments": {"summary": "VERSION is 2"}}]}]}}})
-    run_id = await start_run(client, repo, lanes, script, plan=plan)
-    status = await wait_for_phase(client, run_id, Phase.review, timeout=RUN_LIMIT_S)
+        {"lane": "docs", "goal": "Document version 2."}, {"lane": "api", "goal": "Set VERSION to 2."},
+        {"lane": "misc", "goal": "Tidy misc/."}]})
+    call = {"id": "c1", "name": "write_file", "arguments": {"path": "api/app.py", "content": "taken over\n"}}
+    script = {"version": 1, "lanes": {
+        "docs": {1: [{"tool_calls": [call]},
+                     {"tool_calls": [{"id": "c2", "name": "write_file",
+                                      "arguments": {"path": "docs/a.md", "content": "version 2\n"}}]},
+                     {"content": "docs/a.md says version 2."}]},
+        "api": {1: [{"tool_calls": [{"id": "w1", "name": "write_file", "arguments": {
+                    "path": "api/app.py", "content": "VERSION = 2\n", "reason": "Set VERSION to 2 as the goal says"}}]},
+                    {"tool_calls": [{"id": "f1", "name": "finish", "arguments": {"summary": "VERSION is 2"}}]}]}}}
+    with FakeModelServer("openai", script) as fake:
+        monkeypatch.setenv("OPENAI_BASE_URL", fake.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", PLANTED["OPENAI_API_KEY"])
+        run_id = await start_run(client, repo, lanes, write_yaml(tmp_path / "replay.yaml", script), plan=plan)
+        status = await wait_for_phase(client, run_id, Phase.review, timeout=RUN_LIMIT_S)
     by_lane = {lane.lane: lane for lane in status.review.lanes}
-    assert by_lane["docs"].status == LaneStatus.failed and by_lane["docs"].agent == "acp"
-    assert "agent acp cannot be run by this version yet" in by_lane["docs"].reason, by_lane["docs"].reason
-    assert by_lane["api"].status == LaneStatus.done and by_lane["api"].agent == "builtin"
+    docs, api = by_lane["docs"], by_lane["api"]
+    assert docs.status == LaneStatus.done and docs.agent == "acp", docs.reason
+    assert docs.summary == "docs/a.md says version 2." and {e.path for e in docs.edits} == {"docs/a.md"}
+    assert docs.usage.model_calls == 3 and docs.tool_calls >= 1
+    assert api.status == LaneStatus.done and api.agent == "builtin"
+    # an ACP command that is not there: its lane ends failed, saying so, and the others go on
+    assert by_lane["misc"].status == LaneStatus.failed and "no-such-acp-agent" in by_lane["misc"].reason, \
+        by_lane["misc"].reason
+    assert git(repo, "show", f"swarm/{run_id}/docs:api/app.py") == "VERSION = 1"  # refused before it happened
+    assert git(repo, "show", f"swarm/{run_id}/docs:docs/a.md") == "version 2"
+    assert "outside" in json.dumps([m for r in fake.requests for m in r.body.get("messages", [])
+                                    if m.get("role") == "tool"])
+    _no_planted(ledger.ledger_path(run_id).read_text())
     assert time.monotonic() - began < RUN_LIMIT_S
 
 

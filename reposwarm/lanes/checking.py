@@ -400,9 +400,6 @@ def check_lanes(config: LanesFile, files: Collection[str] | None = None, *, max_
         _read_only_lines(name, role, strict, findings)
         if tree is not None:
             _unmatched(name, role, tree, findings, at)
-        if role.agent_name == "acp":  # (accepted, so a lanes file can say it; the lane fails when it starts)
-            findings.warnings.append(f"swarm.lanes.{name}.agent: an ACP agent cannot be run by this version yet: "
-                                     "the lane will fail as it starts (use builtin, claude-code or codex)")
     errors, warnings = _pattern_lines("swarm.overlaps", config.swarm.overlaps, True)
     findings.errors += errors
     _overlaps({n: r for n, r in lanes.items() if not too_many_patterns(r)}, config.swarm.overlaps, tree, strict,
