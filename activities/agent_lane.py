@@ -1,12 +1,12 @@
-"""A lane run by an outside agent (HelperRole.agent: claude-code, codex): one session of it, as one activity.
+"""A lane run by an outside agent (HelperRole.agent: claude-code, codex, acp): one session of it, as one activity.
 
 On the lane's host, in its worktree (workflows/lane.py makes it first): the worker's one model proxy (started once
-per worker process, on its event loop) opens the lane with a budget hook from the lane's budgets; the agent's CLI
-runs sandboxed (reposwarm/agents/session.py) with the lane's prompt (reposwarm/agents/lane_prompt.py) and only the
-proxy's address and a lane token as its credentials; then what it wrote outside its slice is reverted and the rest
-committed, as a `run` command's work is at its turn's checkpoint (activities/repo.py checkpoint_lane), and the
-result carries the proxy's tally (usage and cost, as the ledger's `model_call` lines count them), the agent's tool
-calls, its session id and its final text.
+per worker process, on its event loop) opens the lane with a budget hook from the lane's budgets; the agent runs
+sandboxed (a CLI by reposwarm/agents/session.py, an ACP agent by its command and reposwarm/agents/acp.py) with the
+lane's prompt (reposwarm/agents/lane_prompt.py) and only the proxy's address and a lane token as its credentials;
+then what it wrote outside its slice is reverted and the rest committed, as a `run` command's work is at its
+turn's checkpoint (activities/repo.py checkpoint_lane), and the result carries the proxy's tally (usage and cost,
+as the ledger's `model_call` lines count them), the agent's tool calls, its session id and its final text.
 
 Durable: the activity heartbeats the agent's session id. A retried attempt (its worker killed mid-session) resumes
 that session where the CLI can (`--resume`, `codex exec resume`) from the CLI's state kept in the run's folder

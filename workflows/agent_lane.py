@@ -1,4 +1,4 @@
-"""A lane whose agent is not the built-in loop (HelperRole.agent: claude-code, codex): its assignment runs as one
+"""A lane whose agent is not the built-in loop (HelperRole.agent: claude-code, codex, acp): its assignment runs as one
 heartbeating activity, a session of the agent (activities/agent_lane.py), on the lane's host in its worktree.
 
 LaneWorkflow (workflows/lane.py) takes this in as a base class: the worktree, the host, a lost host's rebuild, the

@@ -1,4 +1,4 @@
-"""A lane run by an outside agent (HelperRole.agent: Claude Code, Codex): one session of it, as one activity.
+"""A lane run by an outside agent (HelperRole.agent: Claude Code, Codex, ACP): one session of it, as one activity.
 
 The lane's workflow (workflows/lane.py) runs the assignment as one heartbeating activity (activities/agent_lane.py
 `agent_session`) on the lane's host, in its worktree, and gets back what came of it: what the agent spent (the
