@@ -11,7 +11,10 @@ $OPENAI_API_KEY: the lane's proxy and token) with four tools, and carries out ea
 Each result (or the client's error, word for word) goes back to the model; a reply with no tool call ends the turn,
 its text sent as the agent's message. Paths the model gives are relative to the session's cwd.
 
-Run as: python fake_acp_agent.py (its stdin and stdout are the ACP connection).
+With `--load` it advertises session/load (the earlier conversation replayed as updates), with `--resume`
+session/resume; either way it keeps each session's conversation in $XDG_STATE_HOME/fake-acp/<id>.json.
+
+Run as: python fake_acp_agent.py [--load | --resume] (its stdin and stdout are the ACP connection).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sys
 import urllib.error
 import urllib.request
 import uuid
@@ -31,13 +35,18 @@ from acp import (
     start_edit_tool_call,
     start_read_tool_call,
     update_agent_message_text,
+    update_user_message_text,
 )
 from acp.schema import (
     AgentCapabilities,
     InitializeResponse,
+    LoadSessionResponse,
     NewSessionResponse,
     PermissionOption,
     PromptResponse,
+    ResumeSessionResponse,
+    SessionCapabilities,
+    SessionResumeCapabilities,
     ToolCallUpdate,
 )
 
@@ -64,13 +73,44 @@ class FakeAgent:
         self.conn: Any = None
         self.cwd: dict[str, str] = {}
         self.cancelled: set[str] = set()
+        self.conversations: dict[str, list[dict[str, Any]]] = {}
 
     def on_connect(self, conn: Any) -> None:
         self.conn = conn
 
     async def initialize(self, protocol_version: int, client_capabilities: Any = None, client_info: Any = None,
                          **kwargs: Any) -> InitializeResponse:
-        return InitializeResponse(protocol_version=PROTOCOL_VERSION, agent_capabilities=AgentCapabilities())
+        capabilities = AgentCapabilities(
+            load_session="--load" in sys.argv,
+            session_capabilities=SessionCapabilities(resume=SessionResumeCapabilities()) if "--resume" in sys.argv
+            else None)
+        return InitializeResponse(protocol_version=PROTOCOL_VERSION, agent_capabilities=capabilities)
+
+    def _saved(self, session_id: str) -> str:
+        return os.path.join(os.environ.get("XDG_STATE_HOME", "/tmp"), "fake-acp", session_id + ".json")
+
+    def _restore(self, cwd: str, session_id: str) -> list[dict[str, Any]]:
+        try:
+            with open(self._saved(session_id)) as saved:
+                messages: list[dict[str, Any]] = json.load(saved)
+        except (OSError, ValueError):
+            raise RequestError.resource_not_found(session_id) from None
+        self.cwd[session_id], self.conversations[session_id] = cwd, messages
+        return messages
+
+    async def load_session(self, cwd: str, session_id: str, mcp_servers: Any = None,
+                           **kwargs: Any) -> LoadSessionResponse:
+        for message in self._restore(cwd, session_id):  # (the history, replayed to the client as the protocol says)
+            if message["role"] == "user":
+                await self.conn.session_update(session_id, update_user_message_text(message["content"]))
+            elif message["role"] == "assistant" and message.get("content"):
+                await self.conn.session_update(session_id, update_agent_message_text(message["content"]))
+        return LoadSessionResponse()
+
+    async def resume_session(self, cwd: str, session_id: str, mcp_servers: Any = None,
+                             **kwargs: Any) -> ResumeSessionResponse:
+        self._restore(cwd, session_id)
+        return ResumeSessionResponse()
 
     async def new_session(self, cwd: str, mcp_servers: Any = None, **kwargs: Any) -> NewSessionResponse:
         session_id = uuid.uuid4().hex
@@ -79,7 +119,16 @@ class FakeAgent:
 
     async def prompt(self, prompt: list[Any], session_id: str, **kwargs: Any) -> PromptResponse:
         text = "".join(getattr(block, "text", "") for block in prompt)
-        messages: list[dict[str, Any]] = [{"role": "user", "content": text}]
+        messages = self.conversations.setdefault(session_id, [])
+        messages.append({"role": "user", "content": text})
+        try:
+            return await self._turn(session_id, messages)
+        finally:
+            os.makedirs(os.path.dirname(self._saved(session_id)), exist_ok=True)
+            with open(self._saved(session_id), "w") as saved:
+                json.dump(messages, saved)
+
+    async def _turn(self, session_id: str, messages: list[dict[str, Any]]) -> PromptResponse:
         for _ in range(20):
             if session_id in self.cancelled:
                 return PromptResponse(stop_reason="cancelled")
@@ -131,4 +180,5 @@ class FakeAgent:
 
 if __name__ == "__main__":
     # (it has the few methods of acp.Agent a session needs; the library answers the others method-not-found)
-    asyncio.run(run_agent(cast(Any, FakeAgent())))
+    # (session/resume is of ACP's unstable part in this package: served only when asked for)
+    asyncio.run(run_agent(cast(Any, FakeAgent()), use_unstable_protocol="--resume" in sys.argv))

@@ -70,7 +70,8 @@ async def _session(fake: FakeModelServer, worktree: Path, monkeypatch: pytest.Mo
     monkeypatch.setenv("OPENAI_BASE_URL", fake.base_url)
     async with ModelProxy() as proxy:
         lane = proxy.open_lane(LaneKey(run_id=f"acp-{uuid.uuid4().hex[:10]}", lane="api", round=1, attempt=1))
-        spec = AcpSpec(command=(sys.executable, "-I", "-c", AGENT_SOURCE), prompt=kw.pop("prompt", GOAL),
+        spec = AcpSpec(command=(sys.executable, "-I", "-c", AGENT_SOURCE, *kw.pop("flags", ())),
+                       prompt=kw.pop("prompt", GOAL),
                        worktree=worktree, model_env=proxy.agent_env(lane.token),
                        state_dir=worktree.parent / "acp-state", allowed_paths=("notes/",),
                        read_only_paths=("docs/",), timeout_s=SESSION_LIMIT_S,
@@ -182,3 +183,30 @@ async def test_past_its_turns_the_turn_is_cancelled(worktree: Path, monkeypatch:
     assert 3 <= len(summary.tool_calls) < 5
     assert {"stopReason": "cancelled"} in [e.get("result") for e in summary.events]  # (its own answer to the cancel)
     assert not (worktree / "notes" / "5.txt").exists() and len(fake.requests) < 6
+
+
+@pytest.mark.parametrize("flag", ["--load", "--resume", ""])
+async def test_a_later_session_goes_on_where_the_agent_can(worktree: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           flag: str) -> None:
+    """An earlier session is resumed (session/resume) or loaded (session/load, its replayed history not taken for
+    this turn's text) where the agent advertises it; else a new session gets the whole prompt (prompt_if_new)."""
+    write = {"tool_calls": [_call("c1", "write_file", path="notes/hello.txt", content="hello\n")]}
+    script = _script(write, {"content": "First done."}, {"content": "Second done."})
+    flags = (flag,) if flag else ()
+    with FakeModelServer("openai", script) as fake:
+        first, _, _ = await _session(fake, worktree, monkeypatch, flags=flags)
+        assert first.exit_code == 0 and first.final_text == "First done."
+        asked = len(fake.requests)
+        later, _, _ = await _session(fake, worktree, monkeypatch, flags=flags, resume=first.session_id,
+                                     prompt="Go on: the reviewer asks for more.",
+                                     prompt_if_new=GOAL + " (a new session: the whole prompt)")
+    assert later.exit_code == 0, later
+    sent = [m["content"] for m in fake.requests[asked].body["messages"] if m["role"] == "user"]
+    if flag:
+        assert later.session_id == first.session_id
+        assert sent == [GOAL, "Go on: the reviewer asks for more."]  # (the earlier conversation, then the new turn)
+        assert later.final_text == "Second done." and later.tool_calls == []
+    else:
+        assert later.session_id != first.session_id
+        assert sent == [GOAL + " (a new session: the whole prompt)"]
+        assert later.final_text == "First done."  # (the script's turns from the start again)
