@@ -10,6 +10,7 @@ the lane's path policy before anything happens, and session/request_permission i
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import time
 import uuid
@@ -210,3 +211,24 @@ async def test_a_later_session_goes_on_where_the_agent_can(worktree: Path, monke
         assert later.session_id != first.session_id
         assert sent == [GOAL + " (a new session: the whole prompt)"]
         assert later.final_text == "First done."  # (the script's turns from the start again)
+
+
+def test_without_the_acp_package_the_worker_starts_and_an_acp_session_says_what_to_install(tmp_path: Path) -> None:
+    """The package is the `agents` extra's: a worker without it imports its activities all the same."""
+    probe = """
+import asyncio, pathlib, sys
+sys.modules["acp"] = None  # (as if agent-client-protocol were not installed: importing it raises ImportError)
+import activities.agent_lane  # the worker's activity, which runs ACP lanes
+from reposwarm.agents.acp import AcpMissing, AcpSpec, run_acp_session
+spec = AcpSpec(command=("my-agent",), prompt="p", worktree=pathlib.Path(sys.argv[1]), model_env={},
+               state_dir=pathlib.Path(sys.argv[1]) / "state", allowed_paths=("notes/",))
+try:
+    asyncio.run(run_acp_session(spec))
+except AcpMissing as err:
+    print("REFUSED:", err)
+"""
+    done = subprocess.run([sys.executable, "-c", probe, str(tmp_path)], capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).parent.parent)
+    assert done.returncode == 0, done.stderr
+    assert "REFUSED: the agent-client-protocol package is not installed: pip install 'reposwarm[agents]'" in \
+        done.stdout, done.stdout

@@ -34,34 +34,41 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from acp import PROTOCOL_VERSION, RequestError, text_block
-from acp.client.connection import ClientSideConnection
-from acp.connection import StreamDirection, StreamEvent
-from acp.schema import (
-    AgentCapabilities,
-    AgentMessageChunk,
-    AllowedOutcome,
-    ClientCapabilities,
-    CreateElicitationResponse,
-    CreateTerminalResponse,
-    DeniedOutcome,
-    ElicitationMode,
-    EnvVariable,
-    FileSystemCapabilities,
-    Implementation,
-    KillTerminalResponse,
-    PermissionOption,
-    ReadTextFileResponse,
-    ReleaseTerminalResponse,
-    RequestPermissionResponse,
-    TerminalOutputResponse,
-    TextContentBlock,
-    ToolCallStart,
-    ToolCallUpdate,
-    UsageUpdate,
-    WaitForTerminalExitResponse,
-    WriteTextFileResponse,
-)
+# (the `agents` extra's package: without it the worker still starts, and an ACP lane fails saying what to install)
+try:
+    from acp import PROTOCOL_VERSION, RequestError, text_block
+    from acp.client.connection import ClientSideConnection
+    from acp.connection import StreamDirection, StreamEvent
+    from acp.schema import (
+        AgentCapabilities,
+        AgentMessageChunk,
+        AllowedOutcome,
+        ClientCapabilities,
+        CreateElicitationResponse,
+        CreateTerminalResponse,
+        DeniedOutcome,
+        ElicitationMode,
+        EnvVariable,
+        FileSystemCapabilities,
+        Implementation,
+        KillTerminalResponse,
+        PermissionOption,
+        ReadTextFileResponse,
+        ReleaseTerminalResponse,
+        RequestPermissionResponse,
+        TerminalOutputResponse,
+        TextContentBlock,
+        ToolCallStart,
+        ToolCallUpdate,
+        UsageUpdate,
+        WaitForTerminalExitResponse,
+        WriteTextFileResponse,
+    )
+    MISSING = ""
+except ImportError:  # pragma: no cover (tests/test_agent_acp.py runs it without the package, in a subprocess)
+    MISSING = ("the agent-client-protocol package is not installed: pip install 'reposwarm[agents]' (or pip "
+               "install 'agent-client-protocol==0.12.1')")
+
 from pydantic import ValidationError
 
 from reposwarm.agents.session import OnEvent, SessionRefused, sandboxed
@@ -106,6 +113,10 @@ class _Turn:
     all_text: list[str] = field(default_factory=list)
     replaying: bool = False  # a loaded session's history is being sent again: not this turn's
     over: asyncio.Event = field(default_factory=asyncio.Event)  # past max_turns
+
+
+class AcpMissing(SessionRefused):
+    """The ACP package (the `agents` extra) is not installed: says what to install."""
 
 
 class LaneClient:
@@ -352,6 +363,8 @@ async def _unconfined(argv: list[str], env: dict[str, str],
 async def run_acp_session(spec: AcpSpec, on_event: OnEvent | None = None) -> SessionSummary:
     """Run the ACP agent's one prompt turn to its end (or its timeout, or past its turns) and say what came of it.
     `on_event` hears each update, request and refusal with the summary so far (the session id first of all)."""
+    if MISSING:
+        raise AcpMissing(MISSING)
     spec.state_dir.mkdir(parents=True, exist_ok=True)
     summary = SessionSummary(AGENT, None, None, sandboxed=spec.sandboxed)
     began = time.monotonic()
