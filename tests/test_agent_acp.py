@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from reposwarm.agents import beneath
 from reposwarm.agents.acp import AcpSpec, run_acp_session
 from reposwarm.agents.spec import SessionSummary
 from reposwarm.checks import sandbox
@@ -232,3 +233,24 @@ except AcpMissing as err:
     assert done.returncode == 0, done.stderr
     assert "REFUSED: the agent-client-protocol package is not installed: pip install 'reposwarm[agents]'" in \
         done.stdout, done.stdout
+
+
+def test_a_folder_swapped_for_a_symlink_after_the_policy_looked_does_not_lead_out(tmp_path: Path) -> None:
+    """The agent runs while the worker answers its fs requests: the write walks the folders itself, no symlink
+    followed (reposwarm/agents/beneath.py), so a swap between the policy's look and the write cannot lead out."""
+    root, outside = tmp_path / "lane", tmp_path / "outside"
+    (root / "notes").mkdir(parents=True)
+    outside.mkdir()
+    beneath.write(root, "notes/a.txt", b"inside\n")  # (the policy said yes to notes/a.txt; then the agent swaps)
+    (root / "notes" / "a.txt").unlink()
+    (root / "notes").rmdir()
+    (root / "notes").symlink_to(outside)
+    with pytest.raises(OSError):
+        beneath.write(root, "notes/a.txt", b"escaped\n")
+    with pytest.raises(OSError):
+        beneath.read(root, "notes/a.txt")
+    (outside / "b.txt").write_text("outside\n")
+    (root / "b.txt").symlink_to(outside / "b.txt")
+    with pytest.raises(OSError):
+        beneath.write(root, "b.txt", b"escaped\n")
+    assert list(outside.iterdir()) == [outside / "b.txt"] and (outside / "b.txt").read_text() == "outside\n"

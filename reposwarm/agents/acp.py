@@ -26,7 +26,6 @@ import asyncio
 import contextlib
 import os
 import signal
-import stat
 import tempfile
 import time
 from collections.abc import AsyncIterator
@@ -71,12 +70,12 @@ except ImportError:  # pragma: no cover (tests/test_agent_acp.py runs it without
 
 from pydantic import ValidationError
 
+from reposwarm.agents import beneath
 from reposwarm.agents.session import OnEvent, SessionRefused, sandboxed
 from reposwarm.agents.spec import SessionSummary, ToolCall
-from reposwarm.slices.policy import MAX_WRITE_BYTES, PathPolicy, PathRefused
+from reposwarm.slices.policy import PathPolicy, PathRefused
 
 AGENT = "acp"
-MAX_READ_BYTES = 4_000_000  # one fs/read_text_file answer at most
 STDERR_KEPT = 16_000
 CANCEL_GRACE_S = 5  # after session/cancel (past max_turns), how long the turn has to end before the agent is killed
 EXIT_GRACE_S = 3  # after its turn, with its stdin closed, how long the agent has to exit by itself
@@ -153,7 +152,7 @@ class LaneClient:
                              **kwargs: Any) -> ReadTextFileResponse:
         try:
             rel, real = self.policy.for_read(self._relative(path))
-            data = _read_beneath(self.policy.root, real.relative_to(self.policy.root).as_posix())
+            data = beneath.read(self.policy.root, real.relative_to(self.policy.root).as_posix())
         except PathRefused as err:
             raise self._refused("fs/read_text_file", path, str(err)) from None
         except OSError as err:
@@ -170,7 +169,7 @@ class LaneClient:
         data = content.encode("utf-8", errors="surrogateescape")
         try:
             rel, real = self.policy.for_write(self._relative(path), len(data))
-            _write_beneath(self.policy.root, real.relative_to(self.policy.root).as_posix(), data)
+            beneath.write(self.policy.root, real.relative_to(self.policy.root).as_posix(), data)
         except PathRefused as err:
             raise self._refused("fs/write_text_file", path, str(err)) from None
         except OSError as err:
@@ -274,63 +273,6 @@ class LaneClient:
         """Every JSON-RPC message the agent sent, kept in order as the CLIs' events are."""
         if event.direction == StreamDirection.INCOMING:
             self.summary.events.append(event.message)
-
-
-def _beneath(root: Path, rel: str, create_dirs: bool) -> tuple[int, str]:
-    """A descriptor of the folder holding `rel` under `root`, reached one name at a time with no symlink followed
-    (the agent runs at the same time in the same worktree: a folder swapped for a symlink after the policy looked
-    must not lead out), and the file's own name."""
-    parts = [part for part in rel.split("/") if part not in ("", ".")]
-    if not parts or ".." in parts:
-        raise PathRefused(f"{rel!r} is not a file in the worktree")
-    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        for part in parts[:-1]:
-            if create_dirs:
-                with contextlib.suppress(FileExistsError):
-                    os.mkdir(part, 0o755, dir_fd=fd)
-            inner = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
-            os.close(fd)
-            fd = inner
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd, parts[-1]
-
-
-def _read_beneath(root: Path, rel: str) -> bytes:
-    folder, name = _beneath(root, rel, create_dirs=False)
-    try:
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=folder)
-    finally:
-        os.close(folder)
-    with os.fdopen(fd, "rb") as handle:
-        if not _regular(handle.fileno()):
-            raise PathRefused(f"{rel} is not a regular file")
-        data = handle.read(MAX_READ_BYTES + 1)
-    if len(data) > MAX_READ_BYTES:
-        raise PathRefused(f"{rel} is over {MAX_READ_BYTES} bytes: read it in parts with `line` and `limit`, or with "
-                          "your own tools")
-    return data
-
-
-def _regular(fd: int) -> bool:
-    return stat.S_ISREG(os.fstat(fd).st_mode)
-
-
-def _write_beneath(root: Path, rel: str, data: bytes) -> None:
-    if len(data) > MAX_WRITE_BYTES:
-        raise PathRefused(f"{rel}: {len(data)} bytes is over the write limit of {MAX_WRITE_BYTES} bytes")
-    folder, name = _beneath(root, rel, create_dirs=True)
-    try:
-        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644,
-                     dir_fd=folder)
-    finally:
-        os.close(folder)
-    with os.fdopen(fd, "wb") as handle:
-        if not _regular(handle.fileno()):
-            raise PathRefused(f"{rel} is not a regular file")
-        handle.write(data)
 
 
 def agent_env(spec: AcpSpec) -> dict[str, str]:
