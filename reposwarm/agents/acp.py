@@ -146,7 +146,7 @@ class LaneClient:
             self.summary.usage["context_used"], self.summary.usage["context_size"] = update.used, update.size
         self.summary.final_text = "".join(self.turn.text or self.turn.all_text)
         self.heard({"method": "session/update", "session_id": session_id,
-                     "update": getattr(update, "session_update", "")})
+                    "update": getattr(update, "session_update", "")})
 
     async def read_text_file(self, session_id: str, path: str, line: int | None = None, limit: int | None = None,
                              **kwargs: Any) -> ReadTextFileResponse:
