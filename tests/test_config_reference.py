@@ -22,7 +22,11 @@ PAGE = ROOT / "docs" / "configuration.md"
 SOURCES = [*sorted((ROOT / "reposwarm").rglob("*.py")), *sorted((ROOT / "workflows").rglob("*.py")),
            *sorted((ROOT / "activities").rglob("*.py")), ROOT / "worker.py", ROOT / "starter.py"]
 # Reads whose names the code cannot say, by design: the expression they come from, and why.
-DYNAMIC = {"passed_names()": "the names REPOSWARM_CHECK_ENV_PASS lists: the user's own, passed to checks"}
+DYNAMIC = {"passed_names()": "the names REPOSWARM_CHECK_ENV_PASS lists: the user's own, passed to checks",
+           # the model proxy's upstream (reposwarm/proxy/wire.py): one per provider, the variables the built-in
+           # providers read, each listed (ANTHROPIC_BASE_URL, OPENAI_BASE_URL; ANTHROPIC_API_KEY, OPENAI_API_KEY)
+           "self.url_env": "a provider's base URL variable, as its built-in provider reads it",
+           "self.key_env": "a provider's API key variable, as its built-in provider reads it"}
 # A file that is valid, in which one key at a time is set to its documented default.
 BASE = {"swarm": {"lanes": {"api": {"allowed_paths": ["api/"]}}},
         "validation": {"profile": "default", "profiles": {"default": {"commands": [["true"]]}}},
