@@ -78,3 +78,38 @@ def test_each_tool_the_prompt_names_is_a_tool() -> None:
 
 def test_the_lane_test_command_is_documented() -> None:
     assert "lane-test" in (Path(__file__).resolve().parents[1] / "docs" / "cli.md").read_text()
+
+
+async def test_lane_test_runs_the_lane_with_the_agent_named_and_shows_its_session(client, tmp_path, reposwarm_home,
+                                                                                  monkeypatch):
+    """`--agent acp:COMMAND`: the lane runs with that agent rather than its lanes file's (the built-in loop here);
+    its session is shown where a built-in lane's transcript would be; a bad agent is one line."""
+    import shlex
+    import sys
+
+    from reposwarm.checks.sandbox import status as sandbox_status
+    from tests.fake_models import FakeModelServer
+    from tests.test_agent_lanes import ACP_AGENT
+
+    if (why := sandbox_status()) is not None:
+        pytest.skip(f"agent sessions run in the checks' sandbox, and here: {why}")
+    repo = make_repo(tmp_path / "repo", {"docs/a.md": "a\n"})
+    lanes = write_yaml(tmp_path / "lanes.yaml", {"swarm": {"lanes": {"docs": {"allowed_paths": ["docs/"]}}}})
+    script = {"version": 1, "lanes": {"docs": {1: [
+        {"tool_calls": [{"id": "c1", "name": "write_file", "arguments": {"path": "docs/a.md", "content": "v2\n"}}]},
+        {"content": "docs/a.md says v2."}]}}}
+    agent = "acp:" + shlex.join([sys.executable, "-I", "-c", ACP_AGENT])
+    with FakeModelServer("openai", script) as fake:
+        monkeypatch.setenv("OPENAI_BASE_URL", fake.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-lane-test-agent")
+        done = await cli(client, reposwarm_home, "lane-test", "--repo", str(repo), "--lane", "docs", "--lanes",
+                         str(lanes), "--goal", "Say v2 in docs/a.md.", "--model", "openai:gpt-5", "--agent", agent)
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
+    assert "agent acp" in done.stderr + out  # the start line names it
+    assert "acp session " in out and "changed: docs/a.md" in out, out
+    assert "its last words:\n  docs/a.md says v2." in out, out
+    assert "lane docs: " in out and "waiting for review" in out
+    wrong = await cli(client, reposwarm_home, "lane-test", "--repo", str(repo), "--lane", "docs", "--lanes",
+                      str(lanes), "--goal", "x", "--model", "openai:gpt-5", "--agent", "claude")
+    assert wrong.returncode == 2 and "--agent claude: " in wrong.stderr and "not an agent" in wrong.stderr

@@ -125,6 +125,8 @@ def parser() -> argparse.ArgumentParser:
     lt.add_argument("--lanes", help="lanes file (default: reposwarm.yaml, helpers.yaml or "
                      ".reposwarm.yaml in the repository)")
     lt.add_argument("--model", help="provider:name (default: the lane's model, REPOSWARM_MODEL, swarm.model)")
+    lt.add_argument("--agent", help="the lane's agent: builtin, claude-code, codex, or acp:COMMAND ARGS (default: "
+                    "the lanes file's; docs/agents.md)")
     lt.add_argument("--task", help="the whole change, for context (default: the goal)")
     lt.add_argument("--contract", help="an interface contract to give the lane")
     lt.set_defaults(handler="reposwarm.cli.lanetest:cmd_lane_test")
