@@ -127,20 +127,32 @@ def _claude_turns(turns: list[Said], closing: str) -> Any:
 async def test_a_claude_code_lane_and_a_codex_lane_deliver_one_branch(client: Any, tmp_path: Path,
                                                                       fake_providers: Any,
                                                                       reposwarm_home: Path) -> None:
+    """A Claude Code lane, a Codex lane and a built-in lane in one run: one branch with every lane's work, each
+    lane's usage, the gate's verdict per test."""
     _cli_or_skip("claude-code")
     _cli_or_skip("codex")
     began = time.monotonic()
-    repo = make_repo(tmp_path / "repo", {"api/app.py": "VERSION = 1\n", "web/page.txt": "old page\n",
-                                         "README.md": "a repository\n"})
+    repo = make_repo(tmp_path / "repo", {
+        "api/__init__.py": "", "api/app.py": "VERSION = 1\n", "web/page.txt": "old page\n",
+        "README.md": "a repository\n", "docs/version.md": "1\n", "tests/__init__.py": "",
+        "tests/test_app.py": "import unittest\n\nimport api.app\n\n\nclass T(unittest.TestCase):\n"
+                             "    def test_version_is_a_number(self):\n"
+                             "        self.assertIsInstance(api.app.VERSION, int)\n"})
     lanes = write_yaml(tmp_path / "lanes.yaml", {
         "swarm": {"lanes": {"api": {"allowed_paths": ["api/"], "agent": "codex", "max_turns": 8},
-                            "web": {"allowed_paths": ["web/"], "agent": "claude-code", "max_turns": 8}}},
-        "validation": {"profiles": {"default": {"commands": [[sys.executable, "-c", "print('checked')"]],
+                            "web": {"allowed_paths": ["web/"], "agent": "claude-code", "max_turns": 8},
+                            "docs": {"allowed_paths": ["docs/"]}}},
+        "validation": {"profiles": {"default": {"commands": [[sys.executable, "-m", "unittest", "discover", "-s",
+                                                              "tests", "-t", "."]],
                                                 "timeout_s": 60}}}})
     plan = write_yaml(tmp_path / "plan.yaml", {"interface_contract": "api/app.py exports VERSION; web/page.txt says it.",
                                                "lanes": [{"lane": "api", "goal": "Set VERSION to 2 in api/app.py."},
-                                                         {"lane": "web", "goal": "Say version 2 in web/page.txt."}]})
-    script = write_yaml(tmp_path / "replay.yaml", {"version": 1, "lanes": {}})
+                                                         {"lane": "web", "goal": "Say version 2 in web/page.txt."},
+                                                         {"lane": "docs", "goal": "Say 2 in docs/version.md."}]})
+    script = write_yaml(tmp_path / "replay.yaml", {"version": 1, "lanes": {"docs": {1: [
+        {"tool_calls": [{"id": "d1", "name": "write_file", "arguments": {
+            "path": "docs/version.md", "content": "2\n", "reason": "The version is 2 now"}}]},
+        {"tool_calls": [{"id": "d2", "name": "finish", "arguments": {"summary": "docs/version.md says 2"}}]}]}}})
     patch = ("*** Begin Patch\n*** Update File: api/app.py\n@@\n-VERSION = 1\n+VERSION = 2\n*** End Patch\n")
     claude = _claude_turns([
         [Text("Looking first."), Call("Bash", {"command": "env; printf 'version 2\\n' > web/page.txt",
@@ -156,9 +168,12 @@ async def test_a_claude_code_lane_and_a_codex_lane_deliver_one_branch(client: An
     run_id = await start_run(client, repo, lanes, script, plan=plan, task="Bump the version to 2")
     status = await wait_for_phase(client, run_id, Phase.review, timeout=RUN_LIMIT_S)
     by_lane = {lane.lane: lane for lane in status.review.lanes}
-    api, web = by_lane["api"], by_lane["web"]
-    assert (api.status, web.status) == (LaneStatus.done, LaneStatus.done), (api.reason, web.reason)
-    assert (api.agent, web.agent) == ("codex", "claude-code")
+    api, web, docs = by_lane["api"], by_lane["web"], by_lane["docs"]
+    assert (api.status, web.status, docs.status) == (LaneStatus.done,) * 3, (api.reason, web.reason, docs.reason)
+    assert (api.agent, web.agent, docs.agent) == ("codex", "claude-code", "builtin")
+    # the gate's verdict, per test: the merged tree's test ran and passed, judged against the base's
+    report = status.review.test_report
+    assert report is not None and report.passed and report.tests_run == 1 and report.base_tests_run == 1, report
     assert web.summary == "web/page.txt says version 2." and api.summary == "VERSION is 2 in api/app.py."
     assert {e.path for e in api.edits} == {"api/app.py"} and {e.path for e in web.edits} == {"web/page.txt"}
     # per-lane usage, counted by the proxy as the built-in loop counts its calls
@@ -174,11 +189,14 @@ async def test_a_claude_code_lane_and_a_codex_lane_deliver_one_branch(client: An
     proxied = [line for line in ledger.read(run_id) if line["event"] == "model_call" and line.get("via") == "proxy"]
     assert {line["agent"] for line in proxied} == {"api", "web"}
     # status and the review's Markdown say which agent each lane ran
-    assert {lane.lane: lane.agent for lane in status.lanes} == {"api": "codex", "web": "claude-code"}
+    # (a built-in lane names no agent in status)
+    assert {lane.lane: lane.agent for lane in status.lanes} == {"api": "codex", "web": "claude-code", "docs": ""}
     markdown = (run_dir(run_id) / "review" / "latest.md").read_text()
     assert "Agent: codex" in markdown and "Agent: claude-code" in markdown
     # the Web UI's details line of each lane's workflow (warm: still there) names its agent
     for lane in status.lanes:
+        if not lane.agent:
+            continue
         meta = await client.get_workflow_handle(lane.workflow_id).query("__temporal_workflow_metadata",
                                                                          result_type=WorkflowMetadata)
         assert f"**{lane.lane}** (round 1, agent {lane.agent}): session" in meta.current_details, meta
@@ -192,6 +210,7 @@ async def test_a_claude_code_lane_and_a_codex_lane_deliver_one_branch(client: An
     assert git(repo, "show", f"{branch}:api/app.py") == "VERSION = 2"
     assert git(repo, "show", f"{branch}:web/page.txt") == "version 2"
     assert git(repo, "show", f"{branch}:README.md") == "a repository"
+    assert git(repo, "show", f"{branch}:docs/version.md") == "2"
     assert result is not None
 
     # what each agent's shell saw of its environment: its lane token, never the worker's keys
