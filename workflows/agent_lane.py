@@ -29,6 +29,7 @@ with workflow.unsafe.imports_passed_through():
     from reposwarm.contracts.agent_session import SessionKind
     from reposwarm.review.webui import md_escape
     from workflows import budgets, options
+    from workflows.endings import Ending, HostLost
 
 MAX_TOLD = 20  # lines of reverted writes carried to the agent's next message
 
@@ -56,9 +57,7 @@ class OutsideAgent:
 
     async def _agent_work(self, task: HelperTask, state: LaneResume, edits: dict[str, FileEdit]) -> Any:
         """The assignment as sessions of the lane's agent until one ends it (done, failed, or at its budget
-        unanswered); returns the lane's Ending (workflows/lane.py)."""
-        from workflows.lane import Ending, HostLost  # (lane.py imports this module: its names, once both are loaded)
-
+        unanswered); returns the lane's Ending (workflows/endings.py)."""
         await self._worktree_made(state)  # the session needs the worktree: made first
         agent = task.role.agent_name
         kind: SessionKind = "next" if state.agent_session else "first"

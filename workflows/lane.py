@@ -14,7 +14,6 @@ lanes continue-as-new when Temporal suggests it, carrying their state
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -41,14 +40,12 @@ with workflow.unsafe.imports_passed_through():
         ChangeSet,
         CheckpointInput,
         FileEdit,
-        Finish,
         HelperTask,
         LaneDescription,
         LanePhase,
         LaneResult,
         LaneResume,
         LaneState,
-        LaneStatus,
         LaneWorktree,
         ModelTurnInput,
         ModelTurnResult,
@@ -62,6 +59,7 @@ with workflow.unsafe.imports_passed_through():
     from reposwarm.review.webui import md_escape
     from workflows import budgets, options
     from workflows.agent_lane import OutsideAgent
+    from workflows.endings import Ending, HostLost
     from workflows.failures import root_cause, short_reason
 
 
@@ -99,31 +97,6 @@ def _reassigned(task: HelperTask, state: LaneResume, now: float) -> LaneResume:
                       pending=[UserMessage(content=lane_next_message(task)).wire()], host_queue=state.host_queue,
                       shared_queue=state.shared_queue, rebuilt=state.rebuilt, reassigned=True,
                       agent_session=state.agent_session, agent_told=state.agent_told)
-
-
-class HostLost(Exception):
-    """The worker host holding the lane's worktree did not pick up its work in time."""
-
-
-@dataclass(frozen=True)
-class Ending:
-    """How an assignment ended: the lane's status, one line saying why (none when it finished), and its finish."""
-
-    status: LaneStatus
-    reason: str
-    finish: Finish | None = None
-
-    @staticmethod
-    def finished(finish: Finish) -> Ending:
-        return Ending(LaneStatus.done, "", finish)
-
-    @staticmethod
-    def out_of_budget(reason: str) -> Ending:
-        return Ending(LaneStatus.budget_exhausted, reason)
-
-    @staticmethod
-    def failed(reason: str, finish: Finish | None = None) -> Ending:
-        return Ending(LaneStatus.failed, reason, finish)
 
 
 @workflow.defn
