@@ -179,9 +179,14 @@ def test_a_baseline_kept_on_one_host_is_read_on_another(s3_server, tmp_path, mon
     key = baselines.key("d" * 40, COMMAND, env)
     cached = baselines.Cached(CommandResult(argv=COMMAND, exit_code=0, duration_s=2.0),
                               [Case("t", "passed", "tests/t.py", duration_s=2.0)], [], [])
+    def listed() -> set[str]:  # (the session's object store: other tests may have kept baselines there too)
+        found = s3_server.client().list_objects_v2(Bucket=s3_server.bucket,
+                                                   Prefix=f"{s3_server.prefix}/shared/baselines/")
+        return {o["Key"] for o in found.get("Contents", [])}
+
+    before = listed()
     baselines.keep(key, cached)
-    listed = s3_server.client().list_objects_v2(Bucket=s3_server.bucket, Prefix=f"{s3_server.prefix}/shared/baselines/")
-    assert len(listed.get("Contents", [])) == 2  # (the entry, and its command's durations)
+    assert len(listed() - before) == 2  # (the entry, and its command's durations)
     monkeypatch.setenv("REPOSWARM_HOME", str(tmp_path / "another-host"))  # an empty home: only the object store
     assert baselines.load(key) == cached
     assert baselines.last_durations(COMMAND, env) == {"tests/t.py": 2.0}
