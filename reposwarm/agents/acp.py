@@ -71,12 +71,11 @@ except ImportError:  # pragma: no cover (tests/test_agent_acp.py runs it without
 from pydantic import ValidationError
 
 from reposwarm.agents import beneath
-from reposwarm.agents.session import OnEvent, SessionRefused, sandboxed
+from reposwarm.agents.session import OnEvent, SessionRefused, keep_tail, sandboxed
 from reposwarm.agents.spec import SessionSummary, ToolCall
 from reposwarm.slices.policy import PathPolicy, PathRefused
 
 AGENT = "acp"
-STDERR_KEPT = 16_000
 CANCEL_GRACE_S = 5  # after session/cancel (past max_turns), how long the turn has to end before the agent is killed
 EXIT_GRACE_S = 3  # after its turn, with its stdin closed, how long the agent has to exit by itself
 NO_TERMINAL = ("reposwarm offers no terminals to an ACP agent (its client capabilities say terminal: false): run "
@@ -332,14 +331,7 @@ async def _drive(argv: list[str], env: dict[str, str], spec: AcpSpec, summary: S
         stderr=asyncio.subprocess.PIPE, start_new_session=True, limit=64 * 1024 * 1024)
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
     stderr = bytearray()
-
-    async def drain_stderr() -> None:
-        assert proc.stderr is not None
-        while chunk := await proc.stderr.read(65536):
-            stderr.extend(chunk)
-            del stderr[:-STDERR_KEPT]
-
-    draining = asyncio.create_task(drain_stderr())
+    draining = asyncio.create_task(keep_tail(proc.stderr, stderr))
     conn = ClientSideConnection(client, proc.stdin, proc.stdout, observers=[client.observe])
     ended = False  # the prompt turn came to its end
     try:

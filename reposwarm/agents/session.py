@@ -43,6 +43,13 @@ class SessionRefused(RuntimeError):
     """The session cannot start as asked (a model API the sandbox cannot reach, no sandbox): says why."""
 
 
+
+async def keep_tail(stream: asyncio.StreamReader, kept: bytearray) -> None:
+    """Read an agent's stream (its stderr) to its end, keeping its last STDERR_KEPT bytes for the lane's reason."""
+    while chunk := await stream.read(65536):
+        kept.extend(chunk)
+        del kept[:-STDERR_KEPT]
+
 def _command(spec: SessionSpec, cli: clis.AgentCli) -> tuple[list[str], dict[str, str], str | None, list[Path]]:
     """The CLI's argv, its own variables, the session id it starts (Claude Code's, chosen up front), and the
     files of its state dir it must not change (Codex's config and hooks: read-only in the sandbox)."""
@@ -158,12 +165,6 @@ async def _run(argv: list[str], env: dict[str, str], spec: SessionSpec, summary:
     proc.stdin.close()
     stderr = bytearray()
 
-    async def drain_stderr() -> None:
-        assert proc.stderr is not None
-        while chunk := await proc.stderr.read(65536):
-            stderr.extend(chunk)
-            del stderr[:-STDERR_KEPT]
-
     async def read_events() -> None:
         assert proc.stdout is not None
         while True:
@@ -194,7 +195,7 @@ async def _run(argv: list[str], env: dict[str, str], spec: SessionSpec, summary:
                 _kill(proc)
                 return
 
-    reading = asyncio.gather(read_events(), drain_stderr())
+    reading = asyncio.gather(read_events(), keep_tail(proc.stderr, stderr))
     try:
         await asyncio.wait_for(asyncio.shield(reading), spec.timeout_s)
     except TimeoutError:
