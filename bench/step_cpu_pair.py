@@ -8,13 +8,13 @@ moment, two revisions share whatever the machine is doing, so their ratio holds 
                                   [--out bench/results_step_cpu.json]
 
 Each side is a tree of its own (`git archive REV`, or this working tree for `worktree`) with this checkout's
-bench/cpu_probe.py copied in (the same timers on both), run as a process of its own: a dev server (SQLite file,
-the side's tests.helpers.start_dev_server, plus the side's reposwarm/devserver.py task reads where it has them:
-each side's server as its users ran it), the fake 1 s model of bench_swarm's parallel section, one `worker.py`
-under the probe, and runs of N lanes of ten turns (a list_dir call each, then finish) through the side's own
-bench/bench_swarm.py parallel_run. Both sides start together and run the same lane counts in the same order.
-Prints a table (before, after, after/before) and writes the rows, each side's split and the load averages.
-"""
+bench/cpu_probe.py and bench/step_cpu.py copied in (the same timers and probed worker on both), run as a process of
+its own: a dev server (SQLite file, the side's tests.helpers.start_dev_server, plus the side's
+reposwarm/devserver.py task reads where it has them: each side's server as its users ran it), the fake 1 s model of
+bench_swarm's parallel section, one `worker.py` under the probe, and runs of N lanes of ten turns (a list_dir call
+each, then finish) through the side's own bench/bench_swarm.py parallel_run. Both sides start together and run the
+same lane counts in the same order. Prints a table (before, after, after/before) and writes the rows, each side's
+split and the load averages. """
 
 from __future__ import annotations
 
@@ -37,48 +37,27 @@ BEFORE = "863e41e"  # the commit before patch tools-in-turn (issue 49)
 
 
 def export(rev: str, into: Path) -> Path:
-    """The revision's tree (or this working tree for "worktree"), with this checkout's CPU probe in it."""
+    """The revision's tree (or this working tree for "worktree"), with this checkout's CPU probe (and its probed
+    worker) in it."""
     if rev == "worktree":
         return ROOT
     into.mkdir(parents=True)
     archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev], check=True, capture_output=True).stdout
     subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
-    shutil.copy(ROOT / "bench" / "cpu_probe.py", into / "bench" / "cpu_probe.py")
+    for name in ("cpu_probe.py", "step_cpu.py"):  # the same timers, and the worker that runs them, on both sides
+        shutil.copy(ROOT / "bench" / name, into / "bench" / name)
     return into
 
 
 async def side(lanes: list[int], turns: int) -> None:
     """One side's runs, in this process (its tree first on sys.path): one JSON line per lane count."""
+    import bench.bench_swarm as swarm_bench
     import bench.cpu_probe as probe
     from bench.bench_swarm import FAKE_KEY, KNOBS, dev_server_pid, make_repo, parallel_run
+    from bench.step_cpu import ProbedWorker
     from tests.fake_models import FakeModelServer
     from tests.faults_helpers import free_port
-    from tests.helpers import WorkerProcess, finish, start_dev_server, turn
-
-    class Probed(WorkerProcess):
-        def start(self) -> Probed:
-            self.snapshot_file = self.log.with_suffix(".cpu.json")
-            self.env = {**self.env, probe.ENV: str(self.snapshot_file)}
-            self.proc = subprocess.Popen([sys.executable, "-c", "import bench.cpu_probe as p; p.main()"],
-                                         cwd=Path(probe.__file__).parents[1], env=self.env,
-                                         stdout=self.log.open("ab"), stderr=subprocess.STDOUT, start_new_session=True)
-            return self
-
-        async def snapshot(self) -> dict[str, Any]:
-            assert self.proc is not None
-            asked = time.time()
-            os.kill(self.proc.pid, 10)  # SIGUSR1
-            for _ in range(1000):
-                await asyncio.sleep(0.01)
-                try:
-                    taken: dict[str, Any] = json.loads(self.snapshot_file.read_text())
-                except (OSError, ValueError):
-                    continue
-                if taken["time"] >= asked:
-                    return taken
-            raise AssertionError("no CPU snapshot from the worker")
-
-    import bench.bench_swarm as swarm_bench
+    from tests.helpers import finish, start_dev_server, turn
 
     if not hasattr(swarm_bench, "review_reached"):  # an older bench asked five times a second: as the newer, twice
         from workflows.swarm import SwarmWorkflow
@@ -115,7 +94,7 @@ async def side(lanes: list[int], turns: int) -> None:
     address = env.client.service_client.config.target_host
     try:
         with FakeModelServer("openai", script, delay_s=1.0) as fake:
-            worker = Probed(address, f"pair-{uuid.uuid4().hex[:6]}", tmp / "home" / "w",
+            worker = ProbedWorker(address, f"pair-{uuid.uuid4().hex[:6]}", tmp / "home" / "w",
                             {"OPENAI_BASE_URL": fake.base_url, "OPENAI_API_KEY": FAKE_KEY}).start()
             try:
                 await worker.ready()
