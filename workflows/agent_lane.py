@@ -19,6 +19,7 @@ with workflow.unsafe.imports_passed_through():
     from reposwarm.contracts import (
         AgentSessionInput,
         AgentSessionResult,
+        BudgetChange,
         BudgetPause,
         FileEdit,
         Finish,
@@ -38,6 +39,7 @@ class OutsideAgent:
     """The outside agent's part of LaneWorkflow (its methods are LaneWorkflow's)."""
 
     _progress: LaneState
+    _answer: BudgetChange | None  # a person's answer to a budget pause (LaneWorkflow.budget)
 
     # LaneWorkflow's own (workflows/lane.py), which come first in its method order
     async def _worktree_made(self, state: LaneResume) -> None:
@@ -70,7 +72,7 @@ class OutsideAgent:
                 if await self._paused(task, state, over):
                     kind = "raised" if state.agent_session else kind
                     continue
-                return Ending.out_of_budget(budgets.ended(over, getattr(self, "_answer", None), task.budget_wait_s))
+                return Ending.out_of_budget(budgets.ended(over, self._answer, task.budget_wait_s))
             tokens, dollars = budgets.budgets_of(task, state)
             self._step(f"{agent} session")
             workflow.set_current_details(
