@@ -114,7 +114,7 @@ async def search_attributes(client: Client) -> dict[str, str] | None:
 
     try:
         resp = await client.operator_service.list_search_attributes(
-            ListSearchAttributesRequest(namespace=client.namespace), timeout=CALL_TIMEOUT)
+            ListSearchAttributesRequest(namespace=client.namespace), retry=True, timeout=CALL_TIMEOUT)
     except RPCError:
         return None
     return {name: IndexedValueType.Name(kind).removeprefix("INDEXED_VALUE_TYPE_").title()

@@ -80,13 +80,16 @@ def review_call(run_id: str, checks: str, accept: str = "") -> str:
 
 async def registered_attributes(client: Any) -> frozenset[str]:
     """The custom search attributes the client's server has (empty when it cannot say): a run sets only those of
-    its own (workflows/attributes.py) the server has, since a server refuses a workflow setting one it lacks."""
+    its own (workflows/attributes.py) the server has, since a server refuses a workflow setting one it lacks.
+    A busy server's passing refusal (unavailable, overloaded) is asked again, with the client's retry
+    policy: else a run on a loaded machine would start without its attributes, and its verdict never show in a
+    saved view."""
     from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
     from temporalio.service import RPCError
 
     try:
         resp = await client.operator_service.list_search_attributes(
-            ListSearchAttributesRequest(namespace=client.namespace))
+            ListSearchAttributesRequest(namespace=client.namespace), retry=True)
     except RPCError:
         return frozenset()
     return frozenset(resp.custom_attributes)
