@@ -1,8 +1,8 @@
 """Every activity heartbeats while it runs, so a worker that dies mid-activity is noticed in seconds.
 
 Temporal retries an activity whose worker died only when one of its timeouts
-expires; with a heartbeat timeout of 4 s (workflows/options.py HEARTBEAT) and a
-beat every second, that is 3-4 s after the kill, not the activity's whole
+expires; with a heartbeat timeout of 6 s (workflows/options.py HEARTBEAT) and a
+beat every 2 s, that is 4-6 s after the kill, not the activity's whole
 start-to-close timeout. One worker interceptor does it for all activities: an
 asyncio task on the worker's event loop beside each, async or sync (a sync
 activity busy in its pool thread, running git, a check or a parser, leaves the
@@ -27,12 +27,14 @@ from temporalio.worker import (
 )
 
 # Seconds between beats. worker.py forwards each (max_heartbeat_throttle_interval) rather than one per 0.8 x the
-# heartbeat timeout, so the server's last beat is at most this old when a worker dies.
-EVERY_S = 1.0
-# The first beat: the heartbeat timeout (5 s, workflows/options.py HEARTBEAT) counts from the start until then, so a worker
-# that dies before it is noticed as soon as with a beat a second; an activity shorter than this (a quick model
+# heartbeat timeout, so the server's last beat is at most this old when a worker dies. Each beat is a write of the
+# run's state in the server: at 1,000 lanes they cost it more than the steps do (docs/benchmarks.md), so one
+# every 2 s, not every second, with the timeout's slack kept at 4 s.
+EVERY_S = 2.0
+# The first beat: the heartbeat timeout (6 s, workflows/options.py HEARTBEAT) counts from the start until then, so a worker
+# that dies before it is noticed as soon as after any beat; an activity shorter than this (a quick model
 # turn, most git and tool calls) sends the server no beat at all.
-FIRST_S = 2.0
+FIRST_S = 3.0
 
 
 class _KeepDetails(ActivityOutboundInterceptor):

@@ -36,7 +36,7 @@ otherwise dominate. Prints a table and writes bench/results.json.
 4. recovery: a worker process SIGKILLed (its process group) mid-run and a new one started at once (same home,
    same queue): seconds to the run's next ledger event, the kill landing while no activity is in flight (a
    model call in its rate-limit retry back-off), then with a model call and with a tool call in flight (each
-   taking 3 s), whose retries wait for the activities' heartbeat timeout (4 s from the last beat) and the
+   taking 3 s), whose retries wait for the activities' heartbeat timeout (6 s from the last beat) and the
    retry policy's first interval (1 s); where those seconds go, from the server's times for the activity.
 5. history events per tool call: all the events of the step lane's histories (continue-as-new runs included)
    divided by its tool calls.
@@ -1597,7 +1597,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--raw-n", type=int, help="raw activity round trips per probe (default 100; --quick: 50)")
     parser.add_argument("--recovery-in-flight", action=argparse.BooleanOptionalAction, default=True,
                         help="also kill workers during a model call and during a tool call (their recoveries wait for "
-                             "the 5 s heartbeat timeout: about 15 s each; default: yes)")
+                             "the 6 s heartbeat timeout: about 15 s each; default: yes)")
     parser.add_argument("--sections", type=lambda s: s.split(","),
                         default=["steps", "parallel", "lane_setup", "recovery", "tuning"],
                         help="which parts to run (default all: steps,parallel,lane_setup,recovery,tuning)")

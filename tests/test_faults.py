@@ -40,7 +40,7 @@ to the next ledger event, and to the run's completion, and what Temporal had pen
 all of them as a summary.
 
 The scenarios run concurrently (each with its own processes): recoveries are bounded by activity timeouts
-(a dead worker's activity is retried when its heartbeat timeout, 4 s, expires), so the file takes about as
+(a dead worker's activity is retried when its heartbeat timeout, 6 s, expires), so the file takes about as
 long as the slowest scenario, not their sum. A run that misses RECOVERY_LIMIT_S fails with RecoveryTimeout,
 naming what Temporal still waits for; FAULTS_WAIT_S=420 (with --timeout 1000) makes every scenario wait that
 long instead, to see whether such a run still ends right once its activity timeouts expire.

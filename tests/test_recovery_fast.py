@@ -1,11 +1,11 @@
 """Recovery in seconds (issue 19, item 4): work in flight on a SIGKILLed worker goes on on another worker within
 seconds, and no completed model call is made again; while a healthy activity, however busy, keeps its attempt.
 
-- A real kill: a lane on a `python worker.py` process, its model on a fake OpenAI-wire server that takes 3 s per
-  request; the worker's process group SIGKILLed 1.5 s into the lane's second model request (after the
-  activity's first beats), a second worker started at once. The retried request must reach the model server
-  within RESUMED_WITHIN_S of the kill (Temporal retries the attempt when its 5 s heartbeat timeout expires,
-  counted from its last beat, one retry interval later: about 5 s), through a heartbeat timeout (not the
+- A real kill: a lane on a `python worker.py` process, its model on a fake OpenAI-wire server that takes 5 s per
+  request; the worker's process group SIGKILLed 3.6 s into the lane's second model request (after the
+  activity's first beat), a second worker started at once. The retried request must reach the model server
+  within RESUMED_WITHIN_S of the kill (Temporal retries the attempt when its 6 s heartbeat timeout expires,
+  counted from its last beat, one retry interval later: 5-7 s), through a heartbeat timeout (not the
   call's 10-minute start-to-close), and the run must go on to review with every other model request made
   exactly once (the retried one asks what the first attempt asked).
 - Busy but alive: a sync activity that keeps its thread and, in one C call at a time (a quarter second each), the
@@ -37,7 +37,7 @@ from temporalio.service import RPCError
 from temporalio.worker import Worker
 
 with workflow.unsafe.imports_passed_through():  # the sandbox imports this module to run BusyActivities
-    from activities.heartbeat import HeartbeatInterceptor
+    from activities.heartbeat import FIRST_S, HeartbeatInterceptor
     from reposwarm.cli.runs import build_request, start
     from reposwarm.cli.worker import HEARTBEAT_THROTTLE
     from reposwarm.contracts import LaneStatus, Phase
@@ -46,8 +46,8 @@ with workflow.unsafe.imports_passed_through():  # the sandbox imports this modul
     from workflows import options
 
 KEY = "sk-" + "recovery-fake-key-0123456789abcdefABCDEF"  # fake
-MODEL_S = 4.0  # every model request takes this long: the kill lands inside one
-KILL_AFTER_S = 2.6  # into the request: the activity has beaten once by then (its first beat is at 2 s)
+MODEL_S = FIRST_S + 2.0  # every model request takes this long: the kill lands inside one
+KILL_AFTER_S = FIRST_S + 0.6  # into the request: the activity has beaten once by then (its first beat is at FIRST_S)
 RESUMED_WITHIN_S = 10.0
 SCRIPT: dict[str, Any] = {"lanes": {"api": {1: [
     turn(("a1", "read_file", {"path": "api/app.py"})),

@@ -2,8 +2,8 @@
 
 Temporal owns retries (no retry loops of our own around model or git calls),
 so every attempt is visible in the history. Every activity heartbeats every
-second (activities/heartbeat.py; worker.py sends each beat on), so when its
-worker dies, its attempt times out 4-5 s later (the 5 s heartbeat timeout,
+2 s (activities/heartbeat.py; worker.py sends each beat on), so when its
+worker dies, its attempt times out 4-6 s later (the 6 s heartbeat timeout,
 counted from the last beat) and runs again on another worker a second after
 that (the retry policies' first interval), rather than after its whole
 timeout: bench/bench_swarm.py measures it (recovery), and README, Benchmarks,
@@ -21,11 +21,13 @@ if TYPE_CHECKING:
     from reposwarm.contracts import CheckProfile
 
 # An attempt is taken for lost (its worker dead) after this long without a heartbeat. The beats come every
-# second once an activity has run 2 s (activities/heartbeat.py FIRST_S, EVERY_S), so four in a row may be lost, or
+# 2 s once an activity has run 3 s (activities/heartbeat.py FIRST_S, EVERY_S), so two in a row may be lost, or
 # the worker's event loop stall for four seconds, before a healthy attempt is given up: the longest gap the server
-# saw between beats was 1.0-1.2 s, at 32 lanes and while plan_round indexed 4M lines (README, Benchmarks). 4 s recovered faster, but a worker
-# loaded by a whole test suite once went past it; 5 s keeps a killed worker's call going on within 10 s.
-HEARTBEAT = timedelta(seconds=5)
+# saw between beats was 1.0-2.25 s, at 32 lanes and while plan_round indexed 4M lines (docs/benchmarks.md). A
+# 4 s timeout (3 s of stall) once failed a healthy attempt on a worker loaded by the whole test suite; 6 s keeps
+# the 4 s of slack with half the beats of one a second (each is a write of the run's state in the server:
+# docs/benchmarks.md, Heartbeats), and a killed worker's call going on within 5-7 s.
+HEARTBEAT = timedelta(seconds=6)
 # The first retry of an attempt that failed, timed out or died with its worker (Temporal's default is 1 s too):
 # a dead worker's call goes on elsewhere this long after its heartbeat timeout. A model call's later retries back
 # off from it, doubling up to a minute; a provider's Retry-After overrides it (reposwarm/models/outage.py).

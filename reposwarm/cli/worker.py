@@ -57,8 +57,9 @@ from workflows.swarm import SwarmWorkflow
 from workflows.trial import TrialWorkflow
 
 WORKFLOWS = [SwarmWorkflow, LaneWorkflow, TrialWorkflow]
-# The SDK sends an activity's heartbeats at most once per min(0.8 x its heartbeat timeout, this): one a second,
-# as the interceptor beats (activities/heartbeat.py EVERY_S); README, Benchmarks, counts what that costs.
+# The SDK sends an activity's heartbeats at most once per min(0.8 x its heartbeat timeout, this): the
+# interceptor's beat every 2 s each, and an activity's own beats with news (an agent's session id, its tally) within
+# a second (activities/heartbeat.py EVERY_S); docs/benchmarks.md, Heartbeats, counts what that costs.
 HEARTBEAT_THROTTLE = timedelta(seconds=1)
 ACTIVITIES: list[Callable[..., Any]] = [prepare_run, look_at_base, create_lane_worktree, checkpoint_lane, describe_lane, merge_lane, deliver,
               model_turn, plan_round, warm_prefix, run_tool, validate, resolve_conflict, attribute_failures,
@@ -132,9 +133,9 @@ def make_worker(client: Client, queue: str | None = None, *, serve: str = "all",
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=1),
         max_concurrent_activities=concurrency,
         interceptors=[HeartbeatInterceptor(), FailureLedgerInterceptor()],
-        # send every beat on (one a second, activities/heartbeat.py), not one per 0.8 x the 5 s heartbeat timeout:
-        # the server hears from a healthy activity every second (3 s of slack, not 0.8 s), and from a dead
-        # worker's at most a second before it died, so their attempts time out 3-4 s after the kill
+        # send every beat on (one every 2 s, activities/heartbeat.py), not one per 0.8 x the 6 s heartbeat timeout:
+        # the server hears from a healthy activity every 2 s (4 s of slack), and from a dead worker's at most
+        # 2 s before it died, so their attempts time out 4-6 s after the kill
         max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
         workflow_failure_exception_types=WORKFLOW_FAILURES,
         **POLLERS,
