@@ -58,21 +58,19 @@ async def model_turn(req: ModelTurnInput) -> ModelTurnResult:
     turns: list[ModelTurnResult] = []
     spent = req.steps.spent
     while True:
-        result = await asyncio.to_thread(_turn_result, req, store, messages, reply, compacted,
-                                           req.turn + len(turns), keep=False)
+        result, spent, going = await asyncio.to_thread(_stepped, req, store, messages, reply, compacted,
+                                                       req.turn + len(turns), spent, len(turns) + 1, started)
         turns.append(result)
-        spent = spent + result.usage
-        if not _go_on(req, req.steps, result, len(turns), spent, started):
+        if going is None:
             break
+        messages, wire, compacted = going
         try:
-            messages, wire, compacted = await asyncio.to_thread(_answered, req, store, messages, result)
             reply = await _ask(req, req.turn + len(turns), wire)
         except Exception as err:  # noqa: BLE001 - the turns done are kept; the next activity asks again
             # A model call failing after the first turn ends the activity with the turns it has: the workflow then
             # asks for the next turn as an activity of its own, with its own retries (and the provider's outage
             # window), and an error that is no outage fails it there, as it would have failed this one.
-            activity.logger.info("lane %s: turn %d not asked in this activity: %s", req.agent,
-                                 req.turn + len(turns) + 1, str(err)[:200])
+            _not_asked(req, req.turn + len(turns) + 1, err)
             break
     transcript = await asyncio.to_thread(store.put_json, conversation.to_wire(messages))
     done = [t.model_copy(update={"transcript_ref": transcript}) for t in turns]
@@ -107,6 +105,27 @@ def _go_on(req: ModelTurnInput, steps: TurnSteps, result: ModelTurnResult, done:
     new_chars = sum(o.output_chars for o in result.outcomes)
     next_call = next_billed(req.model, req.price, result.usage, new_chars)
     return over_budget(req.agent, req.price, spent, steps.token_budget, steps.cost_budget_usd, next_call) is None
+
+
+def _stepped(req: ModelTurnInput, store: Store, messages: list[Message], reply: ModelReply, compacted: bool,
+             turn: int, spent: Usage, done: int, started: float,
+             ) -> tuple[ModelTurnResult, Usage, tuple[list[Message], list[dict[str, Any]], bool] | None]:
+    """A turn of model_turn's batch, in one trip to a thread (each trip costs the event loop a wake-up): its
+    result (_turn_result, the transcript kept for the end), the usage spent with it, and, where the activity goes
+    on (_go_on), the conversation to send next (_answered); None where it stops there."""
+    result = _turn_result(req, store, messages, reply, compacted, turn, keep=False)
+    spent = spent + result.usage
+    if req.steps is None or not _go_on(req, req.steps, result, done, spent, started):
+        return result, spent, None
+    try:
+        return result, spent, _answered(req, store, messages, result)
+    except Exception as err:  # noqa: BLE001 - the turns done are kept; the next activity asks again
+        _not_asked(req, turn + 2, err)
+        return result, spent, None
+
+
+def _not_asked(req: ModelTurnInput, turn: int, err: Exception) -> None:
+    activity.logger.info("lane %s: turn %d not asked in this activity: %s", req.agent, turn, str(err)[:200])
 
 
 def _answered(req: ModelTurnInput, store: Store, messages: list[Message],

@@ -251,14 +251,18 @@ def describe_lane(task: HelperTask) -> LaneDescription:
     """The lane branch's head, its diff stat, and the files it changed since its base (path -> A/M/D)."""
     wt = _git(lane_worktree(task.run_id, task.lane))
     head = wt.rev_parse("HEAD")
+    # One diff for both (a git process less a lane): its raw lines (":<modes> <blobs> <status>\t<path>"), then the stat
     files: dict[str, str] = {}
-    for line in wt.diff("--name-status", "--no-renames", task.base_sha, head).splitlines():
-        status, _, name = line.partition("\t")
-        files[name] = status[:1]
-    stat = wt.diff("--stat", task.base_sha, head)
+    stat: list[str] = []
+    for line in wt.diff("--raw", "--stat", "--no-renames", task.base_sha, head).splitlines():
+        if line.startswith(":"):
+            fields, _, name = line.partition("\t")
+            files[name] = fields.rsplit(" ", 1)[-1][:1]
+        else:
+            stat.append(line)
     ledger.record_activity(task.run_id, "lane_end", lane=task.lane, round=task.round, dispatch=task.attempt,
                            head=head, files=len(files))
-    return LaneDescription(head_sha=head, diff_stat=stat, files=files)
+    return LaneDescription(head_sha=head, diff_stat="\n".join(stat), files=files)
 
 
 _DEFINITION = r"(?:\b(?:def|class|function|func|fn|const|let|var|type|interface|struct|enum)\s+\*?{name}\b|^\s*{name}\s*[:=])"
