@@ -21,7 +21,7 @@ from reposwarm.runs import ledger
 from reposwarm.runs.store import Store, run_dir
 from reposwarm.vcs import forge
 from reposwarm.vcs.gitcmd import is_ancestor, rev, try_git
-from reposwarm.vcs.remote import shown
+from reposwarm.vcs.remote import shown, worktree_lock
 
 
 @activity.defn
@@ -41,10 +41,11 @@ def deliver(req: DeliverInput) -> Delivered:
     if existing is not None and existing != req.integration_sha:
         raise ApplicationError(f"branch {req.branch!r} already exists in {req.repo_path}", non_retryable=True)
     root = run_dir(req.run_id)
-    for line in g.worktree("list", "--porcelain").splitlines():
-        if line.startswith("worktree ") and Path(line[9:]).is_relative_to(root):
-            g.worktree("remove", "--force", line[9:])
-    g.worktree("prune")
+    with worktree_lock(repo.path):
+        for line in g.worktree("list", "--porcelain").splitlines():
+            if line.startswith("worktree ") and Path(line[9:]).is_relative_to(root):
+                g.worktree("remove", "--force", line[9:])
+        g.worktree("prune")
     # the lanes' own build caches and setup entries on this host (a lane's are only ever its own)
     caches.remove_lane_caches(req.run_id)
     setup.remove_lane_entries(req.run_id)

@@ -9,7 +9,6 @@ least once).
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import re
 import shutil
@@ -41,7 +40,7 @@ from reposwarm.text import inert
 from reposwarm.vcs import gitcmd
 from reposwarm.vcs.branches import integration_branch
 from reposwarm.vcs.gitcmd import IDENTITY, healthy_worktree, is_ancestor, mend_worktree_registrations, rev, try_git
-from reposwarm.vcs.remote import Repository, is_url, open_repository, repo_lock
+from reposwarm.vcs.remote import Repository, is_url, open_repository, worktree_lock
 
 
 def _git(cwd: str | Path) -> git.Git:
@@ -163,7 +162,7 @@ def create_lane_worktree(task: HelperTask) -> LaneWorktree:
         # allows), or set to the start (-B).
         # -f twice: also over a registration an add killed half-way left locked ("initializing")
         target = ["-f", "-f", str(path), branch] if start == current else ["-f", "-f", "-B", branch, str(path), start]
-        with _worktree_lock(task.repo_path):  # lanes adding worktrees at once trip over each other's metadata
+        with worktree_lock(repo.path):  # lanes adding worktrees at once trip over each other's metadata
             add = ["worktree", "add", *(target if cone is None else ["--no-checkout", *target])]
             if try_git(g, *add)[0] != 0:  # a worktree whose folder is gone still registered: forget it, then add;
                 mend_worktree_registrations(g)  # and one an add killed half-way left unreadable
@@ -182,11 +181,6 @@ def create_lane_worktree(task: HelperTask) -> LaneWorktree:
                            model=task.model)
     queue, shared = _lane_queue()
     return LaneWorktree(path=str(path), branch=branch, head_sha=head, host_queue=queue, shared_queue=shared)
-
-
-def _worktree_lock(repo_path: str) -> contextlib.AbstractContextManager[None]:
-    """One `git worktree add` at a time per repository on this host (a lock file under REPOSWARM_HOME)."""
-    return repo_lock(str(Path(repo_path).resolve()) if not is_url(repo_path) else repo_path, "worktree")
 
 
 def _shared_queue() -> str:

@@ -41,7 +41,7 @@ from reposwarm.runs import ledger
 from reposwarm.runs.store import Store, run_dir
 from reposwarm.slices.policy import PathPolicy
 from reposwarm.vcs import gitcmd
-from reposwarm.vcs.remote import Repository, open_repository
+from reposwarm.vcs.remote import Repository, open_repository, worktree_lock
 
 
 def checkout(repo_path: str, path: Path, ref: str) -> None:
@@ -56,10 +56,11 @@ def checkout(repo_path: str, path: Path, ref: str) -> None:
     else:
         path.parent.mkdir(parents=True, exist_ok=True)
         repo = gitcmd.repo(repo_path)
-        gitcmd.mend_worktree_registrations(repo)  # one a killed add left unreadable fails every later add
-        repo.worktree("prune")
-        # -f twice: a registration left locked by an add that was killed half-way ("initializing") is ours too
-        repo.worktree("add", "-f", "-f", "--detach", str(path), ref)
+        with worktree_lock(repo_path):  # (a lane's add beside it would look half-made to the mend)
+            gitcmd.mend_worktree_registrations(repo)  # one a killed add left unreadable fails every later add
+            repo.worktree("prune")
+            # -f twice: a registration left locked by an add that was killed half-way ("initializing") is ours too
+            repo.worktree("add", "-f", "-f", "--detach", str(path), ref)
 
 
 def _clean(path: Path) -> None:

@@ -82,7 +82,9 @@ LANE_CLOSE_TIMEOUT_S = 60  # how long a lane may stay open after its run has end
 # Round 1 of the `can` lane: this many turns of reads, then a write and finish. With 8 (at SUGGEST_CAN_AFTER=40)
 # the warm lane continues as new mid-assignment, then again between its assignments (the next round's `assign`
 # arrives past 40 events): both paths are recorded. Re-check after a change to a lane's events (5 before a turn ran
-# its reads itself, patch "tools-in-turn": each read was a marker event then).
+# its reads itself, patch "tools-in-turn": each read was a marker event then). Each turn ends with a search, which
+# runs as an activity of its own: else the turns would go on in one activity (patch "turns-in-activity"), and the
+# lane would end before its history grew past the limit.
 CAN_READ_TURNS = 8
 # A check that fails, naming api/app.py, while that file says BROKEN (the base commit passes it).
 BROKEN_FAILS = "import sys; sys.exit('api/app.py is BROKEN' if 'BROKEN' in open('api/app.py').read() else 0)"
@@ -218,11 +220,17 @@ async def can(client: Client, tmp: Path) -> str:
     plan = write_yaml(tmp / "plan.yaml", {"interface_contract": "api/f0.py exports X0.",
                                           "lanes": [{"lane": "api", "goal": "Read the api files, then mark them."}]})
     round2 = {"interface_contract": "api/f0.py exports X0.", "lanes": [{"lane": "api", "goal": "Mark it again."}]}
-    reads = [turn(*[(f"r{t}_{i}", "read_file", {"path": f"api/f{i}.py"}) for i in range(4)])
+    reads = [turn(*[(f"r{t}_{i}", "read_file", {"path": f"api/f{i}.py"}) for i in range(4)],
+                  (f"s{t}", "search", {"pattern": f"X{t % 4}"}))
              for t in range(CAN_READ_TURNS)]
     script = write_yaml(tmp / "replay.yaml", {"version": 1, "planner": {2: {"content": json.dumps(round2)}}, "lanes": {
+        # the last turn writes, searches six times (an activity each) and finishes: the lane's run is past the
+        # limit at its end however few events it had when it last continued as new, so round 2's `assign` finds it
+        # there and it continues as new between assignments
         "api": {1: [*reads, turn(("w1", "write_file", {"path": "api/done.txt", "content": "read\n",
-                                                       "reason": "Mark the reading as done"})), finish("f1")],
+                                                       "reason": "Mark the reading as done"}),
+                                 *[(f"e{i}", "search", {"pattern": f"X{i % 4}"}) for i in range(6)],
+                                 ("f1", "finish", {"summary": "read them all"}))],
                 2: [turn(("w2", "write_file", {"path": "api/done.txt", "content": "again\n",
                                                "reason": "Mark it again"})), finish("f2")]}}})
     run_id = await start_run(client, repo, lanes, script, plan=plan)

@@ -439,6 +439,11 @@ class LaneWorkflow(OutsideAgent):
 
     async def _described(self, task: HelperTask, state: LaneResume) -> LaneDescription:
         self._step("describing the branch")
+        if state.shared_queue and workflow.patched("describe-local"):
+            # Every worker on the shared queue holds the worktree (as for the quick tools): a git diff or two as a
+            # local activity, so the lane's end costs no activity task and no workflow task after it.
+            local: LaneDescription = await workflow.execute_local_activity(describe_lane, task, **options.QUICK)
+            return local
         described: LaneDescription = await self._on_host(task, state, describe_lane, task, **options.GIT)
         return described
 

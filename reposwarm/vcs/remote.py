@@ -65,6 +65,14 @@ def repo_lock(key: str, what: str = "fetch") -> Iterator[None]:
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
+def worktree_lock(repo_dir: str | Path) -> contextlib.AbstractContextManager[None]:
+    """One change to a repository's worktree registrations at a time on this host: an add (a lane's worktree,
+    a check's checkout) writes `.git/worktrees/<name>/` file by file, and a prune or a mend of half-made
+    registrations (gitcmd.mend_worktree_registrations) beside it would take the one being written for one a
+    killed add left empty, and remove it under the lane. `repo_dir` is the folder git opens (Repository.path)."""
+    return repo_lock(str(Path(repo_dir).resolve()), "worktree")
+
+
 def shown(text: str) -> str:
     """Text naming a URL, fit to show: no password or token of a URL (https://x:TOKEN@host/...), no secret."""
     from reposwarm.runs.ledger import redact
