@@ -276,3 +276,54 @@ def test_a_check_run_from_a_thread_outlives_the_threads_that_end_beside_it(tmp_p
     long.join(timeout=60)
     assert all(results[f"short-{i}"].exit_code == 0 for i in range(4))
     assert results["long"].exit_code == 0 and results["long"].output == b"done\n", results["long"]
+
+
+# A process that makes the temporary folders of a check's git view and of an agent session's bridge (socket folder),
+# as a worker does, says so and waits to be killed.
+MAKES_SCRATCH = """
+import sys, time
+from reposwarm.checks.sandbox import gitview, reaping
+view = gitview.scratch_dir()
+with reaping.scratch_folder("rs-agent-") as socket_folder:
+    (socket_folder / "api.sock").write_text("")
+    print(view, socket_folder, flush=True)
+    time.sleep(600)
+"""
+
+
+async def test_a_killed_worker_s_temporary_folders_are_removed_when_the_next_worker_starts(tmp_path,
+                                                                                         temporal_address):
+    """A SIGKILLed worker removes none of its temporary folders (a git view, an agent session's socket folder);
+    a real worker (worker.py) starting on the host removes them, and none of a process alive, of another host or
+    PID namespace, or of a name not ours."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp), "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    dying = subprocess.Popen([sys.executable, "-c", MAKES_SCRATCH], env=env, stdout=subprocess.PIPE, text=True,
+                             start_new_session=True)
+    assert dying.stdout is not None
+    made = [Path(p) for p in dying.stdout.readline().split()]
+    os.killpg(dying.pid, signal.SIGKILL)
+    dying.wait()
+    assert len(made) == 2 and all(p.is_dir() and p.parent == tmp for p in made), made
+    os.environ["TMPDIR"], before = str(tmp), os.environ.get("TMPDIR")
+    try:
+        mine = reaping.scratch("rs-agent-")  # this process's: alive
+    finally:
+        os.environ.pop("TMPDIR") if before is None else os.environ.__setitem__("TMPDIR", before)
+    name = made[0].name
+    elsewhere = tmp / (name[:name.rindex("-")].rsplit(".", 1)[0] + ".0badcafe-x")  # the same pid, another place
+    unknown = tmp / "reposwarm-gitview-notours"
+    for folder in (elsewhere, unknown):
+        folder.mkdir()
+    next_worker = WorkerProcess(temporal_address, f"scratch-{uuid.uuid4().hex[:8]}", tmp_path / "home",
+                                {"TMPDIR": str(tmp)}).start()
+    try:
+        await next_worker.ready()
+        assert not any(p.exists() for p in made), [p for p in made if p.exists()]
+        assert mine.is_dir() and elsewhere.is_dir() and unknown.is_dir()
+        log = next_worker.log.read_text()
+        assert "removed 2 temporary folders of dead workers" in log and made[1].name in log, log
+    finally:
+        next_worker.stop()
+        shutil.rmtree(mine, ignore_errors=True)

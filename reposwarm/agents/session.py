@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 from reposwarm.agents import bridge, claude_code, clis, codex
 from reposwarm.agents.spec import SessionSpec, SessionSummary
 from reposwarm.checks import sandbox
-from reposwarm.checks.sandbox import gitview
+from reposwarm.checks.sandbox import gitview, reaping
 from reposwarm.checks.sandbox.environment import private_home
 from reposwarm.contracts import CheckProfile
 
@@ -122,8 +122,8 @@ async def sandboxed(argv: list[str], agent_env: dict[str, str], *, worktree: Pat
             except (gitview.GitViewError, OSError) as err:  # the session runs on, without git metadata
                 if notes is not None:
                     notes.append(f"[reposwarm: the agent's git view could not be made ({err})]\n")
-        with tempfile.TemporaryDirectory(prefix="rs-agent-") as scratch:  # (short: a socket path has 108 bytes)
-            socket_path = Path(scratch) / "api.sock"
+        with reaping.scratch_folder("rs-agent-") as scratch:  # (short: a socket path has 108 bytes)
+            socket_path = scratch / "api.sock"
             async with bridge.HostBridge(socket_path, "127.0.0.1" if host == "localhost" else host, port):
                 yield _sandboxed(argv, agent_env, worktree, state_dir, path_dir, socket_path, port, list(fixed), view)
     finally:

@@ -201,6 +201,7 @@ def run(argv: list[str] | None = None, prog: str = "worker.py") -> int:
 async def main(args: argparse.Namespace) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     sandbox.reap_left_behind()  # what the checks of a dead worker of this host left running: killed (reaping.py)
+    sandbox.reap_scratch()  # and the temporary folders its checks and agent sessions left (git views, sockets)
     warnings = doctor.refuse_worker(args.serve)  # (what would fail later, its sandbox or model key: said now)
     try:
         client = await said_if_slow(connect("reposwarm-worker"), "waiting for the Temporal server at "

@@ -40,13 +40,13 @@ from reposwarm.checks.sandbox.environment import (
 from reposwarm.checks.sandbox.limits import MIB, PidsCgroup, TreeCap, own_cgroups, rlimits
 from reposwarm.checks.sandbox.mounts import bwrap_argv
 from reposwarm.checks.sandbox.process import LAUNCHER, SUPERVISOR, Ran, watch
-from reposwarm.checks.sandbox.reaping import reap_left_behind
+from reposwarm.checks.sandbox.reaping import reap_left_behind, reap_scratch
 from reposwarm.checks.sandbox.toolchains import SECRET_FILE
 from reposwarm.contracts import CheckProfile
 
 __all__ = ["BWRAP", "Bind", "LAUNCHER", "MIB", "OFF_WARNING", "PASS_ENV", "PASS_ENV_OFF", "SECRET_FILE", "SUPERVISOR",
            "SWITCH", "PidsCgroup", "Ran", "SandboxUnavailable", "Tree", "bwrap", "bwrap_argv", "check_nice",
-           "enabled", "own_cgroups", "reap_left_behind", "rlimits", "run", "sandbox_env", "status", "unsandboxed_env"]
+           "enabled", "own_cgroups", "reap_left_behind", "reap_scratch", "rlimits", "run", "sandbox_env", "status", "unsandboxed_env"]
 
 SWITCH = "REPOSWARM_SANDBOX"  # "off": run checks unsandboxed
 BWRAP = "REPOSWARM_BWRAP"  # the bwrap binary to use (default: `bwrap` on PATH)

@@ -25,12 +25,12 @@ import hashlib
 import json
 import os
 import shutil
-import tempfile
 import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from reposwarm.checks.sandbox import reaping
 from reposwarm.slices.policy import PathPolicy, touches_git
 from reposwarm.vcs import gitcmd
 
@@ -236,4 +236,5 @@ def _mark_sparse(root: Path, git_dir: Path, cached: Path, skipped: list[bytes]) 
 
 
 def scratch_dir() -> Path:
-    return Path(tempfile.mkdtemp(prefix="reposwarm-gitview-"))
+    """A folder for a git view, removed by the next worker on the host should this process die first."""
+    return reaping.scratch("reposwarm-gitview-")

@@ -27,11 +27,15 @@ take it away.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import logging
 import os
+import re
+import shutil
 import signal
 import socket
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -202,6 +206,59 @@ def reap(record: Record, rounds: int = 5) -> list[int]:
             break
         time.sleep(0.05)  # (a killed process takes a moment to be a zombie, which is not counted alive)
     return sorted(set(killed))
+
+
+# A temporary folder of a check or an agent session (the git view, the bridge's socket folder) is named
+# <prefix><owner>-<random>, the owner being who made it: its pid and start time, and where those mean what they say
+# (_place, hashed). A worker SIGKILLed leaves such folders in TMPDIR; the next worker to start on the host removes
+# those whose owner is dead (reap_scratch). Short names: a unix socket's path has at most 107 bytes.
+SCRATCH_PREFIXES = ("rs-agent-", "reposwarm-gitview-")
+_SCRATCH = re.compile(r"^(?:rs-agent-|reposwarm-gitview-)(\d+)\.(\d+)\.([0-9a-f]{8})-")
+
+
+def _place_mark() -> str:
+    return hashlib.sha256(json.dumps(_place(), sort_keys=True).encode()).hexdigest()[:8]
+
+
+def scratch(prefix: str) -> Path:
+    """A new temporary folder of this process (`prefix` one of SCRATCH_PREFIXES), named so that reap_scratch
+    removes it once this process is dead, if it did not remove it itself."""
+    me = proc(os.getpid())
+    owner = f"{me.pid}.{me.start}.{_place_mark()}" if me is not None else f"{os.getpid()}.0.{'0' * 8}"
+    return Path(tempfile.mkdtemp(prefix=f"{prefix}{owner}-"))
+
+
+@contextlib.contextmanager
+def scratch_folder(prefix: str) -> Iterator[Path]:
+    """scratch(), removed when the context ends."""
+    folder = scratch(prefix)
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def reap_scratch(folder: Path | None = None) -> list[str]:
+    """At a worker's start: remove the temporary folders (scratch) of this host's processes that are dead; their
+    names, one line each (logged too). A folder of another host or PID namespace, or of no known owner, stays."""
+    folder = folder or Path(tempfile.gettempdir())
+    here = _place_mark()
+    removed: list[str] = []
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return []
+    for entry in entries:
+        found = _SCRATCH.match(entry.name)
+        if found is None or found[3] != here or found[2] == "0" or not entry.is_dir(follow_symlinks=False):
+            continue
+        if is_alive(int(found[1]), int(found[2])):
+            continue
+        shutil.rmtree(entry.path, ignore_errors=True)
+        removed.append(entry.name)
+    if removed:
+        log.warning("removed %d temporary folders of dead workers in %s: %s", len(removed), folder, ", ".join(removed))
+    return removed
 
 
 def reap_left_behind(folder: Path | None = None) -> list[str]:
