@@ -18,7 +18,7 @@ from temporalio import activity
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import ApplicationError
 
-from activities.repo import lane_worktree
+from activities.repo import create_lane_worktree, lane_worktree
 from activities.tool_call import answer
 from reposwarm.agent import conversation
 from reposwarm.agent.conversation import Message, SystemMessage, ToolResult, UserMessage
@@ -49,12 +49,21 @@ async def model_turn(req: ModelTurnInput) -> ModelTurnResult:
     turns that follow while the model only reads and edits (_go_on)."""
     store = Store(req.run_id)
     started = time.monotonic()
-    # The store's reads and writes run in a thread, as complete()'s do: the worker's event loop serves every
-    # lane's activities and workflow tasks, and a slow disk must not hold them up.
-    messages, wire, compacted = await asyncio.to_thread(_conversation, req, store)
-    reply = await _ask(req, req.turn, wire)
+    # A first turn may make the lane's worktree, beside the model call: its calls run once it is there
+    making = asyncio.create_task(asyncio.to_thread(create_lane_worktree, req.worktree)) if req.worktree else None
+    try:
+        # The store's reads and writes run in a thread, as complete()'s do: the worker's event loop serves every
+        # lane's activities and workflow tasks, and a slow disk must not hold them up.
+        messages, wire, compacted = await asyncio.to_thread(_conversation, req, store)
+        reply = await _ask(req, req.turn, wire)
+    except BaseException:
+        if making is not None:  # (the worktree's git done before the retry makes it again; the turn's error is said)
+            await asyncio.gather(making, return_exceptions=True)
+        raise
+    made = await making if making is not None else None  # (its failure is the activity's, retried as one)
     if req.steps is None:
-        return await asyncio.to_thread(_turn_result, req, store, messages, reply, compacted, req.turn)
+        return (await asyncio.to_thread(_turn_result, req, store, messages, reply, compacted, req.turn)
+                ).model_copy(update={"worktree": made})
     turns: list[ModelTurnResult] = []
     spent = req.steps.spent
     while True:
@@ -74,7 +83,7 @@ async def model_turn(req: ModelTurnInput) -> ModelTurnResult:
             break
     transcript = await asyncio.to_thread(store.put_json, conversation.to_wire(messages))
     done = [t.model_copy(update={"transcript_ref": transcript}) for t in turns]
-    return done[0].model_copy(update={"then": done[1:]})
+    return done[0].model_copy(update={"then": done[1:], "worktree": made})
 
 
 async def _ask(req: ModelTurnInput, turn: int, wire: list[dict[str, Any]]) -> ModelReply:

@@ -11,8 +11,9 @@ otherwise dominate. Prints a table and writes bench/results.json.
 
 1. lane set-up, sparse vs full: runs whose lanes do one `finish` turn (replay model) with swarm.sparse true and
    false, on a generated ~4M-line monorepo (bench/gen_monorepo.py, cached in $TMPDIR/reposwarm-bench); each
-   lane's create_lane_worktree activity timed from its LaneWorkflow history (scheduled -> completed, so failed
-   attempts and their retry back-off count; the last attempt's started -> completed too), for 4 and 32 lanes at
+   lane's worktree timed from its LaneWorkflow history: its create_lane_worktree activity, or the first turn's
+   model_turn where that made it (patch worktree-in-turn: the worktree, then the instant replay call) (scheduled ->
+   completed, so failed attempts and their retry back-off count; the last attempt's started -> completed too), for 4 and 32 lanes at
    once (max_parallel = lanes). The headline is the 4-lane run (the default max_parallel).
 2. step overhead: one lane step (a replay-model turn with one list_dir call), measured in the lane's history from
    one model turn's scheduling to the next's, divided by one raw activity round trip (bench/swarm_probe.py: a
@@ -170,7 +171,15 @@ def _mean(values: list[float]) -> float:
 
 
 def _mean_max(values: list[float]) -> dict[str, float | None]:
-    return {"mean": _r(_mean(values)), "max": _r(max(values))}
+    return {"mean": _r(_mean(values)), "max": _r(max(values)) if values else None}
+
+
+def worktree_spans(acts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A lane's worktree as its history times it: its create_lane_worktree activity, or where the first turn's
+    activity made it (patch worktree-in-turn), that first model_turn (the worktree, then a model call, then the
+    turn's quick calls)."""
+    made = [s for s in acts if s["name"] == "create_lane_worktree"]
+    return made or [s for s in acts if s["name"] == "model_turn"][:1]
 
 
 def _r(x: float | None, nd: int = 3) -> float | None:
@@ -366,7 +375,7 @@ async def setup_run(client: Client, queue: str, home: Path, repo: Path, tmp: Pat
     bad = [lane.lane for lane in status.review.lanes if lane.status != LaneStatus.done] if status.review else []
     spans = []
     for wf in await lane_ids(client, run_id, list(lanes)):
-        spans += [s for s in activity_spans(await histories(client, wf)) if s["name"] == "create_lane_worktree"]
+        spans += worktree_spans(activity_spans(await histories(client, wf)))
     done = [s for s in spans if s["outcome"] == "completed"]
     # scheduled -> completed: what the lane waits for its worktree (a free activity slot, failed attempts and
     # their retry back-off included); started -> completed: the last attempt's own work. Failed attempts that
@@ -955,7 +964,7 @@ async def parallel_run(client: Client, queue: str, home: Path, repo: Path, tmp: 
             firsts.append((lane_tasks[0]["started"] - spans[-1][0], lane_tasks[0]["closed"] - lane_tasks[0]["started"]))
         acts = activity_spans(runs)
         mine = [s for s in acts if s["name"] == "model_turn" and s["started"]]
-        made += [s for s in acts if s["name"] == "create_lane_worktree" and s["started"]]
+        made += [s for s in acts if s["name"] == "create_lane_worktree" and s["started"]]  # (none: made in a turn)
         models += mine
         if mine:  # where a lane's time goes besides its model calls: set-up before its first turn, gaps between
             setups.append(mine[0]["scheduled"] - spans[-1][0])
@@ -1196,7 +1205,7 @@ async def kill_scenario(client: Client, home: Path, repo: Path, tmp: Path, momen
     queue) at once, and time the run's next ledger event. The moments:
 
     between     the lane's model call is answered 429 (Retry-After: 1) and waits out its retry back-off:
-                no activity is in flight, so nothing waits for a timeout
+                no activity is in flight, so nothing waits for a timeout (its turns search: a turn an activity)
     model_call  a model request is in flight (the fake model takes 3 s): its retry waits for model_turn's
                 heartbeat timeout, then the retry policy's first interval, and the retried call takes 3 s
                 before it writes the ledger event that is timed
@@ -1220,9 +1229,13 @@ async def kill_scenario(client: Client, home: Path, repo: Path, tmp: Path, momen
             [sys.executable, "-c", check, queue]]}}}}
         replies = [turn(("k1", "list_dir", {"path": "l00"})), turn(("k2", "run_checks", {"profile": "lane"})),
                    finish("k3")]
+    elif moment == "between":
+        # a search each turn (no quick tool: a turn an activity), so that the rate-limited call is an activity's
+        # first, which the activity's retry waits out (a later turn's failure would end its activity with the
+        # turns before it, and the next turn would be a new activity: no back-off to kill the worker in)
+        replies = [turn((f"r{t}", "search", {"pattern": "def"})) for t in range(6)] + [finish("r_end")]
     else:
-        replies = [turn((f"r{t}", "list_dir", {"path": "l00"})) for t in range(6 if moment == "between" else 3)]
-        replies.append(finish("r_end"))
+        replies = [turn((f"r{t}", "list_dir", {"path": "l00"})) for t in range(3)] + [finish("r_end")]
     lanes = {"rec": {"allowed_paths": ["l00/"], "max_turns": 20}}
     files = write_run_files(tmp, f"recovery-{moment}", lanes, {"max_parallel": 1}, {}, extra=extra)
     workers: list[WorkerProcess] = []

@@ -527,3 +527,18 @@ def test_quick_calls_run_in_their_model_turn(folder: Path) -> None:
 async def test_recorded_history_replays(path: Path) -> None:
     replayer = Replayer(workflows=[SwarmWorkflow, LaneWorkflow], data_converter=pydantic_data_converter)
     await replayer.replay_workflow(load(path))
+
+
+@pytest.mark.parametrize("folder", SCENARIO_FOLDERS, ids=lambda f: f.name)
+def test_a_first_turn_makes_its_worktree(folder: Path) -> None:
+    """Where a lane's run asked for patch "worktree-in-turn", its first assignment's worktree was made by its first
+    model_turn (the result says where), with no create_lane_worktree activity before it."""
+    lanes = [hs[0] for w, hs in scenario_runs(folder)["happy"].items() if w != "swarm"]
+    patched = [h for h in lanes if "worktree-in-turn" in patches(h)]
+    if not patched:
+        assert folder != SCENARIO_FOLDERS[-1], "the newest recording predates patch worktree-in-turn"
+        return
+    for history in patched:
+        assert names(history)[0] == "model_turn", names(history)
+        first = activity_outcomes(history, "model_turn")[0][1]
+        assert isinstance(first, dict) and first["worktree"]["shared_queue"] is True, first

@@ -43,14 +43,18 @@ def lane_files(tmp_path, lane: dict, swarm: dict | None = None) -> tuple:
 
 
 async def model_turn_activities(client, workflow_id: str) -> int:
+    return await activities_named(client, workflow_id, "model_turn")
+
+
+async def activities_named(client, workflow_id: str, name: str) -> int:
     history = await client.get_workflow_handle(workflow_id).fetch_history()
     return sum(1 for e in history.events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
-               and e.activity_task_scheduled_event_attributes.activity_type.name == "model_turn")
+               and e.activity_task_scheduled_event_attributes.activity_type.name == name)
 
 
 async def test_quick_turns_go_on_in_one_activity_and_count_as_turns(client, tmp_path):
     api, run_id = await lane_at_review(client, tmp_path, [
-        turn(("r0", "list_dir", {"path": "api"})),  # the first turn: its worktree is made beside it
+        turn(("r0", "list_dir", {"path": "api"})),  # the first turn: its activity makes the worktree too
         *(turn((f"r{i}", "read_file", {"path": "api/util.py"})) for i in range(1, READS + 1)),
         turn(("w1", "write_file", {"path": "api/app.py", "content": "VERSION = 2\n",
                                    "reason": "Set VERSION to 2 as the goal says"}),
@@ -63,10 +67,12 @@ async def test_quick_turns_go_on_in_one_activity_and_count_as_turns(client, tmp_
     assert api.tool_errors == 1 and api.failed_calls == [
         f"turn {READS + 2} read_file api/missing.py: error: api/missing.py: no such file"], api.failed_calls
     assert [e.path for e in api.edits] == ["api/app.py"]
-    # The first turn; turns 2 to READS + 3 (reads, the write) and the one whose run_checks stopped it in one;
-    # the finish.
-    assert await model_turn_activities(client, f"{run_id}.api") == 3
+    # The first turn (its worktree made in its activity, patch worktree-in-turn: it runs its list_dir and goes on),
+    # turns 2 to READS + 3 (reads, the write) and the one whose run_checks stopped it, in one; the finish.
+    assert await model_turn_activities(client, f"{run_id}.api") == 2
+    assert await activities_named(client, f"{run_id}.api", "create_lane_worktree") == 0
     lines = ledger.read(run_id)
+    assert [e["lane"] for e in lines if e["event"] == "helper_spawn"] == ["api"]  # the worktree, made once
     calls = Counter(e["call_id"] for e in lines if e["event"] == "model_call" and e.get("agent") == "api")
     assert calls == Counter({f"api-r1-t{t}": 1 for t in range(READS + 4)}), calls
     tools = Counter(e["call_id"] for e in lines if e["event"] == "tool_call" and e.get("lane") == "api")

@@ -106,6 +106,7 @@ class LaneWorkflow(OutsideAgent):
         self._next: HelperTask | None = None
         self._retired = False
         self._making: workflow.ActivityHandle[LaneWorktree] | None = None  # a worktree made beside the first turn
+        self._to_make: HelperTask | None = None  # a worktree the first turn's activity makes (patch worktree-in-turn)
         self._answer: BudgetChange | None = None  # a person's answer to a budget pause, forwarded by the run
 
     @workflow.query
@@ -175,8 +176,13 @@ class LaneWorkflow(OutsideAgent):
         """The assignment's worktree: made beside the first turn, made first, or brought to the new base."""
         if not state.host_queue and task.lane_queue:
             # Every worker on the lane queue shares one home: the first model turn needs no worktree, so it runs
-            # while the worktree is made; the turn's tool calls wait for it (_worktree_made).
-            self._making = workflow.start_activity(create_lane_worktree, task, **options.GIT)
+            # while the worktree is made, in the turn's own activity (a built-in lane's: its quick calls run
+            # there once it is made, and the turns go on) or as an activity beside it (the turn's tool calls wait
+            # for it: _worktree_made).
+            if task.role.agent_name == "builtin" and workflow.patched("worktree-in-turn"):
+                self._to_make = task
+            else:
+                self._making = workflow.start_activity(create_lane_worktree, task, **options.GIT)
             state.host_queue, state.shared_queue = task.lane_queue, True
         elif not state.host_queue:
             self._step("making the worktree")
@@ -281,6 +287,7 @@ class LaneWorkflow(OutsideAgent):
                           read_only_paths=task.read_only_paths) \
             if self._making is None and workflow.patched("tools-in-turn") else None
         steps = self._steps(task, state) if tools is not None and workflow.patched("turns-in-activity") else None
+        to_make, self._to_make = self._to_make, None  # (made in the turn's activity: its calls run after it)
         result = await self._on_host(
             task, state, model_turn,
             ModelTurnInput(run_id=task.run_id, agent=task.lane, round=task.round, attempt=task.attempt,
@@ -288,9 +295,11 @@ class LaneWorkflow(OutsideAgent):
                            new_messages=state.pending, if_lost=state.if_lost, context_tokens=role.context_tokens,
                            price=task.price, record=task.record, cache_ttl=task.cache_ttl,
                            max_output_tokens=role.max_output_tokens, thinking_tokens=role.thinking_tokens,
-                           reasoning_effort=role.reasoning_effort, tools=tools, steps=steps),
+                           reasoning_effort=role.reasoning_effort, tools=tools, steps=steps, worktree=to_make),
             **options.model(task.outage_s),
         )
+        if result.worktree is not None:
+            state.host_queue, state.shared_queue = result.worktree.host_queue, result.worktree.shared_queue
         state.pending, state.if_lost = [], []
         turns: list[tuple[ModelTurnResult, int, int]] = []
         changed = False
@@ -342,7 +351,13 @@ class LaneWorkflow(OutsideAgent):
                          token_budget=tokens, cost_budget_usd=dollars)
 
     async def _worktree_made(self, state: LaneResume) -> None:
-        """Wait for a worktree made beside the first turn; its failure fails the lane like any activity's."""
+        """Wait for a worktree made beside the first turn; its failure fails the lane like any activity's. One the
+        first turn was to make, needed before that turn ran (a continue-as-new, an ending): made now."""
+        if self._to_make is not None:
+            task, self._to_make = self._to_make, None
+            self._step("making the worktree")
+            made = await workflow.execute_activity(create_lane_worktree, task, **options.GIT)
+            state.host_queue, state.shared_queue = made.host_queue, made.shared_queue
         if self._making is not None:
             making, self._making = self._making, None
             if not making.done():

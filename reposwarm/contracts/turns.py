@@ -8,7 +8,7 @@ from pydantic import field_validator
 
 from reposwarm.contracts.base import Contract, Usage
 from reposwarm.contracts.config import CheckProfile, ModelPrice
-from reposwarm.contracts.lane import FileEdit
+from reposwarm.contracts.lane import FileEdit, HelperTask, LaneWorktree
 from reposwarm.text import inert_text
 
 
@@ -75,6 +75,9 @@ class ModelTurnInput(Contract):
     reasoning_effort: str | None = None
     tools: TurnTools | None = None  # the quick calls to run in the turn (None: every call is the workflow's to run)
     steps: TurnSteps | None = None  # the turns it may go on to by itself (None: one turn)
+    # A first turn on the shared queue: the lane's worktree to make in this activity, beside the model call and
+    # before the calls run (activities/repo.py create_lane_worktree), rather than as an activity of its own
+    worktree: HelperTask | None = None
 
 
 class WarmInput(Contract):
@@ -108,6 +111,7 @@ class ModelTurnResult(Contract):
     # The turns the activity went on to by itself (ModelTurnInput.steps), in order, each with every call's outcome;
     # their calls' results are in the transcript already. transcript_ref is the transcript after the last of them.
     then: list[ModelTurnResult] = []
+    worktree: LaneWorktree | None = None  # the worktree made in the activity (ModelTurnInput.worktree)
 
 
 class ToolInput(Contract):
