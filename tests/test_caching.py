@@ -270,13 +270,14 @@ async def test_an_hour_long_cache_marks_every_breakpoint_and_bills_its_writes_at
 
 async def test_a_lane_that_continues_as_new_reads_its_conversation_on_the_turn_after(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reposwarm_home: Any) -> None:
-    # (10 events: the lane's turns of reads go on in one activity, so it makes few events; it continues after its
-    # first turn)
+    # (10 events, and turns that search: a search is no quick tool, so each turn is an activity of its own and the
+    # lane can continue as new between them; turns of reads alone would all go on in its first activity)
     env = await start_dev_server(["--dynamic-config-value", "limit.historyCount.suggestContinueAsNew=10"])
     try:
         cache = AnthropicCache()
         files = scenario(tmp_path, ("api",), SONNET)
-        async with fake_worker(env.client, monkeypatch, "anthropic", {"lanes": {"api": {1: reads("api", 8)}}}, cache):
+        searches = [*[turn((f"api{i}", "search", {"pattern": "VERSION"})) for i in range(8)], finish("apif", "api read")]
+        async with fake_worker(env.client, monkeypatch, "anthropic", {"lanes": {"api": {1: searches}}}, cache):
             run_id, status = await run_to_review(env.client, files, SONNET)
         assert status.review is not None and status.review.lanes[0].status == LaneStatus.done
         runs = [w async for w in env.client.list_workflows(f"WorkflowId = '{run_id}.api'")]

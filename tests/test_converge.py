@@ -90,7 +90,8 @@ async def test_four_disjoint_lanes_merge_first_pass_with_provenance(client, tmp_
         assert f"reposwarm {n} (round 1)" in merges and f"Goal: Write the {n} marker." in merges
         assert f"Mark {n} as done" in merges
         blame = git(repo, "blame", "--porcelain", result.delivered_branch, "--", f"{n}/x.txt")
-        assert "checkpoint after turn 1" in blame  # the line is the lane's own commit
+        # the line is the lane's own commit (after turn 2: its write and its finish went in one activity)
+        assert f"reposwarm {n}: checkpoint after turn 2" in blame, blame
     all_lane_commits_reachable(repo, run_id)
 
 

@@ -96,12 +96,13 @@ async def test_on_the_shared_queue_quick_tools_are_local_activities(client, tmp_
     status = await wait_for_phase(client, run_id, Phase.review)
     _check_delivered_work(repo, run_id, status)
     types, queues, markers = await _lane_history(client, run_id)
-    # the first turn's read_file and list_dir ran inside workflow tasks (its worktree was made beside it), the
-    # second turn's write_file and edit_file in that model turn, which went on to the third (turns-in-activity);
-    # search and run_checks can take long, so they stay activities; then the finish's turn; and everything is on
-    # the workflow's own queue (eager dispatch)
-    assert markers == 2
-    assert types.count("run_tool") == 2 and types.count("model_turn") == 3
+    # the first turn made the worktree in its activity (patch worktree-in-turn) and ran its read_file and
+    # list_dir there, then went on to the second turn's write_file and edit_file and the third (turns-in-activity);
+    # search and run_checks can take long, so they stay activities; then the finish's turn; the lane's end
+    # describes its branch in a local activity (describe-local); and everything is on the workflow's own queue
+    # (eager dispatch)
+    assert markers == 1 and "create_lane_worktree" not in types, types
+    assert types.count("run_tool") == 2 and types.count("model_turn") == 2
     assert set(queues) == {"reposwarm"}, queues
     await client.get_workflow_handle(run_id).terminate("test done")
 
