@@ -67,7 +67,7 @@ async def model_turn(req: ModelTurnInput) -> ModelTurnResult:
     turns: list[ModelTurnResult] = []
     spent = req.steps.spent
     while True:
-        result, spent, going = await asyncio.to_thread(_stepped, req, store, messages, reply, compacted,
+        result, spent, going = await asyncio.to_thread(_stepped, req, req.steps, store, messages, reply, compacted,
                                                        req.turn + len(turns), spent, len(turns) + 1, started)
         turns.append(result)
         if going is None:
@@ -116,15 +116,15 @@ def _go_on(req: ModelTurnInput, steps: TurnSteps, result: ModelTurnResult, done:
     return over_budget(req.agent, req.price, spent, steps.token_budget, steps.cost_budget_usd, next_call) is None
 
 
-def _stepped(req: ModelTurnInput, store: Store, messages: list[Message], reply: ModelReply, compacted: bool,
-             turn: int, spent: Usage, done: int, started: float,
+def _stepped(req: ModelTurnInput, steps: TurnSteps, store: Store, messages: list[Message], reply: ModelReply,
+             compacted: bool, turn: int, spent: Usage, done: int, started: float,
              ) -> tuple[ModelTurnResult, Usage, tuple[list[Message], list[dict[str, Any]], bool] | None]:
     """A turn of model_turn's batch, in one trip to a thread (each trip costs the event loop a wake-up): its
     result (_turn_result, the transcript kept for the end), the usage spent with it, and, where the activity goes
     on (_go_on), the conversation to send next (_answered); None where it stops there."""
     result = _turn_result(req, store, messages, reply, compacted, turn, keep=False)
     spent = spent + result.usage
-    if req.steps is None or not _go_on(req, req.steps, result, done, spent, started):
+    if not _go_on(req, steps, result, done, spent, started):
         return result, spent, None
     try:
         return result, spent, _answered(req, store, messages, result)

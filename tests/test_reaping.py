@@ -306,11 +306,7 @@ async def test_a_killed_worker_s_temporary_folders_are_removed_when_the_next_wor
     os.killpg(dying.pid, signal.SIGKILL)
     dying.wait()
     assert len(made) == 2 and all(p.is_dir() and p.parent == tmp for p in made), made
-    os.environ["TMPDIR"], before = str(tmp), os.environ.get("TMPDIR")
-    try:
-        mine = reaping.scratch("rs-agent-")  # this process's: alive
-    finally:
-        os.environ.pop("TMPDIR") if before is None else os.environ.__setitem__("TMPDIR", before)
+    mine = reaping.scratch("rs-agent-", tmp)  # this process's: alive
     name = made[0].name
     elsewhere = tmp / (name[:name.rindex("-")].rsplit(".", 1)[0] + ".0badcafe-x")  # the same pid, another place
     unknown = tmp / "reposwarm-gitview-notours"

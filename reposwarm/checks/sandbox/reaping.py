@@ -220,12 +220,12 @@ def _place_mark() -> str:
     return hashlib.sha256(json.dumps(_place(), sort_keys=True).encode()).hexdigest()[:8]
 
 
-def scratch(prefix: str) -> Path:
-    """A new temporary folder of this process (`prefix` one of SCRATCH_PREFIXES), named so that reap_scratch
-    removes it once this process is dead, if it did not remove it itself."""
+def scratch(prefix: str, folder: Path | None = None) -> Path:
+    """A new temporary folder of this process (`prefix` one of SCRATCH_PREFIXES) in `folder` (default TMPDIR),
+    named so that reap_scratch removes it once this process is dead, if it did not remove it itself."""
     me = proc(os.getpid())
     owner = f"{me.pid}.{me.start}.{_place_mark()}" if me is not None else f"{os.getpid()}.0.{'0' * 8}"
-    return Path(tempfile.mkdtemp(prefix=f"{prefix}{owner}-"))
+    return Path(tempfile.mkdtemp(prefix=f"{prefix}{owner}-", dir=folder))
 
 
 @contextlib.contextmanager
